@@ -1,0 +1,3 @@
+from faultlab.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""Packet capture in the lab, and analysis of pcap files."""

@@ -1,0 +1,196 @@
+"""The `faultlab` command: parses, calls the library, maps errors to exit codes.
+
+Exit codes: 0 every expectation held; 1 an expectation failed; 2 usage or profile error;
+3 the lab or a mechanism failed; 130 interrupted (the lab is torn down first).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from faultlab.errors import FaultlabError, PrivilegeError, ProfileError
+from faultlab.events import Event
+
+EXIT_INTERRUPTED = 130
+
+
+def _fail(message: str, code: int) -> None:
+    click.echo(f"faultlab: {message}", err=True)
+    sys.exit(code)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="faultlab")
+def main() -> None:
+    """Network fault injection for WebSocket and Live API clients."""
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+def validate(paths: tuple[Path, ...]) -> None:
+    """Check profiles; print every problem as file:line: field: message."""
+    from faultlab.profile import load_profile, profile_paths
+
+    problems: list[str] = []
+    files = profile_paths(paths)
+    if not files:
+        _fail("no profiles found in " + ", ".join(map(str, paths)), 2)
+    for path in files:
+        try:
+            load_profile(path)
+        except ProfileError as exc:
+            problems += exc.problems
+    for line in problems:
+        click.echo(line, err=True)
+    if problems:
+        sys.exit(2)
+    click.echo(f"{len(files)} profile(s) valid")
+
+
+def _progress(quiet: bool) -> Callable[[Event], None] | None:
+    if quiet:
+        return None
+
+    def show(event: Event) -> None:
+        fields = " ".join(f"{k}={v}" for k, v in event.fields.items() if k not in ("argv", "path"))
+        click.echo(f"{event.t:8.3f}  {event.source:<8} {event.name:<22} {fields}"[:160])
+
+    return show
+
+
+def _run_cancellable(coro: Any) -> Any:
+    """Run `coro`; SIGTERM cancels it like Ctrl-C, so its teardown always runs."""
+
+    async def main_task() -> Any:
+        task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        cancelled = False
+
+        def on_signal() -> None:
+            nonlocal cancelled
+            if not cancelled and task is not None:
+                cancelled = True
+                click.echo("faultlab: interrupted, tearing the lab down", err=True)
+                task.cancel()
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, on_signal)
+        return await coro
+
+    try:
+        return asyncio.run(main_task())
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        _fail("interrupted; the lab was torn down", EXIT_INTERRUPTED)
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--runs-dir", type=click.Path(path_type=Path), default=Path("runs"),
+              show_default=True, help="Where run folders are written.")
+@click.option("-q", "--quiet", is_flag=True, help="Print only the verdicts.")
+def run(paths: tuple[Path, ...], runs_dir: Path, quiet: bool) -> None:
+    """Run profiles (files or folders of them) and check their expectations."""
+    from faultlab.lab.privilege import reexec_in_user_namespace
+    from faultlab.profile import load_profile, profile_paths
+    from faultlab.runner import Run
+
+    files = profile_paths(paths)
+    if not files:
+        _fail("no profiles found in " + ", ".join(map(str, paths)), 2)
+    try:
+        profiles = [load_profile(f) for f in files]
+    except ProfileError as exc:
+        for line in exc.problems:
+            click.echo(line, err=True)
+        sys.exit(2)
+    try:
+        reexec_in_user_namespace(sys.argv[1:])
+    except PrivilegeError as exc:
+        _fail(str(exc), 3)
+
+    async def run_all() -> int:
+        worst = 0
+        for profile in profiles:
+            click.echo(f"== {profile.name}")
+            result = await Run(profile, runs_dir, _progress(quiet)).execute()
+            for o in result.outcomes:
+                mark = "ok  " if o.held else "FAIL"
+                click.echo(f"  {mark} {o.expectation}  (seen: {o.seen})")
+            if result.error:
+                click.echo(f"  ERROR {result.error}")
+            click.echo(f"== {profile.name}: {result.verdict} in {result.duration_s:.2f}s; "
+                       f"report: {result.run_dir / 'summary.md'}")
+            worst = max(worst, result.exit_code)
+        return worst
+
+    try:
+        code = _run_cancellable(run_all())
+    except FaultlabError as exc:
+        _fail(str(exc), 3)
+    sys.exit(code)
+
+
+@main.group()
+def lab() -> None:
+    """Lab maintenance."""
+
+
+@lab.command()
+def gc() -> None:
+    """Remove what killed runs left behind: faultlab namespaces and the processes in them."""
+    from faultlab.lab.gc import collect
+
+    try:
+        report = collect()
+    except FaultlabError as exc:
+        _fail(str(exc), 3)
+    for line in report:
+        click.echo(line)
+    if not report:
+        click.echo("nothing to clean")
+
+
+@main.command()
+def doctor() -> None:
+    """Show what faultlab can use on this machine, and how to fix what is missing."""
+    from faultlab.doctor import diagnose
+
+    ok = True
+    for check in diagnose():
+        click.echo(f"{'ok  ' if check.ok else ('warn' if check.optional else 'FAIL')} "
+                   f"{check.name:<16} {check.detail}")
+        if not check.ok and check.fix:
+            click.echo(f"     {'':<16} fix: {check.fix}")
+        ok = ok and (check.ok or check.optional)
+    sys.exit(0 if ok else 1)
+
+
+@main.group()
+def pcap() -> None:
+    """Capture analysis."""
+
+
+@pcap.command()
+@click.argument("file", type=click.Path(path_type=Path, exists=True, dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+def inspect(file: Path, as_json: bool) -> None:
+    """Per flow: packets, bytes, FIN/RST, retransmissions, keepalives, silences, WebSocket frames."""
+    from faultlab.capture.flows import analyse, render_text
+    from faultlab.capture.pcap import PcapFormatError
+
+    try:
+        report = analyse(file)
+    except PcapFormatError as exc:
+        _fail(f"{file}: {exc}", 2)
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=2))
+    else:
+        click.echo(render_text(report))

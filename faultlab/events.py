@@ -1,0 +1,171 @@
+"""The event bus: everything a run observes, on one clock, in one JSONL file.
+
+An event is a line `{"t": <seconds since the run started>, "source": ..., "event": <name>, ...}`.
+Clients add their own events by appending JSON lines to the file named in `FAULTLAB_EVENTS`
+(`{"event": "client.lost", "ts": <unix time>, ...}`); the runner tails those files and puts their
+events on the bus, converting `ts` to the run clock. Secrets never reach a file: API keys and
+resumption handles are replaced by their length and a short hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+# Field names whose values are secrets wherever they appear (compared case-insensitively).
+SECRET_FIELDS = frozenset(
+    {"api_key", "apikey", "key", "x-goog-api-key", "authorization", "access_token",
+     "handle", "newhandle", "new_handle", "token"}
+)
+
+
+def redact_value(value: str) -> str:
+    """A secret as its length and a short hash, enough to tell two handles apart."""
+    digest = hashlib.sha256(value.encode()).hexdigest()[:8]
+    return f"<redacted len={len(value)} sha256={digest}>"
+
+
+def redact(data: Any) -> Any:
+    """A copy of `data` with every secret field's string value redacted, at any depth."""
+    if isinstance(data, Mapping):
+        return {
+            k: redact_value(v) if isinstance(v, str) and k.lower() in SECRET_FIELDS else redact(v)
+            for k, v in data.items()
+        }
+    if isinstance(data, list | tuple):
+        return [redact(v) for v in data]
+    return data
+
+
+@dataclass(frozen=True)
+class Event:
+    """One observation: when (run clock, seconds), who saw it, what it is, and its fields."""
+
+    t: float
+    source: str
+    name: str
+    fields: Mapping[str, Any] = field(default_factory=dict)
+
+    def matches(self, name: str, where: Mapping[str, Any] | None = None) -> bool:
+        """True when the event has this name and every `where` field equals the given value."""
+        if self.name != name:
+            return False
+        return all(self.fields.get(k) == v for k, v in (where or {}).items())
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"t": round(self.t, 6), "source": self.source, "event": self.name, **self.fields},
+            default=str,
+        )
+
+    @classmethod
+    def from_json(cls, line: str) -> Event:
+        data = json.loads(line)
+        return cls(float(data.pop("t")), str(data.pop("source")), str(data.pop("event")), data)
+
+
+class RunClock:
+    """Seconds since the run started, monotonic; converts unix times written by other processes."""
+
+    def __init__(self) -> None:
+        self.t0_monotonic = time.monotonic()
+        self.t0_wall = time.time()
+
+    def now(self) -> float:
+        return time.monotonic() - self.t0_monotonic
+
+    def from_wall(self, unix_time: float) -> float:
+        return unix_time - self.t0_wall
+
+
+Subscriber = Callable[[Event], None]
+
+
+class EventBus:
+    """Stamps, redacts, records and fans out events; the single writer of `events.jsonl`."""
+
+    def __init__(self, clock: RunClock, path: Path | None = None) -> None:
+        self.clock = clock
+        self.events: list[Event] = []
+        self._subscribers: list[Subscriber] = []
+        self._file: IO[str] | None = path.open("w", encoding="utf-8") if path else None
+
+    def subscribe(self, subscriber: Subscriber) -> None:
+        self._subscribers.append(subscriber)
+
+    def emit(self, source: str, name: str, t: float | None = None, **fields: Any) -> Event:
+        event = Event(self.clock.now() if t is None else t, source, name, redact(fields))
+        self.events.append(event)
+        if self._file is not None:
+            self._file.write(event.to_json() + "\n")
+            self._file.flush()
+        for subscriber in list(self._subscribers):
+            subscriber(event)
+        return event
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+class EventFileTail:
+    """Reads the JSON lines another process appends to a file, as they arrive."""
+
+    def __init__(self, path: Path, source: str) -> None:
+        self.path = path
+        self.source = source
+        self._offset = 0
+        self._partial = b""
+
+    def read_new(self) -> Iterator[dict[str, Any]]:
+        """Every complete line added since the last call, parsed; a bad line becomes `bad_line`."""
+        try:
+            with self.path.open("rb") as f:
+                f.seek(self._offset)
+                chunk = f.read()
+        except FileNotFoundError:
+            return
+        self._offset += len(chunk)
+        lines = (self._partial + chunk).split(b"\n")
+        self._partial = lines.pop()
+        for raw in lines:
+            if not raw.strip():
+                continue
+            try:
+                data = json.loads(raw)
+                if not isinstance(data, dict) or not isinstance(data.get("event"), str):
+                    raise ValueError("not an object with an 'event' name")
+            except ValueError as exc:
+                yield {"event": "bad_line", "line": raw[:200].decode(errors="replace"),
+                       "error": str(exc)}
+                continue
+            yield data
+
+
+class EventWriter:
+    """What a client or peer uses to append its events to `FAULTLAB_EVENTS` (one line per write)."""
+
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+        target = path if path is not None else os.environ.get("FAULTLAB_EVENTS")
+        # O_APPEND makes every line one atomic write, even with several writers on one file.
+        self._fd = (
+            os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) if target else None
+        )
+
+    def emit(self, event: str, **fields: Any) -> None:
+        if self._fd is None:
+            return
+        line = json.dumps({"event": event, "ts": time.time(), **redact(fields)}, default=str)
+        os.write(self._fd, (line + "\n").encode())
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

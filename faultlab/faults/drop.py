@@ -1,0 +1,44 @@
+"""drop: packets silently vanish, like a phone leaving Wi-Fi; neither end is told."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from faultlab.faults import register
+from faultlab.faults.base import Fault, FaultContext, Layer
+from faultlab.faults.flows import Direction, FlowParams, iptables_matches
+from faultlab.faults.iptables import chain_name, install, uninstall
+from faultlab.lab.namespace import Namespace
+
+
+class DropParams(FlowParams):
+    """`direction`, `connection`, and `at`: the router (both ends see silence) or the client's
+    own namespace (the client's TCP sees local drops, as the field study's round 3 did)."""
+
+    direction: Direction = "both"
+    at: Literal["router", "client"] = "router"
+
+
+@register
+class Drop(Fault[DropParams]):
+    """Silently discard the selected packets until reverted."""
+
+    name: ClassVar[str] = "drop"
+    layer: ClassVar[Layer] = "packet"
+    Params = DropParams
+
+    def _where(self, ctx: FaultContext) -> tuple[Namespace, list[str]]:
+        if self.params.at == "client":
+            return ctx.lab.client, ["OUTPUT", "INPUT"]
+        return ctx.lab.router, ["FORWARD"]
+
+    async def apply(self, ctx: FaultContext) -> dict[str, Any]:
+        p = self.params
+        ns, hooks = self._where(ctx)
+        matches = iptables_matches(ctx, p.direction, p.connection, p.at == "client")
+        await install(ns, hooks, chain_name(self.step_id), [f"{m} -j DROP" for m in matches])
+        return {"direction": p.direction, "at": p.at, "connection": p.connection}
+
+    async def revert(self, ctx: FaultContext) -> None:
+        ns, hooks = self._where(ctx)
+        await uninstall(ns, hooks, chain_name(self.step_id))

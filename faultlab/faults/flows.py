@@ -1,0 +1,47 @@
+"""Which packets a packet fault hits: a direction, and all flows or one connection by order."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from faultlab.errors import MechanismError
+from faultlab.faults.base import FaultContext, FaultParams
+
+Direction = Literal["both", "to_server", "to_client"]
+ConnectionChoice = Literal["first", "latest"] | int
+
+
+class FlowParams(FaultParams):
+    """Parameters shared by the faults that select packets by connection."""
+
+    connection: ConnectionChoice | None = Field(
+        default=None, description="all flows when absent; else 'first', 'latest' or k (1-based)"
+    )
+
+
+def iptables_matches(
+    ctx: FaultContext, direction: Direction, connection: ConnectionChoice | None, at_client: bool
+) -> list[str]:
+    """iptables match clauses, one per hurt direction, for the chosen flows at the router or client."""
+    lab = ctx.lab
+    to_server = f"-o {lab.client_iface}" if at_client else f"-i {lab.client_link}"
+    to_client = f"-i {lab.client_iface}" if at_client else f"-o {lab.client_link}"
+    flow_up = flow_down = ""
+    if connection is not None:
+        conn = ctx.connections.select(connection)
+        if conn is None:
+            raise MechanismError(
+                f"no TCP connection {connection!r} from client to target has been seen yet"
+            )
+        flow_up = (f" -p tcp -s {conn.client} --sport {conn.client_port}"
+                   f" -d {conn.server} --dport {conn.server_port}")
+        flow_down = (f" -p tcp -s {conn.server} --sport {conn.server_port}"
+                     f" -d {conn.client} --dport {conn.client_port}")
+    out = []
+    if direction in ("both", "to_server"):
+        out.append(to_server + flow_up)
+    if direction in ("both", "to_client"):
+        out.append(to_client + flow_down)
+    return out

@@ -1,0 +1,1 @@
+"""Network labs: where the client, the router and the target live."""

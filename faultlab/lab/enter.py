@@ -1,0 +1,53 @@
+"""Start a lab process: enter a network namespace, see a private /etc/hosts, then exec.
+
+Run as a script (`python -I -S enter.py`), not as `-m faultlab...`, so that starting a client or a
+capture costs a bare interpreter start and no import of faultlab or its dependencies.
+
+    enter.py NETNS_PATH HOSTS_FILE|- -- ARGV...
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import signal
+import sys
+
+PR_SET_PDEATHSIG = 1
+MS_REC = 0x4000
+MS_PRIVATE = 1 << 18
+MS_BIND = 0x1000
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) < 4 or argv[2] != "--":
+        sys.exit("usage: enter.py NETNS_PATH HOSTS_FILE|- -- ARGV...")
+    netns_path, hosts, command = argv[0], argv[1], argv[3:]
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    # If the runner dies without tearing down (SIGKILL), its lab processes die with it.
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() == 1:
+        sys.exit("enter.py: the runner is gone")
+    fd = os.open(netns_path, os.O_RDONLY)
+    os.setns(fd, os.CLONE_NEWNET)
+    os.close(fd)
+    if hosts != "-":
+        os.unshare(os.CLONE_NEWNS)
+        if libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+            _fail(libc, "make mounts private")
+        if libc.mount(hosts.encode(), b"/etc/hosts", None, MS_BIND, None) != 0:
+            _fail(libc, "bind the lab's hosts file over /etc/hosts")
+    try:
+        os.execvp(command[0], command)
+    except OSError as exc:
+        sys.exit(f"cannot run {command[0]!r}: {exc.strerror}")
+
+
+def _fail(libc: ctypes.CDLL, what: str) -> None:
+    err = ctypes.get_errno()
+    sys.exit(f"enter.py: cannot {what}: {os.strerror(err)}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,212 @@
+"""The namespace lab: client ns ─ router ns ─ server ns, the router forwarding between them.
+
+Each veth is created from inside the router with its peer placed directly in the end's namespace
+(moving a veth afterwards costs ~20 ms each). Names carry faultlab's prefix and a slot number; the
+slot also picks the addresses, from 198.18.0.0/15 (RFC 2544's benchmarking range, never a LAN), so
+several labs run at once. A lab built without root lives in the user namespace of its run and
+vanishes with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import shutil
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from ipaddress import IPv4Address, IPv4Interface, IPv4Network
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+from pyroute2 import IPRoute, netns
+
+from faultlab.errors import LabError
+from faultlab.lab.namespace import Namespace, write_sysctl
+from faultlab.lab.privilege import in_user_namespace
+
+NETNS_PREFIX = "faultlab-"
+ROOT_NETNS_DIR = Path("/run/netns")
+ADDRESS_POOL = IPv4Network("198.18.0.0/15")
+SLOTS = ADDRESS_POOL.num_addresses // 8
+ROLES = ("router", "client", "server")
+
+
+@dataclass(frozen=True)
+class Addressing:
+    """The two links' subnets: the router takes the first host of each, the end the second."""
+
+    client_net: IPv4Network
+    server_net: IPv4Network
+
+    @classmethod
+    def for_slot(cls, slot: int) -> Addressing:
+        base = ADDRESS_POOL.network_address + 8 * slot
+        return cls(IPv4Network(f"{base}/30"), IPv4Network(f"{base + 4}/30"))
+
+    def _host(self, net: IPv4Network, n: int) -> IPv4Interface:
+        return IPv4Interface(f"{net.network_address + n}/{net.prefixlen}")
+
+    @property
+    def router_client(self) -> IPv4Interface:
+        return self._host(self.client_net, 1)
+
+    @property
+    def client(self) -> IPv4Interface:
+        return self._host(self.client_net, 2)
+
+    @property
+    def router_server(self) -> IPv4Interface:
+        return self._host(self.server_net, 1)
+
+    @property
+    def server(self) -> IPv4Interface:
+        return self._host(self.server_net, 2)
+
+
+class NetnsLab:
+    """Three namespaces wired in a line; an async context manager that always tears down."""
+
+    client_link = "c0"
+    server_link = "s0"
+    client_iface = "eth0"
+    server_iface = "eth0"
+
+    def __init__(
+        self,
+        addressing: Addressing | None = None,
+        sysctl: Mapping[str, Mapping[str, str | int]] | None = None,
+    ) -> None:
+        self._fixed_addressing = addressing
+        self.sysctl = sysctl or {}
+        self.slot = -1
+        self.addressing = addressing or Addressing.for_slot(0)
+        self.namespaces: dict[str, Namespace] = {}
+        self._paths: list[Path] = []
+        self._private_dir: Path | None = None
+
+    # The view faults and the runner use.
+    @property
+    def client(self) -> Namespace:
+        return self.namespaces["client"]
+
+    @property
+    def router(self) -> Namespace:
+        return self.namespaces["router"]
+
+    @property
+    def server(self) -> Namespace:
+        return self.namespaces["server"]
+
+    @property
+    def client_address(self) -> IPv4Address:
+        return self.addressing.client.ip
+
+    @property
+    def server_address(self) -> IPv4Address:
+        return self.addressing.server.ip
+
+    async def __aenter__(self) -> Self:
+        try:
+            await asyncio.to_thread(self._build)
+        except BaseException:
+            await asyncio.to_thread(self._teardown)
+            raise
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await asyncio.to_thread(self._teardown)
+
+    def _netns_dir(self) -> Path:
+        if in_user_namespace():
+            # /run/netns belongs to the host's root; a rootless lab keeps its own, private one.
+            self._private_dir = Path(tempfile.mkdtemp(prefix="faultlab-netns-"))
+            return self._private_dir
+        return ROOT_NETNS_DIR
+
+    def _create_namespaces(self) -> None:
+        directory = self._netns_dir()
+        start = random.randrange(SLOTS)
+        for attempt in range(64):
+            slot = (start + attempt) % SLOTS
+            paths = {role: directory / f"{NETNS_PREFIX}{slot}-{role}" for role in ROLES}
+            if any(p.exists() for p in paths.values()):
+                continue
+            try:
+                # The router's name is the slot's lease: creating it fails if another run won.
+                for role in ROLES:
+                    netns.create(str(paths[role]))
+                    self._paths.append(paths[role])
+            except OSError as exc:
+                self._remove_namespaces()
+                if attempt == 63:
+                    raise LabError(f"cannot create network namespaces: {exc}") from None
+                continue
+            self.slot = slot
+            if self._fixed_addressing is None:
+                self.addressing = Addressing.for_slot(slot)
+            self.namespaces = {role: Namespace(role, paths[role]) for role in ROLES}
+            return
+        raise LabError("no free lab slot: too many faultlab labs (see `faultlab lab gc`)")
+
+    def _build(self) -> None:
+        self._create_namespaces()
+        a = self.addressing
+        try:
+            self.router.call(
+                _wire_router, self.client.path, self.server.path, a.router_client, a.router_server
+            )
+            self.client.call(_configure_end, self.client_iface, a.client, a.router_client.ip)
+            self.server.call(_configure_end, self.server_iface, a.server, a.router_server.ip)
+            for role, settings in self.sysctl.items():
+                for name, value in settings.items():
+                    self.namespaces[role].call(write_sysctl, name, value)
+        except OSError as exc:
+            raise LabError(f"cannot wire the lab: {exc}") from None
+        except Exception as exc:  # pyroute2 raises its own NetlinkError (an OSError) or others
+            raise LabError(f"cannot wire the lab: {exc}") from None
+
+    def _remove_namespaces(self) -> None:
+        for path in self._paths:
+            with contextlib.suppress(OSError):
+                netns.remove(str(path))
+        self._paths.clear()
+
+    def _teardown(self) -> None:
+        for ns in self.namespaces.values():
+            ns.close()
+        self.namespaces = {}
+        self._remove_namespaces()
+        if self._private_dir is not None:
+            shutil.rmtree(self._private_dir, ignore_errors=True)
+            self._private_dir = None
+
+
+def _wire_router(
+    client_ns: Path, server_ns: Path, toward_client: IPv4Interface, toward_server: IPv4Interface
+) -> None:
+    with IPRoute() as ipr:
+        ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
+        for ifname, peer_ns, address in (
+            (NetnsLab.client_link, client_ns, toward_client),
+            (NetnsLab.server_link, server_ns, toward_server),
+        ):
+            ipr.link("add", ifname=ifname, kind="veth",
+                     peer={"ifname": "eth0", "net_ns_fd": str(peer_ns)})
+            index = ipr.link_lookup(ifname=ifname)[0]
+            ipr.addr("add", index=index, address=str(address.ip), prefixlen=address.network.prefixlen)
+            ipr.link("set", index=index, state="up")
+    write_sysctl("net.ipv4.ip_forward", 1)
+
+
+def _configure_end(ifname: str, address: IPv4Interface, gateway: IPv4Address) -> None:
+    with IPRoute() as ipr:
+        ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
+        index = ipr.link_lookup(ifname=ifname)[0]
+        ipr.addr("add", index=index, address=str(address.ip), prefixlen=address.network.prefixlen)
+        ipr.link("set", index=index, state="up")
+        ipr.route("add", dst="0.0.0.0/0", gateway=str(gateway))

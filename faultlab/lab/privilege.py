@@ -1,0 +1,54 @@
+"""Root, or a user namespace: what the lab needs, and the re-exec that gets it without root."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from faultlab.errors import PrivilegeError
+
+# Set in the environment of a faultlab re-executed inside its own user namespace.
+USERNS_MARK = "FAULTLAB_USERNS"
+
+
+def in_user_namespace() -> bool:
+    """True inside a user namespace other than the host's (uid 0 there is not root on the host)."""
+    try:
+        first = Path("/proc/self/uid_map").read_text().split("\n", 1)[0].split()
+    except OSError:
+        return False
+    return first != ["0", "0", "4294967295"]
+
+
+def userns_available() -> bool:
+    """Whether this user can make a user + network + mount namespace (as `unshare -Urnm`)."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return False
+    done = subprocess.run(
+        [unshare, "--user", "--map-root-user", "--net", "--mount", "true"],
+        capture_output=True, check=False,
+    )
+    return done.returncode == 0
+
+
+def reexec_in_user_namespace(args: Sequence[str]) -> None:
+    """Without root, run this faultlab command again inside a new user, network and mount
+    namespace, where it is root over a private network; returns only when already privileged."""
+    if os.geteuid() == 0:
+        return
+    if os.environ.get(USERNS_MARK) == "1":
+        raise PrivilegeError("inside faultlab's user namespace but not uid 0: cannot build a lab")
+    unshare = shutil.which("unshare")
+    if unshare is None or not userns_available():
+        raise PrivilegeError(
+            "building a lab needs root or unprivileged user namespaces "
+            "(sysctl user.max_user_namespaces > 0, util-linux's unshare); see `faultlab doctor`"
+        )
+    os.environ[USERNS_MARK] = "1"
+    os.execv(unshare, [unshare, "--user", "--map-root-user", "--net", "--mount", "--",
+                       sys.executable, "-m", "faultlab", *args])

@@ -1,0 +1,30 @@
+"""The base of every declarative model: strict (unknown fields are errors), immutable, with units."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+from faultlab.units import parse_duration
+
+
+class Model(BaseModel):
+    """A profile section: unknown fields are errors and a validated value never changes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# Seconds, written in a profile with a unit: `1.5s`, `200ms`, `2m`.
+Duration = Annotated[float, BeforeValidator(parse_duration), Field(ge=0)]
+
+
+class EventMatch(Model):
+    """Events with this name whose fields equal every value in `where`."""
+
+    event: str = Field(min_length=1)
+    where: dict[str, Any] = Field(default_factory=dict)
+
+    def describe(self) -> str:
+        fields = ", ".join(f"{k}={v!r}" for k, v in self.where.items())
+        return f"{self.event}({fields})" if fields else self.event

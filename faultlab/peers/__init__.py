@@ -1,0 +1,16 @@
+"""faultlab's own WebSocket peers, for trying faults before any real client or emulator exists."""
+
+from __future__ import annotations
+
+import sys
+
+# Builtin programs a profile can name instead of a command: the module each runs.
+BUILTINS: dict[str, str] = {
+    "ws-echo-server": "faultlab.peers.ws_server",
+    "ws-client": "faultlab.peers.ws_client",
+}
+
+
+def builtin_command(name: str) -> list[str]:
+    """The command line of a builtin program, run by the interpreter running faultlab."""
+    return [sys.executable, "-m", BUILTINS[name]]

@@ -1,0 +1,155 @@
+"""A WebSocket client that notices a dead path the way the field study's clients did.
+
+It sends a message every `--send-every` and its own ping every `--ping-interval`; when a ping has
+gone unanswered for `--lost-after`, the connection is declared lost (`client.lost`) and closed with
+a short `--close-timeout`. With `--reconnect` it then connects again until `--duration` is over.
+
+Exit codes: 0 ran the whole duration on a healthy connection; 1 loss detected; 2 the connection
+was closed or reset by the peer or the path; 3 could not connect.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import sys
+import time
+from dataclasses import dataclass
+
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
+
+from faultlab.events import EventWriter
+from faultlab.units import parse_duration
+
+DONE, LOST, CLOSED, UNREACHABLE = 0, 1, 2, 3
+
+
+@dataclass
+class Options:
+    url: str
+    duration_s: float
+    ping_interval_s: float
+    lost_after_s: float
+    close_timeout_s: float
+    send_every_s: float
+    connect_timeout_s: float
+    reconnect: bool
+
+
+class Watchdog:
+    """Pings that are still unanswered; a pong answers every ping sent before it."""
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[float, asyncio.Future[float]]] = []
+        self.last_rx = time.monotonic()
+
+    def oldest_unanswered(self) -> float | None:
+        answered = max((i for i, (_, f) in enumerate(self.pending) if f.done()), default=-1)
+        if answered >= 0:
+            self.last_rx = max(self.last_rx, time.monotonic())
+            del self.pending[: answered + 1]
+        return self.pending[0][0] if self.pending else None
+
+
+async def run_connection(ws: ClientConnection, opts: Options, deadline: float,
+                         events: EventWriter) -> int:
+    dog = Watchdog()
+
+    async def receive() -> None:
+        async for _ in ws:
+            dog.last_rx = time.monotonic()
+
+    async def send() -> None:
+        i = 0
+        while opts.send_every_s > 0:
+            await asyncio.sleep(opts.send_every_s)
+            i += 1
+            await ws.send(f"hello {i}")
+
+    async def ping() -> None:
+        while True:
+            dog.pending.append((time.monotonic(), await ws.ping()))
+            await asyncio.sleep(opts.ping_interval_s)
+
+    tasks = [asyncio.create_task(c()) for c in (receive, send, ping)]
+    try:
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                await ws.close(1000, "done")
+                events.emit("client.closed", code=1000, reason="done", by="self")
+                return DONE
+            if any(t.done() for t in tasks):
+                break
+            oldest = dog.oldest_unanswered()
+            if oldest is not None and now - oldest > opts.lost_after_s:
+                events.emit("client.lost", unanswered_s=round(now - oldest, 3),
+                            silence_s=round(now - dog.last_rx, 3))
+                await ws.close(1001, "keepalive lost")
+                events.emit("client.closed", code=ws.close_code or 1006,
+                            reason=ws.close_reason or "", by="self")
+                return LOST
+            await asyncio.sleep(0.02)
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    rcvd = ws.close_rcvd
+    events.emit("client.closed", code=rcvd.code if rcvd else 1006,
+                reason=rcvd.reason if rcvd else "", by="peer")
+    return CLOSED
+
+
+async def main(opts: Options) -> int:
+    events = EventWriter()
+    deadline = time.monotonic() + opts.duration_s
+    attempt, outcome, connected_once = 0, UNREACHABLE, False
+    while time.monotonic() < deadline:
+        attempt += 1
+        events.emit("client.connecting", attempt=attempt, url=opts.url)
+        started = time.monotonic()
+        try:
+            ws = await connect(opts.url, ping_interval=None, close_timeout=opts.close_timeout_s,
+                               open_timeout=opts.connect_timeout_s)
+        except (OSError, TimeoutError, ConnectionClosed) as exc:
+            events.emit("client.connect_failed", attempt=attempt, error=type(exc).__name__,
+                        message=str(exc)[:200])
+            if not opts.reconnect:
+                return outcome if connected_once else UNREACHABLE
+            await asyncio.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+            continue
+        connected_once = True
+        local = ws.transport.get_extra_info("sockname")
+        events.emit("client.connected", attempt=attempt, local_port=local[1] if local else None,
+                    connect_ms=round((time.monotonic() - started) * 1000, 1))
+        with contextlib.suppress(ConnectionClosed):
+            outcome = await run_connection(ws, opts, deadline, events)
+        if outcome == DONE or not opts.reconnect:
+            break
+    events.emit("client.done", outcome=["done", "lost", "closed", "unreachable"][outcome])
+    return outcome
+
+
+def cli() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    default_url = f"ws://{os.environ.get('FAULTLAB_TARGET', '127.0.0.1:8765')}/"
+    parser.add_argument("--url", default=default_url)
+    parser.add_argument("--duration", type=parse_duration, default=10.0)
+    parser.add_argument("--ping-interval", type=parse_duration, default=0.5)
+    parser.add_argument("--lost-after", type=parse_duration, default=2.0)
+    parser.add_argument("--close-timeout", type=parse_duration, default=0.5)
+    parser.add_argument("--send-every", type=parse_duration, default=0.2)
+    parser.add_argument("--connect-timeout", type=parse_duration, default=1.0)
+    parser.add_argument("--reconnect", action="store_true")
+    a = parser.parse_args()
+    opts = Options(a.url, a.duration, a.ping_interval, a.lost_after, a.close_timeout,
+                   a.send_every, a.connect_timeout, a.reconnect)
+    sys.exit(asyncio.run(main(opts)))
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,0 +1,386 @@
+"""Profiles: the YAML that declares a run, validated into models with errors at file:line: field.
+
+A profile names the target and the client, the network, a timeline of faults and the expectations.
+Faults (`do: {fault: drop, ...}`) and expectations are validated by the models their own modules
+register, so adding either never touches this file.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from faultlab.errors import ProfileError
+from faultlab.expect import EXPECTATIONS, Expectation
+from faultlab.faults import FAULTS, FaultParams
+from faultlab.model import Duration, Model
+from faultlab.peers import BUILTINS
+
+Role = Literal["client", "router", "server"]
+STEP_ID = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,23}$")
+
+
+class Program(Model):
+    """A command to run in the lab: either a `command` list or a `builtin` name, plus `args`."""
+
+    command: list[str] | None = Field(default=None, min_length=1)
+    builtin: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_program(self) -> Program:
+        if (self.command is None) == (self.builtin is None):
+            raise ValueError("give exactly one of 'command' or 'builtin'")
+        if self.builtin is not None and self.builtin not in BUILTINS:
+            raise ValueError(
+                f"unknown builtin {self.builtin!r}; known: {', '.join(sorted(BUILTINS))}"
+            )
+        return self
+
+
+class Target(Program):
+    """The server the client talks to, run in the server namespace."""
+
+    port: int = Field(ge=1, le=65535)
+    ready_timeout: Duration = 5.0
+
+
+class Client(Program):
+    """The user's client, run in the client namespace."""
+
+
+class Subnets(Model):
+    """The lab's two links; each at least a /30 (router takes the first host, the end the second)."""
+
+    client: ipaddress.IPv4Network
+    server: ipaddress.IPv4Network
+
+    @field_validator("client", "server")
+    @classmethod
+    def _room_for_two(cls, net: ipaddress.IPv4Network) -> ipaddress.IPv4Network:
+        if net.prefixlen > 30:
+            raise ValueError("a link subnet needs room for two hosts: /30 or larger")
+        return net
+
+
+class Network(Model):
+    """How the lab is built."""
+
+    backend: Literal["netns"] = "netns"
+    subnets: Subnets | None = None
+    sysctl: dict[Role, dict[str, str | int]] = Field(default_factory=dict)
+
+    @field_validator("sysctl")
+    @classmethod
+    def _sysctl_names(
+        cls, value: dict[Role, dict[str, str | int]]
+    ) -> dict[Role, dict[str, str | int]]:
+        for settings in value.values():
+            for name in settings:
+                if not re.fullmatch(r"net\.[A-Za-z0-9_.]+", name):
+                    raise ValueError(f"{name!r}: only per-namespace net.* sysctls can be set")
+        return value
+
+
+class Trigger(Model):
+    """When a step fires: at a time, after another step, on an event, or on the k-th connection."""
+
+    at: Duration | None = None
+    step: str | None = None
+    event: str | None = None
+    where: dict[str, Any] = Field(default_factory=dict)
+    connection: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Trigger:
+        kinds = [k for k in ("at", "step", "event", "connection") if getattr(self, k) is not None]
+        if len(kinds) != 1:
+            raise ValueError("give exactly one of 'at', 'step', 'event' or 'connection'")
+        if self.where and self.event is None:
+            raise ValueError("'where' goes with 'event'")
+        return self
+
+    def describe(self) -> str:
+        if self.at is not None:
+            return f"at {self.at:g}s"
+        if self.step is not None:
+            return f"after step {self.step}"
+        if self.event is not None:
+            where = ", ".join(f"{k}={v!r}" for k, v in self.where.items())
+            return f"on {self.event}" + (f"({where})" if where else "")
+        return f"on connection #{self.connection}"
+
+
+class RawStep(Model):
+    """A timeline step as written; `do` is checked by the fault it names."""
+
+    id: str | None = None
+    when: Trigger
+    after: Duration = 0.0
+    do: dict[str, Any]
+
+    @field_validator("id")
+    @classmethod
+    def _id_shape(cls, value: str | None) -> str | None:
+        if value is not None and not STEP_ID.match(value):
+            raise ValueError("a step id is a letter then up to 23 letters, digits, '_' or '-'")
+        return value
+
+
+class Capture(Model):
+    """What the capture on the router's client-side link keeps."""
+
+    pcap: bool = True
+    snaplen_bytes: int = Field(default=262144, ge=96, le=262144)
+
+
+class RawProfile(Model):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=64)
+    description: str = ""
+    network: Network = Network()
+    target: Target | None = None
+    client: Client
+    hosts: list[str] = Field(default_factory=list)
+    timeline: list[RawStep] = Field(default_factory=list)
+    capture: Capture = Capture()
+    expect: list[dict[str, Any]] = Field(default_factory=list)
+    timeout: Duration = 60.0
+
+    @field_validator("hosts")
+    @classmethod
+    def _host_names(cls, names: list[str]) -> list[str]:
+        for name in names:
+            if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?", name):
+                raise ValueError(f"{name!r} is not a host name")
+        return names
+
+
+@dataclass(frozen=True)
+class Step:
+    """A validated timeline step: when it fires, how long after, and the fault it applies."""
+
+    id: str
+    when: Trigger
+    after: float
+    fault: str
+    params: FaultParams
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A validated profile."""
+
+    path: Path | None
+    name: str
+    description: str
+    network: Network
+    target: Target | None
+    client: Client
+    hosts: tuple[str, ...]
+    timeline: tuple[Step, ...]
+    capture: Capture
+    expect: tuple[Expectation, ...]
+    timeout: float
+
+
+Loc = tuple[str | int, ...]
+
+
+def _line_map(node: yaml.Node, path: Loc, lines: dict[Loc, int], problems: list[tuple[Loc, str]]) -> None:
+    """Record the line of every key and item under `node`; note duplicate keys."""
+    lines.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        seen: set[Any] = set()
+        for key_node, value_node in node.value:
+            key = key_node.value
+            if key in seen:
+                lines[(*path, key)] = key_node.start_mark.line + 1
+                problems.append(((*path, key), "duplicate key"))
+            seen.add(key)
+            lines[(*path, key)] = key_node.start_mark.line + 1
+            _line_map(value_node, (*path, key), lines, problems)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _line_map(item, (*path, i), lines, problems)
+
+
+def format_loc(loc: Sequence[str | int]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(profile)"
+
+
+def _message(error: Mapping[str, Any]) -> str:
+    if error["type"] == "extra_forbidden":
+        return "unknown field"
+    if error["type"] == "missing":
+        return "required field is missing"
+    return str(error["msg"]).removeprefix("Value error, ")
+
+
+class _Problems:
+    """Collects every problem of one file with its line, so `validate` reports them all at once."""
+
+    def __init__(self, source: str, lines: dict[Loc, int]) -> None:
+        self.source = source
+        self.lines = lines
+        self.items: list[tuple[int, str]] = []
+
+    def add(self, loc: Loc, message: str) -> None:
+        line = 1
+        for n in range(len(loc), -1, -1):
+            if loc[:n] in self.lines:
+                line = self.lines[loc[:n]]
+                break
+        self.items.append((line, f"{self.source}:{line}: {format_loc(loc)}: {message}"))
+
+    def add_validation(self, prefix: Loc, exc: ValidationError) -> None:
+        for error in exc.errors():
+            # Pydantic adds the model name for a failing model validator; the path is the prefix.
+            loc = tuple(p for p in error["loc"] if not (isinstance(p, str) and "[" in p))
+            self.add((*prefix, *loc), _message(error))
+
+    def raise_if_any(self) -> None:
+        if self.items:
+            raise ProfileError([text for _, text in sorted(self.items, key=lambda i: i[0])])
+
+
+def parse_profile(text: str, source: str = "<profile>", path: Path | None = None) -> Profile:
+    """Validate a profile's YAML text; every problem is reported as `source:line: field: message`."""
+    try:
+        loader = yaml.SafeLoader(text)
+        try:
+            node = loader.get_single_node()
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else 1
+        raise ProfileError([f"{source}:{line}: (profile): YAML: {exc.problem or exc}"]) from None
+    except yaml.YAMLError as exc:
+        raise ProfileError([f"{source}:1: (profile): YAML: {exc}"]) from None
+
+    lines: dict[Loc, int] = {}
+    duplicates: list[tuple[Loc, str]] = []
+    if node is not None:
+        _line_map(node, (), lines, duplicates)
+    problems = _Problems(source, lines)
+    for loc, message in duplicates:
+        problems.add(loc, message)
+    if not isinstance(data, dict):
+        problems.add((), "a profile is a YAML mapping with at least 'name' and 'client'")
+        problems.raise_if_any()
+    try:
+        raw = RawProfile.model_validate(data)
+    except ValidationError as exc:
+        problems.add_validation((), exc)
+        _check_parts(data, problems)
+        problems.raise_if_any()
+        raise AssertionError("unreachable") from None
+    steps = _check_steps(raw.timeline, problems)
+    expectations = _check_expectations(raw.expect, problems)
+    problems.raise_if_any()
+    return Profile(
+        path=path, name=raw.name, description=raw.description.strip(), network=raw.network,
+        target=raw.target, client=raw.client, hosts=tuple(raw.hosts), timeline=tuple(steps),
+        capture=raw.capture, expect=tuple(expectations), timeout=raw.timeout,
+    )
+
+
+def _check_parts(data: dict[str, Any], problems: _Problems) -> None:
+    """When the outer model fails, still check steps and expectations that parsed as mappings."""
+    timeline = data.get("timeline")
+    if isinstance(timeline, list):
+        for i, step in enumerate(timeline):
+            if isinstance(step, dict) and isinstance(step.get("do"), dict):
+                _check_fault(i, step["do"], problems)
+    expect = data.get("expect")
+    if isinstance(expect, list):
+        _check_expectations([e for e in expect if isinstance(e, dict)], problems)
+
+
+def _check_fault(index: int, do: dict[str, Any], problems: _Problems) -> tuple[str, FaultParams] | None:
+    loc: Loc = ("timeline", index, "do")
+    name = do.get("fault")
+    if not isinstance(name, str):
+        problems.add((*loc, "fault"), f"name a fault: one of {', '.join(sorted(FAULTS))}")
+        return None
+    fault = FAULTS.get(name)
+    if fault is None:
+        problems.add((*loc, "fault"), f"unknown fault {name!r}; known: {', '.join(sorted(FAULTS))}")
+        return None
+    try:
+        params = fault.Params.model_validate({k: v for k, v in do.items() if k != "fault"})
+    except ValidationError as exc:
+        problems.add_validation(loc, exc)
+        return None
+    return name, params
+
+
+def _check_steps(raw_steps: Iterable[RawStep], problems: _Problems) -> list[Step]:
+    steps: list[Step] = []
+    raw_list = list(raw_steps)
+    ids = [s.id or f"step{i + 1}" for i, s in enumerate(raw_list)]
+    for i, step_id in enumerate(ids):
+        if ids.index(step_id) != i:
+            problems.add(("timeline", i, "id"), f"step id {step_id!r} is used twice")
+    for i, raw in enumerate(raw_list):
+        if raw.when.step is not None and raw.when.step not in ids:
+            problems.add(("timeline", i, "when", "step"), f"no step has the id {raw.when.step!r}")
+        if raw.when.step == ids[i]:
+            problems.add(("timeline", i, "when", "step"), "a step cannot wait for itself")
+        checked = _check_fault(i, raw.do, problems)
+        if checked is None:
+            continue
+        name, params = checked
+        for ref in params.referenced_steps():
+            if ref not in ids:
+                problems.add(("timeline", i, "do"), f"no step has the id {ref!r}")
+        steps.append(Step(ids[i], raw.when, raw.after, name, params))
+    return steps
+
+
+def _check_expectations(raw: list[dict[str, Any]], problems: _Problems) -> list[Expectation]:
+    out: list[Expectation] = []
+    for i, item in enumerate(raw):
+        kind = next((k for k in item if k in EXPECTATIONS), None)
+        if kind is None:
+            problems.add(("expect", i), f"an expectation starts with one of: {', '.join(EXPECTATIONS)}")
+            continue
+        try:
+            out.append(EXPECTATIONS[kind].model_validate(item))
+        except ValidationError as exc:
+            problems.add_validation(("expect", i), exc)
+    return out
+
+
+def load_profile(path: str | Path) -> Profile:
+    """Read and validate one profile file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ProfileError([f"{p}:0: (profile): cannot read: {exc.strerror or exc}"]) from None
+    return parse_profile(text, str(p), p)
+
+
+def profile_paths(paths: Iterable[str | Path]) -> list[Path]:
+    """The profile files named: a file as is, a folder as every *.yaml/*.yml below it, sorted."""
+    out: list[Path] = []
+    for item in paths:
+        p = Path(item)
+        if p.is_dir():
+            out.extend(sorted(q for q in p.rglob("*") if q.suffix in (".yaml", ".yml")))
+        else:
+            out.append(p)
+    return out

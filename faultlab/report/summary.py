@@ -1,0 +1,59 @@
+"""summary.md: what happened in a run, in a few lines and a table of expectations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from faultlab.runner import RunResult
+
+# Events worth a line in the summary's timeline (the rest stay in events.jsonl).
+NOTABLE = ("lab.ready", "target.ready", "process.start", "process.exit", "fault.", "tcp.",
+           "client.", "server.", "run.")
+
+
+def _is_notable(name: str) -> bool:
+    return any(name == n or (n.endswith(".") and name.startswith(n)) for n in NOTABLE)
+
+
+def render_summary(result: RunResult) -> str:
+    p = result.profile
+    lines = [f"# {p.name}: {result.verdict}", ""]
+    if p.description:
+        lines += [p.description, ""]
+    lines += [
+        f"- started {result.started:%Y-%m-%d %H:%M:%S}, ran {result.duration_s:.2f} s",
+        f"- profile: `{p.path or p.name}`",
+    ]
+    codes = ", ".join(f"{role} {'running' if c is None else c}" for role, c in result.exit_codes.items())
+    if codes:
+        lines.append(f"- exit codes: {codes}")
+    if result.unfired:
+        lines.append(f"- steps that never fired: {', '.join(result.unfired)}")
+    if result.error:
+        lines += ["", f"**The lab failed:** {result.error}"]
+    applied = [e for e in result.events if e.name == "fault.applied"]
+    if applied:
+        lines += ["", "## Faults", "", "| t (s) | step | fault | trigger | applied in (ms) |",
+                  "|---:|---|---|---|---:|"]
+        for e in applied:
+            f = e.fields
+            lines.append(f"| {e.t:.3f} | {f.get('step')} | {f.get('fault')} | "
+                         f"{f.get('trigger')} | {f.get('applied_in_ms')} |")
+    if result.outcomes:
+        lines += ["", "## Expectations", "", "| | expectation | seen |", "|---|---|---|"]
+        for o in result.outcomes:
+            lines.append(f"| {'held' if o.held else '**FAILED**'} | {o.expectation} | {o.seen} |")
+    notable = sorted((e for e in result.events if _is_notable(e.name)), key=lambda e: e.t)
+    if notable:
+        lines += ["", "## Timeline", "", "| t (s) | source | event | fields |", "|---:|---|---|---|"]
+        for e in notable[:200]:
+            fields = ", ".join(f"{k}={v}" for k, v in e.fields.items() if k != "argv")
+            lines.append(f"| {e.t:.3f} | {e.source} | {e.name} | {fields} |")
+    lines += ["", "Files: `events.jsonl`, `capture.pcap`, `client.log`, `target.log`.", ""]
+    return "\n".join(lines)
+
+
+def write_summary(result: RunResult, path: Path) -> None:
+    path.write_text(render_summary(result), encoding="utf-8")

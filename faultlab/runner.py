@@ -1,0 +1,294 @@
+"""One run, from a validated profile to a verdict: lab, target, capture, client, timeline, report."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from faultlab.capture.live import ConnectionTable, LiveCapture
+from faultlab.errors import FaultlabError, LabError
+from faultlab.events import Event, EventBus, EventFileTail, RunClock
+from faultlab.expect import Outcome, RunFacts, evaluate
+from faultlab.faults import FAULTS, Fault
+from faultlab.lab.netns import Addressing, NetnsLab
+from faultlab.lab.process import LabProcess
+from faultlab.peers import builtin_command
+from faultlab.profile import Profile, Program
+from faultlab.report.summary import write_summary
+from faultlab.timeline import Due, Timeline
+
+TAIL_POLL_S = 0.01
+TARGET_POLL_S = 0.02
+EXIT_OK, EXIT_EXPECTATION, EXIT_USAGE, EXIT_LAB = 0, 1, 2, 3
+
+
+@dataclass
+class RunResult:
+    """What a run produced: its folder, the expectations' outcomes, and any failure of the lab."""
+
+    profile: Profile
+    run_dir: Path
+    started: datetime
+    duration_s: float = 0.0
+    outcomes: list[Outcome] = field(default_factory=list)
+    exit_codes: dict[str, int | None] = field(default_factory=dict)
+    error: str | None = None
+    unfired: list[str] = field(default_factory=list)
+    events: Sequence[Event] = ()
+
+    @property
+    def exit_code(self) -> int:
+        if self.error is not None:
+            return EXIT_LAB
+        return EXIT_OK if all(o.held for o in self.outcomes) else EXIT_EXPECTATION
+
+    @property
+    def verdict(self) -> str:
+        return {EXIT_OK: "PASS", EXIT_EXPECTATION: "FAIL", EXIT_LAB: "ERROR"}[self.exit_code]
+
+
+class FaultRuntime:
+    """The faults a run has applied, and the context they are applied in."""
+
+    def __init__(self, lab: NetnsLab, connections: ConnectionTable, bus: EventBus) -> None:
+        self._lab = lab
+        self._connections = connections
+        self.bus = bus
+        self.active: dict[str, Fault[Any]] = {}
+
+    @property
+    def lab(self) -> NetnsLab:
+        return self._lab
+
+    @property
+    def connections(self) -> ConnectionTable:
+        return self._connections
+
+    async def apply(self, due: Due) -> None:
+        step = due.step
+        fired = time.perf_counter()
+        fault = FAULTS[step.fault](step.id, step.params)
+        details = await fault.apply(self)
+        applied_in_ms = (time.perf_counter() - fired) * 1000
+        if fault.reversible:
+            self.active[step.id] = fault
+        self.bus.emit("faultlab", "fault.applied", step=step.id, fault=step.fault,
+                      layer=fault.layer, trigger=due.cause, applied_in_ms=round(applied_in_ms, 3),
+                      **details)
+
+    async def revert(self, step_ids: Sequence[str] | None) -> list[str]:
+        ids = [s for s in (step_ids if step_ids is not None else list(self.active))
+               if s in self.active]
+        for step_id in reversed(ids):
+            fault = self.active.pop(step_id)
+            await fault.revert(self)
+            self.bus.emit("faultlab", "fault.reverted", step=step_id, fault=fault.name)
+        return ids
+
+    async def revert_all(self) -> None:
+        """At teardown: undo what is still applied; a failure is recorded, not raised."""
+        try:
+            await self.revert(None)
+        except FaultlabError as exc:
+            self.bus.emit("faultlab", "fault.revert_failed", error=str(exc))
+
+
+def program_argv(program: Program) -> list[str]:
+    base = list(program.command) if program.command else builtin_command(program.builtin or "")
+    return base + list(program.args)
+
+
+def _listening(pid: int, port: int) -> bool:
+    """Whether the network namespace of `pid` has a TCP socket listening on `port`."""
+    for table in ("tcp", "tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+                cols = line.split()
+                if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                    return True
+    return False
+
+
+def make_run_dir(runs_dir: Path, name: str, started: datetime) -> Path:
+    base = runs_dir / f"{started:%Y%m%d-%H%M%S}-{name}"
+    for n in range(1000):
+        candidate = base if n == 0 else base.with_name(f"{base.name}.{n}")
+        try:
+            candidate.mkdir(parents=True)
+            return candidate
+        except FileExistsError:
+            continue
+    raise LabError(f"cannot make a run folder under {runs_dir}")
+
+
+class Run:
+    """Executes one profile; `execute` always tears the lab down and writes the report."""
+
+    def __init__(self, profile: Profile, runs_dir: Path,
+                 progress: Callable[[Event], None] | None = None) -> None:
+        self.profile = profile
+        self.started = datetime.now()
+        self.run_dir = make_run_dir(runs_dir, profile.name, self.started)
+        self.clock = RunClock()
+        self.bus = EventBus(self.clock, self.run_dir / "events.jsonl")
+        if progress is not None:
+            self.bus.subscribe(progress)
+        self.timeline = Timeline(profile.timeline)
+        self.result = RunResult(profile, self.run_dir, self.started)
+        self._failed = asyncio.Event()
+        self._tails: list[EventFileTail] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._alive_at_end: frozenset[str] = frozenset()
+
+    async def execute(self) -> RunResult:
+        p = self.profile
+        self.bus.emit("faultlab", "run.start", profile=p.name, path=str(p.path or ""),
+                      pid=os.getpid())
+        try:
+            await self._run()
+        except FaultlabError as exc:
+            self.result.error = str(exc)
+            self.bus.emit("faultlab", "run.error", error=str(exc))
+        finally:
+            for task in self._tasks:
+                task.cancel()
+            self.result.duration_s = self.clock.now()
+            self.result.unfired = [s.id for s in self.timeline.waiting]
+            self.result.events = list(self.bus.events)
+            facts = RunFacts(self.bus.events, self.result.exit_codes, self._alive_at_end)
+            if self.result.error is None:
+                self.result.outcomes = evaluate(p.expect, facts)
+            self.bus.emit("faultlab", "run.end", verdict=self.result.verdict,
+                          duration_s=round(self.result.duration_s, 3))
+            self.bus.close()
+            write_summary(self.result, self.run_dir / "summary.md")
+        return self.result
+
+    async def _run(self) -> None:
+        p = self.profile
+        addressing = None
+        if p.network.subnets is not None:
+            addressing = Addressing(p.network.subnets.client, p.network.subnets.server)
+        async with AsyncExitStack() as stack:
+            started = time.perf_counter()
+            lab = await stack.enter_async_context(NetnsLab(addressing, p.network.sysctl))
+            self.bus.emit("faultlab", "lab.ready", backend="netns", slot=lab.slot,
+                          setup_ms=round((time.perf_counter() - started) * 1000, 1),
+                          client=str(lab.addressing.client), server=str(lab.addressing.server))
+            pcap = self.run_dir / "capture.pcap" if p.capture.pcap else None
+            capture = await stack.enter_async_context(LiveCapture(
+                lab.router, lab.client_link, pcap, p.capture.snaplen_bytes, self.bus,
+                lab.client_address, lab.server_address))
+            faults = FaultRuntime(lab, capture.table, self.bus)
+            stack.push_async_callback(faults.revert_all)
+            self.bus.subscribe(lambda event: self._on_event(event, faults))
+            self._spawn(self._tail_loop())
+            processes: dict[str, LabProcess] = {}
+            if p.target is not None:
+                processes["target"] = await self._start("target", lab, p.target, stack)
+                await self._wait_target_ready(processes["target"], p.target.port,
+                                              p.target.ready_timeout)
+            for due in self.timeline.start():
+                self._schedule(due, faults)
+            processes["client"] = await self._start("client", lab, p.client, stack)
+            await self._wait_client(processes["client"])
+            self._drain_tails()
+            self._alive_at_end = frozenset(r for r, proc in processes.items() if proc.alive)
+            for role, proc in processes.items():
+                self.result.exit_codes[role] = proc.returncode
+        if self._failed.is_set() and self.result.error is None:
+            self.result.error = "a fault could not be applied"
+
+    async def _start(self, role: str, lab: NetnsLab, program: Program,
+                     stack: AsyncExitStack) -> LabProcess:
+        p = self.profile
+        events_file = self.run_dir / f"{role}.events.jsonl"
+        events_file.touch()
+        self._tails.append(EventFileTail(events_file, role))
+        env = dict(os.environ)
+        env.update({
+            "FAULTLAB_EVENTS": str(events_file), "FAULTLAB_RUN_DIR": str(self.run_dir),
+            "FAULTLAB_ROLE": role, "FAULTLAB_T0": f"{self.clock.t0_wall:.6f}",
+            "FAULTLAB_TARGET_HOST": str(lab.server_address),
+        })
+        if p.target is not None:
+            env["FAULTLAB_TARGET_PORT"] = str(p.target.port)
+            env["FAULTLAB_TARGET"] = f"{lab.server_address}:{p.target.port}"
+        env.update(program.env)
+        ns = lab.client if role == "client" else lab.server
+        hosts = None
+        if role == "client":
+            hosts = self.run_dir / "hosts"
+            names = " ".join(p.hosts)
+            hosts.write_text("127.0.0.1\tlocalhost\n::1\tlocalhost\n"
+                             + (f"{lab.server_address}\t{names}\n" if names else ""))
+        proc = await LabProcess.start(role, ns, program_argv(program), env, hosts,
+                                      self.run_dir / f"{role}.log", self.bus)
+        stack.push_async_callback(proc.stop)
+        return proc
+
+    async def _wait_target_ready(self, target: LabProcess, port: int, timeout_s: float) -> None:
+        deadline = self.clock.now() + timeout_s
+        while not _listening(target.proc.pid, port):
+            if not target.alive:
+                raise LabError(f"the target exited with code {target.returncode} before "
+                               f"listening on port {port}; see {self.run_dir / 'target.log'}")
+            if self.clock.now() > deadline:
+                raise LabError(f"the target did not listen on port {port} within "
+                               f"{timeout_s:g}s; see {self.run_dir / 'target.log'}")
+            await asyncio.sleep(TARGET_POLL_S)
+        self.bus.emit("faultlab", "target.ready", port=port)
+
+    async def _wait_client(self, client: LabProcess) -> None:
+        remaining = self.profile.timeout - self.clock.now()
+        waiters = [asyncio.ensure_future(client.wait()),
+                   asyncio.ensure_future(self._failed.wait())]
+        done, pending = await asyncio.wait(waiters, timeout=max(0.0, remaining),
+                                           return_when=asyncio.FIRST_COMPLETED)
+        for w in pending:
+            w.cancel()
+        if not done:
+            self.bus.emit("faultlab", "run.timeout", timeout_s=self.profile.timeout)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _on_event(self, event: Event, faults: FaultRuntime) -> None:
+        for due in self.timeline.observe(event):
+            self._schedule(due, faults)
+
+    def _schedule(self, due: Due, faults: FaultRuntime) -> None:
+        async def fire() -> None:
+            await asyncio.sleep(max(0.0, due.t - self.clock.now()))
+            try:
+                await faults.apply(due)
+            except FaultlabError as exc:
+                self.bus.emit("faultlab", "fault.failed", step=due.step.id, fault=due.step.fault,
+                              error=str(exc))
+                self.result.error = f"step {due.step.id} ({due.step.fault}): {exc}"
+                self._failed.set()
+
+        self._spawn(fire())
+
+    def _drain_tails(self) -> None:
+        for tail in self._tails:
+            for data in tail.read_new():
+                name = str(data.pop("event"))
+                ts = data.pop("ts", None)
+                t = self.clock.from_wall(ts) if isinstance(ts, int | float) else None
+                self.bus.emit(tail.source, name, t=t, **data)
+
+    async def _tail_loop(self) -> None:
+        while True:
+            self._drain_tails()
+            await asyncio.sleep(TAIL_POLL_S)

@@ -1,0 +1,25 @@
+"""Durations as profiles and command lines write them: `1.5s`, `200ms`, `2m`."""
+
+from __future__ import annotations
+
+import re
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*(ms|s|m|h)\s*$")
+_SECONDS_PER_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: object) -> float:
+    """Seconds in a duration string such as `1.5s`, `200ms`, `2m` or `1h`; a bare number is refused."""
+    if isinstance(text, bool) or not isinstance(text, str):
+        raise ValueError(f"a duration needs a unit, e.g. '1.5s' or '200ms' (got {text!r})")
+    match = _DURATION.match(text)
+    if match is None:
+        raise ValueError(f"not a duration: {text!r} (write e.g. '1.5s', '200ms', '2m')")
+    return float(match.group(1)) * _SECONDS_PER_UNIT[match.group(2)]
+
+
+def format_duration(seconds: float) -> str:
+    """The shortest exact-enough spelling of a duration, for messages and reports."""
+    if seconds < 1.0:
+        return f"{seconds * 1000:.0f}ms"
+    return f"{seconds:.3g}s"
