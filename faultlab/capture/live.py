@@ -23,6 +23,7 @@ from faultlab.capture.pcap import ACK, FIN, RST, SYN, PcapStream, decode_tcp
 from faultlab.errors import MechanismError
 from faultlab.events import EventBus
 from faultlab.lab.namespace import Namespace
+from faultlab.lab.privilege import in_user_namespace
 from faultlab.lab.process import spawn, terminate
 
 READY_TIMEOUT_S = 5.0
@@ -101,8 +102,8 @@ class LiveCapture:
             raise MechanismError("tcpdump is missing: apt-get install tcpdump")
         argv = [tcpdump, "-i", self.iface, "-w", "-", "-U", "--immediate-mode", "-B", "8192",
                 "-s", str(self.snaplen_bytes), "-n"]
-        if os.geteuid() == 0:
-            # Stay root: dropping to the `tcpdump` user fails in a user namespace.
+        if os.geteuid() == 0 and not in_user_namespace():
+            # As root, tcpdump drops to the `tcpdump` user, who cannot write the run's files.
             argv += ["-Z", "root"]
         self._proc = await spawn(self.ns, argv, os.environ, stdout=asyncio.subprocess.PIPE,
                                  stderr=asyncio.subprocess.PIPE)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
 import shutil
 import tempfile
@@ -29,6 +30,9 @@ from faultlab.lab.privilege import in_user_namespace
 
 NETNS_PREFIX = "faultlab-"
 ROOT_NETNS_DIR = Path("/run/netns")
+# A lab built as root leaves `lab-<slot>.pid` here, naming the run that owns it; `lab gc` spares
+# the labs of live runs.
+LEASE_DIR = Path("/run/faultlab")
 ADDRESS_POOL = IPv4Network("198.18.0.0/15")
 SLOTS = ADDRESS_POOL.num_addresses // 8
 ROLES = ("router", "client", "server")
@@ -147,6 +151,9 @@ class NetnsLab:
                     raise LabError(f"cannot create network namespaces: {exc}") from None
                 continue
             self.slot = slot
+            if self._private_dir is None:
+                LEASE_DIR.mkdir(parents=True, exist_ok=True)
+                lease_path(slot).write_text(f"{os.getpid()}\n")
             if self._fixed_addressing is None:
                 self.addressing = Addressing.for_slot(slot)
             self.namespaces = {role: Namespace(role, paths[role]) for role in ROLES}
@@ -181,9 +188,15 @@ class NetnsLab:
             ns.close()
         self.namespaces = {}
         self._remove_namespaces()
+        if self.slot >= 0 and self._private_dir is None:
+            lease_path(self.slot).unlink(missing_ok=True)
         if self._private_dir is not None:
             shutil.rmtree(self._private_dir, ignore_errors=True)
             self._private_dir = None
+
+
+def lease_path(slot: int) -> Path:
+    return LEASE_DIR / f"lab-{slot}.pid"
 
 
 def _wire_router(

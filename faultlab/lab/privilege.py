@@ -13,6 +13,11 @@ from faultlab.errors import PrivilegeError
 
 # Set in the environment of a faultlab re-executed inside its own user namespace.
 USERNS_MARK = "FAULTLAB_USERNS"
+# The user keeps its own uid and gets every capability in the new namespaces as ambient
+# capabilities, so that they survive exec into iptables and tcpdump. Mapping it to uid 0 instead
+# (`--map-root-user`) breaks tcpdump: as uid 0 it insists on dropping to another user, and
+# setgroups is denied in an unprivileged user namespace.
+UNSHARE_ARGS = ("--user", "--map-current-user", "--keep-caps", "--net", "--mount")
 
 
 def in_user_namespace() -> bool:
@@ -30,7 +35,7 @@ def userns_available() -> bool:
     if unshare is None:
         return False
     done = subprocess.run(
-        [unshare, "--user", "--map-root-user", "--net", "--mount", "true"],
+        [unshare, *UNSHARE_ARGS, "true"],
         capture_output=True, check=False,
     )
     return done.returncode == 0
@@ -38,11 +43,10 @@ def userns_available() -> bool:
 
 def reexec_in_user_namespace(args: Sequence[str]) -> None:
     """Without root, run this faultlab command again inside a new user, network and mount
-    namespace, where it is root over a private network; returns only when already privileged."""
-    if os.geteuid() == 0:
+    namespace, where it has every capability over a private network; returns only when already
+    privileged."""
+    if os.geteuid() == 0 or (os.environ.get(USERNS_MARK) == "1" and in_user_namespace()):
         return
-    if os.environ.get(USERNS_MARK) == "1":
-        raise PrivilegeError("inside faultlab's user namespace but not uid 0: cannot build a lab")
     unshare = shutil.which("unshare")
     if unshare is None or not userns_available():
         raise PrivilegeError(
@@ -50,5 +54,4 @@ def reexec_in_user_namespace(args: Sequence[str]) -> None:
             "(sysctl user.max_user_namespaces > 0, util-linux's unshare); see `faultlab doctor`"
         )
     os.environ[USERNS_MARK] = "1"
-    os.execv(unshare, [unshare, "--user", "--map-root-user", "--net", "--mount", "--",
-                       sys.executable, "-m", "faultlab", *args])
+    os.execv(unshare, [unshare, *UNSHARE_ARGS, "--", sys.executable, "-m", "faultlab", *args])

@@ -1,0 +1,93 @@
+"""WebSocket frames from one direction of a reassembled plain-`ws://` TCP stream (RFC 6455)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+OPCODES = {0: "continuation", 1: "text", 2: "binary", 8: "close", 9: "ping", 10: "pong"}
+MAX_HEADER_BYTES = 16384
+
+
+@dataclass(frozen=True, slots=True)
+class WsFrame:
+    """One frame: when its last byte arrived (unix time), its kind, payload length, close details."""
+
+    ts: float
+    opcode: str
+    length: int
+    fin: bool
+    masked: bool
+    close_code: int | None = None
+    close_reason: str | None = None
+
+
+class WsStreamDecoder:
+    """Feed one direction's bytes in order; frames come out once complete.
+
+    The stream must open with an HTTP Upgrade request (client) or a 101 response (server);
+    anything else (TLS, plain HTTP) switches the decoder off for good.
+    """
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self._in_frames = False
+        self.active = True
+
+    def feed(self, ts: float, data: bytes) -> list[WsFrame]:
+        if not self.active:
+            return []
+        self._buf += data
+        if not self._in_frames and not self._handshake():
+            return []
+        return self._frames(ts)
+
+    def _handshake(self) -> bool:
+        buf = self._buf
+        if len(buf) >= 5 and not (buf.startswith(b"GET ") or buf.startswith(b"HTTP/")):
+            self.active = False
+            return False
+        end = buf.find(b"\r\n\r\n")
+        if end < 0:
+            if len(buf) > MAX_HEADER_BYTES:
+                self.active = False
+            return False
+        head = bytes(buf[:end]).lower()
+        if not (b"upgrade: websocket" in head or head.startswith(b"http/1.1 101")):
+            self.active = False
+            return False
+        del buf[: end + 4]
+        self._in_frames = True
+        return True
+
+    def _frames(self, ts: float) -> list[WsFrame]:
+        buf, out, pos = self._buf, [], 0
+        while len(buf) - pos >= 2:
+            b0, b1 = buf[pos], buf[pos + 1]
+            length, head = b1 & 0x7F, 2
+            if length == 126:
+                if len(buf) - pos < 4:
+                    break
+                length, head = int.from_bytes(buf[pos + 2 : pos + 4]), 4
+            elif length == 127:
+                if len(buf) - pos < 10:
+                    break
+                length, head = int.from_bytes(buf[pos + 2 : pos + 10]), 10
+            masked = bool(b1 & 0x80)
+            key_at = pos + head
+            start = key_at + (4 if masked else 0)
+            if len(buf) < start + length:
+                break
+            opcode = b0 & 0x0F
+            code = reason = None
+            if opcode == 8 and length >= 2:
+                payload = bytes(buf[start : start + length])
+                if masked:
+                    key = buf[key_at : key_at + 4]
+                    payload = bytes(b ^ key[i % 4] for i, b in enumerate(payload))
+                code = int.from_bytes(payload[:2])
+                reason = payload[2:].decode(errors="replace")
+            out.append(WsFrame(ts, OPCODES.get(opcode, f"0x{opcode:x}"), length, bool(b0 & 0x80),
+                               masked, code, reason))
+            pos = start + length
+        del buf[:pos]
+        return out

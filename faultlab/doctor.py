@@ -1,0 +1,69 @@
+"""`faultlab doctor`: what this machine offers faultlab, and the fix for what is missing."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+
+from faultlab.lab.netns import NETNS_PREFIX, ROOT_NETNS_DIR
+from faultlab.lab.privilege import in_user_namespace, userns_available
+
+SBIN_PATH = "/usr/sbin:/sbin:/usr/bin:/bin"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+    optional: bool = False
+
+
+def _version(argv: list[str]) -> str:
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=5, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    return (done.stdout or done.stderr).strip().splitlines()[0] if (done.stdout or done.stderr) else ""
+
+
+def diagnose() -> list[Check]:
+    checks = []
+    py = sys.version_info
+    checks.append(Check("python", py >= (3, 12), f"{sys.version.split()[0]} at {sys.executable}",
+                        "use Python >= 3.12 (the repo's .python-version selects pyenv's 3.13)"))
+    if os.geteuid() == 0 and not in_user_namespace():
+        checks.append(Check("privileges", True, "root: full labs"))
+    elif userns_available():
+        checks.append(Check("privileges", True, "not root; labs run inside a user namespace"))
+    else:
+        checks.append(Check("privileges", False, "not root and no user namespaces",
+                            "run as root, or allow them: sysctl -w user.max_user_namespaces=15000"))
+    for tool, package in (("iptables-restore", "iptables"), ("tcpdump", "tcpdump")):
+        path = shutil.which(tool, path=SBIN_PATH)
+        checks.append(Check(tool, path is not None,
+                            _version([path, "--version"]) if path else "missing",
+                            f"apt-get install {package}"))
+    try:
+        import pyroute2
+
+        checks.append(Check("pyroute2", True, getattr(pyroute2, "__version__", "installed")))
+    except ImportError:
+        checks.append(Check("pyroute2", False, "missing", "make install"))
+    docker = shutil.which("docker")
+    daemon = os.path.exists("/var/run/docker.sock")
+    checks.append(Check("docker", bool(docker and daemon),
+                        "engine reachable" if docker and daemon else
+                        ("client only, no engine running" if docker else "missing"),
+                        "apt-get install docker.io && dockerd & (only for the docker backend)",
+                        optional=True))
+    left = ([n for n in os.listdir(ROOT_NETNS_DIR) if n.startswith(NETNS_PREFIX)]
+            if ROOT_NETNS_DIR.is_dir() else [])
+    checks.append(Check("leftovers", not left,
+                        f"{len(left)} faultlab namespace(s) present" if left else "none",
+                        "faultlab lab gc", optional=True))
+    return checks
