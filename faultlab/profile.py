@@ -153,6 +153,7 @@ class RawProfile(Model):
     capture: Capture = Capture()
     expect: list[dict[str, Any]] = Field(default_factory=list)
     timeout: Duration = 60.0
+    settle: Duration = 0.3
 
     @field_validator("hosts")
     @classmethod
@@ -189,6 +190,7 @@ class Profile:
     capture: Capture
     expect: tuple[Expectation, ...]
     timeout: float
+    settle: float
 
 
 Loc = tuple[str | int, ...]
@@ -280,6 +282,7 @@ def parse_profile(text: str, source: str = "<profile>", path: Path | None = None
     if not isinstance(data, dict):
         problems.add((), "a profile is a YAML mapping with at least 'name' and 'client'")
         problems.raise_if_any()
+        raise AssertionError("unreachable")
     try:
         raw = RawProfile.model_validate(data)
     except ValidationError as exc:
@@ -293,7 +296,7 @@ def parse_profile(text: str, source: str = "<profile>", path: Path | None = None
     return Profile(
         path=path, name=raw.name, description=raw.description.strip(), network=raw.network,
         target=raw.target, client=raw.client, hosts=tuple(raw.hosts), timeline=tuple(steps),
-        capture=raw.capture, expect=tuple(expectations), timeout=raw.timeout,
+        capture=raw.capture, expect=tuple(expectations), timeout=raw.timeout, settle=raw.settle,
     )
 
 

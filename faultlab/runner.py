@@ -200,6 +200,8 @@ class Run:
                 self._schedule(due, faults)
             processes["client"] = await self._start("client", lab, p.client, stack)
             await self._wait_client(processes["client"])
+            # Let the target and the capture report what the client's end caused.
+            await asyncio.sleep(p.settle)
             self._drain_tails()
             self._alive_at_end = frozenset(r for r, proc in processes.items() if proc.alive)
             for role, proc in processes.items():
@@ -272,10 +274,11 @@ class Run:
             await asyncio.sleep(max(0.0, due.t - self.clock.now()))
             try:
                 await faults.apply(due)
-            except FaultlabError as exc:
+            except Exception as exc:  # any failure of a fault ends the run as a lab failure
+                message = str(exc) if isinstance(exc, FaultlabError) else repr(exc)
                 self.bus.emit("faultlab", "fault.failed", step=due.step.id, fault=due.step.fault,
-                              error=str(exc))
-                self.result.error = f"step {due.step.id} ({due.step.fault}): {exc}"
+                              error=message)
+                self.result.error = f"step {due.step.id} ({due.step.fault}): {message}"
                 self._failed.set()
 
         self._spawn(fire())

@@ -81,5 +81,6 @@ class Fault[P: FaultParams](ABC):
     async def apply(self, ctx: FaultContext) -> dict[str, Any]:
         """Hurt the path; return once the kernel (or proxy) has the change."""
 
+    @abstractmethod
     async def revert(self, ctx: FaultContext) -> None:
         """Undo `apply`; the network is as before the fault."""

@@ -22,13 +22,15 @@ class FlowParams(FaultParams):
 
 
 def iptables_matches(
-    ctx: FaultContext, direction: Direction, connection: ConnectionChoice | None, at_client: bool
+    ctx: FaultContext, direction: Direction, connection: ConnectionChoice | None, at_client: bool,
+    tcp_only: bool = False,
 ) -> list[str]:
-    """iptables match clauses, one per hurt direction, for the chosen flows at the router or client."""
+    """iptables match clauses, one per hurt direction, for the chosen flows at the router or client
+    (all packets, or only TCP ones with `tcp_only`)."""
     lab = ctx.lab
     to_server = f"-o {lab.client_iface}" if at_client else f"-i {lab.client_link}"
     to_client = f"-i {lab.client_iface}" if at_client else f"-o {lab.client_link}"
-    flow_up = flow_down = ""
+    flow_up = flow_down = " -p tcp" if tcp_only else ""
     if connection is not None:
         conn = ctx.connections.select(connection)
         if conn is None:

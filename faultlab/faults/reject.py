@@ -6,10 +6,11 @@ from typing import Any, ClassVar, Literal
 
 from faultlab.faults import register
 from faultlab.faults.base import Fault, FaultContext, Layer
-from faultlab.faults.flows import FlowParams, iptables_matches
+from faultlab.faults.flows import Direction, FlowParams, iptables_matches
 from faultlab.faults.iptables import chain_name, install, uninstall
 
-_DIRECTION = {"both": "both", "client": "to_server", "server": "to_client"}
+# A rejected packet resets its sender: resetting the client means rejecting what it sends.
+_HURT: dict[str, Direction] = {"both": "both", "client": "to_server", "server": "to_client"}
 
 
 class RejectParams(FlowParams):
@@ -28,8 +29,9 @@ class Reject(Fault[RejectParams]):
 
     async def apply(self, ctx: FaultContext) -> dict[str, Any]:
         p = self.params
-        matches = iptables_matches(ctx, _HURT[p.toward], p.connection, at_client=False)
-        rules = [f"{m} -p tcp -j REJECT --reject-with tcp-reset" for m in matches]
+        matches = iptables_matches(ctx, _HURT[p.toward], p.connection, at_client=False,
+                                   tcp_only=True)
+        rules = [f"{m} -j REJECT --reject-with tcp-reset" for m in matches]
         await install(ctx.lab.router, ["FORWARD"], chain_name(self.step_id), rules)
         return {"toward": p.toward, "connection": p.connection}
 

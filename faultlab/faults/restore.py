@@ -32,3 +32,6 @@ class Restore(Fault[RestoreParams]):
     async def apply(self, ctx: FaultContext) -> dict[str, Any]:
         reverted = await ctx.revert(self.params.faults or None)
         return {"reverted": reverted}
+
+    async def revert(self, ctx: FaultContext) -> None:
+        """Nothing to undo: restoring changed nothing of its own."""

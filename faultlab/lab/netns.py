@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Literal, Self
 
 from pyroute2 import IPRoute, netns
 
@@ -81,7 +81,7 @@ class NetnsLab:
     def __init__(
         self,
         addressing: Addressing | None = None,
-        sysctl: Mapping[str, Mapping[str, str | int]] | None = None,
+        sysctl: Mapping[Literal["client", "router", "server"], Mapping[str, str | int]] | None = None,
     ) -> None:
         self._fixed_addressing = addressing
         self.sysctl = sysctl or {}

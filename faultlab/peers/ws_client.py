@@ -16,6 +16,7 @@ import contextlib
 import os
 import sys
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass
 
 from websockets.asyncio.client import ClientConnection, connect
@@ -39,15 +40,19 @@ class Options:
     reconnect: bool
 
 
+def _done(waiter: Awaitable[float]) -> bool:
+    return isinstance(waiter, asyncio.Future) and waiter.done()
+
+
 class Watchdog:
     """Pings that are still unanswered; a pong answers every ping sent before it."""
 
     def __init__(self) -> None:
-        self.pending: list[tuple[float, asyncio.Future[float]]] = []
+        self.pending: list[tuple[float, Awaitable[float]]] = []
         self.last_rx = time.monotonic()
 
     def oldest_unanswered(self) -> float | None:
-        answered = max((i for i, (_, f) in enumerate(self.pending) if f.done()), default=-1)
+        answered = max((i for i, (_, f) in enumerate(self.pending) if _done(f)), default=-1)
         if answered >= 0:
             self.last_rx = max(self.last_rx, time.monotonic())
             del self.pending[: answered + 1]
@@ -97,9 +102,9 @@ async def run_connection(ws: ClientConnection, opts: Options, deadline: float,
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-    rcvd = ws.close_rcvd
-    events.emit("client.closed", code=rcvd.code if rcvd else 1006,
-                reason=rcvd.reason if rcvd else "", by="peer")
+    await ws.wait_closed()
+    events.emit("client.closed", code=ws.close_code, reason=ws.close_reason or "", by="peer",
+                received_close=ws.protocol.close_rcvd is not None)
     return CLOSED
 
 

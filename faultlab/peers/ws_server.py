@@ -43,11 +43,9 @@ class EchoTickServer:
         finally:
             if ticker is not None:
                 ticker.cancel()
-            rcvd = ws.close_rcvd
             self.events.emit(
-                "server.closed", n=n, code=rcvd.code if rcvd else 1006,
-                reason=rcvd.reason if rcvd else "", received_close=rcvd is not None,
-                echoed=echoed,
+                "server.closed", n=n, code=ws.close_code, reason=ws.close_reason or "",
+                received_close=ws.protocol.close_rcvd is not None, echoed=echoed,
             )
 
     async def _tick(self, ws: ServerConnection) -> None:

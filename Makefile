@@ -1,0 +1,45 @@
+# faultlab's set-up and checks. `make demo` and `make test` work on a fresh machine.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+APT_PACKAGES := iptables tcpdump iproute2
+PROFILE ?= profiles/silent-loss.yaml
+
+.PHONY: install demo test test-pure lint bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@if [ "$$(id -u)" = 0 ]; then \
+	  missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	  if [ -n "$$missing" ]; then \
+	    echo "installing Debian packages:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  fi; \
+	fi
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else \
+	  "faultlab needs Python >= 3.12; $(PYTHON) is " + sys.version.split()[0] + \
+	  " (with pyenv, .python-version selects 3.13.0; or: make install PYTHON=python3.13)")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check -e '.[dev]'
+	@touch $(STAMP)
+
+demo: install
+	$(BIN)/faultlab run $(PROFILE)
+
+test: install
+	$(BIN)/pytest -q
+
+test-pure: install
+	$(BIN)/pytest -q -m "not lab and not rootless"
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+bench: install
+	$(BIN)/python bench/bench.py
+
+clean:
+	rm -rf $(VENV) runs .mypy_cache .ruff_cache .pytest_cache

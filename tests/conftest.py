@@ -1,0 +1,35 @@
+"""Shared test set-up: lab tests need root; time tolerances scale with FAULTLAB_TEST_TIME_SCALE."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PROFILES = REPO / "profiles"
+# Multiply every timing tolerance by this on a slow machine.
+TIME_SCALE = float(os.environ.get("FAULTLAB_TEST_TIME_SCALE", "1"))
+
+
+def slack(seconds: float) -> float:
+    """A timing tolerance, scaled for slow machines."""
+    return seconds * TIME_SCALE
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.geteuid() == 0:
+        return
+    skip = pytest.mark.skip(reason="needs root (CI runs these as root)")
+    for item in items:
+        if "lab" in item.keywords or "rootless" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def runs_dir(tmp_path: Path) -> Iterator[Path]:
+    path = tmp_path / "runs"
+    path.mkdir()
+    yield path

@@ -1,0 +1,61 @@
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from .conftest import REPO
+from .test_pcap import conversation
+
+
+def faultlab(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "faultlab", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=60, check=False)
+
+
+def test_validate_reports_file_line_field_and_exits_2(tmp_path: Path) -> None:
+    """A broken profile gives `file:line: field: message`, exit 2 and no traceback."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\nclient: {builtin: ws-client}\ntimeout: 5\n"
+                   "timeline:\n  - when: {at: 1s}\n    do: {fault: drop, direction: up}\n")
+    done = faultlab("validate", str(bad))
+    assert done.returncode == 2
+    assert f"{bad}:3: timeout: a duration needs a unit" in done.stderr
+    assert f"{bad}:6: timeline[0].do.direction: Input should be" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_validate_accepts_the_shipped_profiles() -> None:
+    """Every shipped profile validates."""
+    done = faultlab("validate", "profiles")
+    assert done.returncode == 0, done.stderr
+    assert "profile(s) valid" in done.stdout
+
+
+def test_run_with_a_broken_profile_exits_2_before_any_lab(tmp_path: Path) -> None:
+    """`run` validates first: a usage error never builds a lab."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\n")
+    done = faultlab("run", "--runs-dir", str(tmp_path / "runs"), str(bad))
+    assert done.returncode == 2
+    assert f"{bad}:1: client: required field is missing" in done.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_pcap_inspect_json(tmp_path: Path) -> None:
+    """`pcap inspect --json` prints the flow report."""
+    path = tmp_path / "c.pcap"
+    conversation(path)
+    done = faultlab("pcap", "inspect", "--json", str(path))
+    assert done.returncode == 0, done.stderr
+    (flow,) = json.loads(done.stdout)["flows"]
+    assert flow["server_to_client"]["rst"] == 1
+    assert flow["websocket_frames"][-1]["close_code"] == 1001
+
+
+def test_pcap_inspect_rejects_a_non_pcap(tmp_path: Path) -> None:
+    """A file that is not a pcap gives one line and exit 2."""
+    path = tmp_path / "x.pcap"
+    path.write_bytes(b"definitely not a capture file")
+    done = faultlab("pcap", "inspect", str(path))
+    assert done.returncode == 2 and "not a pcap file" in done.stderr
+    assert "Traceback" not in done.stderr

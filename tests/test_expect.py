@@ -1,0 +1,60 @@
+import pytest
+
+from faultlab.events import Event
+from faultlab.expect import Alive, Count, ExitCode, Occurs, RunFacts
+
+EVENTS = [
+    Event(0.4, "client", "client.connected", {"attempt": 1}),
+    Event(2.0, "faultlab", "fault.applied", {"step": "cut"}),
+    Event(4.4, "client", "client.lost", {}),
+    Event(5.0, "capture", "tcp.fin", {"from": "client"}),
+]
+FACTS = RunFacts(EVENTS, {"client": 1, "target": None}, frozenset({"target"}))
+
+
+def test_exit_code_compares_the_clients_code() -> None:
+    """The client's exit code is checked; a process still running has none."""
+    assert ExitCode(exit_code=1).check(FACTS).held
+    assert not ExitCode(exit_code=0).check(FACTS).held
+    assert ExitCode(exit_code=0, process="target").check(FACTS).seen == "still running at the end"
+
+
+def test_count_with_field_match() -> None:
+    """Counting matches names and field values."""
+    assert Count.model_validate({"count": {"event": "tcp.fin", "where": {"from": "client"}},
+                                 "equals": 1}).check(FACTS).held
+    assert Count.model_validate({"count": {"event": "tcp.fin", "where": {"from": "server"}},
+                                 "equals": 0}).check(FACTS).held
+    assert not Count.model_validate({"count": {"event": "client.lost"},
+                                     "at_least": 2}).check(FACTS).held
+
+
+def test_count_needs_a_bound() -> None:
+    """A count without equals/at_least/at_most is a profile error."""
+    with pytest.raises(ValueError):
+        Count.model_validate({"count": {"event": "x"}})
+
+
+def test_occurs_relative_to_another_event() -> None:
+    """A deadline counts from the reference event and honours not_before."""
+    after = {"event": "fault.applied", "where": {"step": "cut"}}
+    assert Occurs.model_validate({"event": "client.lost", "after": after, "not_before": "2s",
+                                  "within": "3.5s"}).check(FACTS).held
+    too_early = Occurs.model_validate({"event": "client.lost", "after": after,
+                                       "not_before": "2.5s"}).check(FACTS)
+    assert not too_early.held and too_early.seen == "at +2.400s"
+    missing_ref = Occurs.model_validate({"event": "client.lost",
+                                         "after": {"event": "never"}}).check(FACTS)
+    assert not missing_ref.held and "never happened" in missing_ref.seen
+
+
+def test_occurs_from_start() -> None:
+    """Without a reference the deadline counts from the run's start."""
+    assert Occurs.model_validate({"event": "client.connected", "within": "1s"}).check(FACTS).held
+    assert not Occurs.model_validate({"event": "client.lost", "within": "1s"}).check(FACTS).held
+
+
+def test_alive_at_end() -> None:
+    """Alive reads the snapshot taken when the run ended."""
+    assert Alive(alive="target").check(FACTS).held
+    assert not Alive(alive="client").check(FACTS).held

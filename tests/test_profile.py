@@ -1,0 +1,139 @@
+from pathlib import Path
+
+import pytest
+
+from faultlab.errors import ProfileError
+from faultlab.faults.drop import DropParams
+from faultlab.profile import load_profile, parse_profile, profile_paths
+
+from .conftest import PROFILES
+
+GOOD = """\
+name: demo
+target: {builtin: ws-echo-server, port: 8765}
+client:
+  builtin: ws-client
+  args: [--duration, 5s]
+hosts: [echo.test]
+network:
+  sysctl: {server: {net.ipv4.tcp_retries2: 5}}
+timeline:
+  - id: cut
+    when: {at: 1.5s}
+    do: {fault: drop, direction: to_client, connection: latest}
+  - when: {step: cut}
+    after: 300ms
+    do: {fault: restore, faults: [cut]}
+expect:
+  - {exit_code: 0}
+  - {count: {event: client.lost}, equals: 0}
+timeout: 20s
+"""
+
+
+def problems(text: str) -> list[str]:
+    with pytest.raises(ProfileError) as info:
+        parse_profile(text, "p.yaml")
+    return info.value.problems
+
+
+def test_a_good_profile_validates_into_models() -> None:
+    """Durations become seconds, faults get their own parameter models, steps get ids."""
+    p = parse_profile(GOOD, "p.yaml")
+    assert p.timeout == 20.0
+    cut, restore = p.timeline
+    assert cut.when.at == 1.5 and isinstance(cut.params, DropParams)
+    assert cut.params.direction == "to_client" and cut.params.connection == "latest"
+    assert restore.id == "step2" and restore.after == pytest.approx(0.3)
+    assert p.network.sysctl["server"]["net.ipv4.tcp_retries2"] == 5
+    assert len(p.expect) == 2
+
+
+def test_unknown_field_names_file_line_and_path() -> None:
+    """A misspelt field is reported at its own line with its dotted path."""
+    text = GOOD.replace("    after: 300ms\n", "    after: 300ms\n    colour: red\n")
+    assert problems(text) == ["p.yaml:15: timeline[1].colour: unknown field"]
+
+
+def test_bad_fault_parameter_is_reported_inside_do() -> None:
+    """A fault's own model validates its parameters, and the error points into `do`."""
+    text = GOOD.replace("direction: to_client", "direction: sideways")
+    (line,) = problems(text)
+    assert line.startswith("p.yaml:12: timeline[0].do.direction: Input should be")
+
+
+def test_unknown_fault_lists_the_known_ones() -> None:
+    """Naming a fault that does not exist says which ones do."""
+    (line,) = problems(GOOD.replace("fault: drop", "fault: explode"))
+    assert "timeline[0].do.fault: unknown fault 'explode'" in line and "drop" in line
+
+
+def test_durations_need_units() -> None:
+    """A bare number where a duration goes is an error naming the field."""
+    (line,) = problems(GOOD.replace("timeout: 20s", "timeout: 20"))
+    assert line.startswith("p.yaml:19: timeout: a duration needs a unit")
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    """validate lists all problems of a file, sorted by line."""
+    text = (GOOD.replace("name: demo", "name: demo\nbogus: 1")
+            .replace("at: 1.5s", "at: soon")
+            .replace("{exit_code: 0}", "{exit_code: zero}"))
+    lines = problems(text)
+    assert [ln.split(":")[1] for ln in lines] == sorted(
+        (ln.split(":")[1] for ln in lines), key=int)
+    assert any("bogus: unknown field" in ln for ln in lines)
+    assert any("timeline[0].when.at" in ln for ln in lines)
+    assert any("expect[0].exit_code" in ln for ln in lines)
+
+
+def test_step_references_must_exist() -> None:
+    """`when: {step: X}` and restore's `faults` must name existing steps."""
+    lines = problems(GOOD.replace("when: {step: cut}", "when: {step: nope}")
+                     .replace("faults: [cut]", "faults: [gone]"))
+    assert any("timeline[1].when.step: no step has the id 'nope'" in ln for ln in lines)
+    assert any("timeline[1].do: no step has the id 'gone'" in ln for ln in lines)
+
+
+def test_trigger_needs_exactly_one_kind() -> None:
+    """A trigger is at a time, after a step, on an event, or on a connection: one of them."""
+    (line,) = problems(GOOD.replace("when: {at: 1.5s}", "when: {at: 1s, connection: 2}"))
+    assert "timeline[0].when: give exactly one of" in line
+
+
+def test_program_needs_command_or_builtin() -> None:
+    """The client is a command or a builtin, not both or neither."""
+    (line,) = problems(GOOD.replace("  builtin: ws-client\n", "  command: [sh]\n  builtin: ws-client\n"))
+    assert "client: give exactly one of 'command' or 'builtin'" in line
+
+
+def test_duplicate_keys_are_errors() -> None:
+    """YAML silently keeps the last duplicate key; a profile does not."""
+    lines = problems(GOOD.replace("timeout: 20s", "timeout: 20s\ntimeout: 30s"))
+    assert "p.yaml:20: timeout: duplicate key" in lines
+
+
+def test_yaml_syntax_error_has_a_line() -> None:
+    """Broken YAML is reported with its line, not a traceback."""
+    (line,) = problems("name: x\nclient: [unclosed\n")
+    assert line.startswith("p.yaml:3: (profile): YAML:")
+
+
+def test_non_mapping_profile() -> None:
+    """A profile must be a mapping."""
+    assert problems("- just\n- a list\n") == [
+        "p.yaml:1: (profile): a profile is a YAML mapping with at least 'name' and 'client'"]
+
+
+def test_unreadable_file(tmp_path: Path) -> None:
+    """A missing file is a profile error, not a crash."""
+    with pytest.raises(ProfileError, match="cannot read"):
+        load_profile(tmp_path / "missing.yaml")
+
+
+def test_shipped_profiles_validate() -> None:
+    """Every profile in profiles/ is valid."""
+    paths = profile_paths([PROFILES])
+    assert len(paths) >= 4
+    for path in paths:
+        assert load_profile(path).name == path.stem
