@@ -15,23 +15,28 @@ import signal
 import time
 from pathlib import Path
 
-from pyroute2 import netns
-
 from faultlab.errors import PrivilegeError
-from faultlab.lab.netns import LEASE_DIR, NETNS_PREFIX, ROOT_NETNS_DIR, lease_path
+from faultlab.lab.namespace import remove_namespace
+from faultlab.lab.netns import (
+    LEASE_DIR,
+    NETNS_PREFIX,
+    ROOT_NETNS_DIR,
+    lease_path,
+    process_start_time,
+)
 from faultlab.lab.privilege import in_user_namespace
 
 _NAME = re.compile(rf"^{re.escape(NETNS_PREFIX)}(\d+)-(client|router|server)$")
 
 
 def _owner_alive(slot: int) -> int | None:
-    """The pid of the live faultlab process that holds this slot's lease, if any."""
+    """The pid of the live process that holds this slot's lease, if any."""
     try:
-        pid = int(lease_path(slot).read_text().strip())
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        pid_text, started = lease_path(slot).read_text().split()
+        pid = int(pid_text)
+        return pid if process_start_time(pid) == int(started) else None
     except (OSError, ValueError):
         return None
-    return pid if b"faultlab" in cmdline else None
 
 
 def _pids_in(inodes: dict[tuple[int, int], str]) -> dict[int, str]:
@@ -79,7 +84,7 @@ def collect() -> list[str]:
         victims = {p: n for p, n in victims.items() if Path(f"/proc/{p}").exists()}
         time.sleep(0.02)
     for name in sorted(leftovers.values()):
-        netns.remove(str(ROOT_NETNS_DIR / name))
+        remove_namespace(ROOT_NETNS_DIR / name)
         report.append(f"removed namespace {name}")
         match = _NAME.match(name)
         if match is not None:

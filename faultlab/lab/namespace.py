@@ -1,14 +1,18 @@
 """A network namespace with a thread of its own living in it.
 
-`setns` changes only the calling thread's namespace, and a process forked from that thread starts
-in it: so one asyncio process drives several namespaces, each through its own worker thread, and
-`iptables-restore` run from that thread needs no `nsenter`. Synchronous pyroute2 calls also belong
-in a worker thread (inside a running event loop they fail).
+`setns` and `unshare(CLONE_NEWNET)` change only the calling thread's namespace, and a process
+forked from that thread starts in it: so one asyncio process drives several namespaces, each
+through its own worker thread, and `iptables-restore` run from that thread needs no `nsenter`.
+Synchronous pyroute2 calls also belong in a worker thread (inside a running event loop they fail).
+Creating a namespace this way needs no fork (pyroute2's `netns.create` forks, which is unsafe in a
+threaded process).
 """
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import errno
 import functools
 import os
 from collections.abc import Callable
@@ -17,6 +21,10 @@ from pathlib import Path
 
 from pyroute2 import IPRoute
 
+MS_BIND = 0x1000
+MNT_DETACH = 2
+_libc = ctypes.CDLL(None, use_errno=True)
+
 
 class Namespace:
     """A named network namespace, bound at `path`, and the worker thread that lives in it."""
@@ -24,20 +32,22 @@ class Namespace:
     def __init__(self, role: str, path: Path) -> None:
         self.role = role
         self.path = path
-        self._executor = ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix=f"ns-{role}", initializer=self._enter
-        )
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ns-{role}")
+
+    @classmethod
+    def create(cls, role: str, path: Path) -> Namespace:
+        """A new namespace bound at `path`; fails with FileExistsError if the name is taken."""
+        ns = cls(role, path)
+        try:
+            ns.call(_create_here, path)
+        except BaseException:
+            ns.close()
+            raise
+        return ns
 
     @property
     def name(self) -> str:
         return self.path.name
-
-    def _enter(self) -> None:
-        fd = os.open(self.path, os.O_RDONLY)
-        try:
-            os.setns(fd, os.CLONE_NEWNET)
-        finally:
-            os.close(fd)
 
     def call[T](self, fn: Callable[..., T], *args: object) -> T:
         """Run `fn(*args)` in the namespace and wait for it (for code outside the event loop)."""
@@ -53,6 +63,30 @@ class Namespace:
 
     def close(self) -> None:
         self._executor.shutdown(wait=True, cancel_futures=True)
+
+
+def _create_here(path: Path) -> None:
+    path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+    # O_EXCL makes the name a lease: of two runs picking the same name, one gets EEXIST.
+    os.close(os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL, 0o444))
+    try:
+        os.unshare(os.CLONE_NEWNET)
+        if _libc.mount(b"/proc/thread-self/ns/net", bytes(path), None, MS_BIND, None) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"cannot bind the namespace at {path}: {os.strerror(err)}")
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+
+
+def remove_namespace(path: Path) -> None:
+    """Unbind and delete a namespace's name; the namespace goes when nothing else holds it."""
+    if _libc.umount2(bytes(path), MNT_DETACH) != 0 and ctypes.get_errno() not in (
+        errno.EINVAL, errno.ENOENT
+    ):
+        err = ctypes.get_errno()
+        raise OSError(err, f"cannot unbind {path}: {os.strerror(err)}")
+    path.unlink(missing_ok=True)
 
 
 def _set_link_state(ifname: str, up: bool) -> None:

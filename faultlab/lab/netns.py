@@ -22,10 +22,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Literal, Self
 
-from pyroute2 import IPRoute, netns
+from pyroute2 import IPRoute
 
 from faultlab.errors import LabError
-from faultlab.lab.namespace import Namespace, write_sysctl
+from faultlab.lab.namespace import Namespace, remove_namespace, write_sysctl
 from faultlab.lab.privilege import in_user_namespace
 
 NETNS_PREFIX = "faultlab-"
@@ -143,20 +143,20 @@ class NetnsLab:
             try:
                 # The router's name is the slot's lease: creating it fails if another run won.
                 for role in ROLES:
-                    netns.create(str(paths[role]))
+                    self.namespaces[role] = Namespace.create(role, paths[role])
                     self._paths.append(paths[role])
+            except FileExistsError:
+                self._remove_namespaces()
+                continue
             except OSError as exc:
                 self._remove_namespaces()
-                if attempt == 63:
-                    raise LabError(f"cannot create network namespaces: {exc}") from None
-                continue
+                raise LabError(f"cannot create network namespaces: {exc}") from None
             self.slot = slot
             if self._private_dir is None:
                 LEASE_DIR.mkdir(parents=True, exist_ok=True)
-                lease_path(slot).write_text(f"{os.getpid()}\n")
+                lease_path(slot).write_text(f"{os.getpid()} {process_start_time(os.getpid())}\n")
             if self._fixed_addressing is None:
                 self.addressing = Addressing.for_slot(slot)
-            self.namespaces = {role: Namespace(role, paths[role]) for role in ROLES}
             return
         raise LabError("no free lab slot: too many faultlab labs (see `faultlab lab gc`)")
 
@@ -178,15 +178,15 @@ class NetnsLab:
             raise LabError(f"cannot wire the lab: {exc}") from None
 
     def _remove_namespaces(self) -> None:
-        for path in self._paths:
-            with contextlib.suppress(OSError):
-                netns.remove(str(path))
-        self._paths.clear()
-
-    def _teardown(self) -> None:
         for ns in self.namespaces.values():
             ns.close()
         self.namespaces = {}
+        for path in self._paths:
+            with contextlib.suppress(OSError):
+                remove_namespace(path)
+        self._paths.clear()
+
+    def _teardown(self) -> None:
         self._remove_namespaces()
         if self.slot >= 0 and self._private_dir is None:
             lease_path(self.slot).unlink(missing_ok=True)
@@ -197,6 +197,13 @@ class NetnsLab:
 
 def lease_path(slot: int) -> Path:
     return LEASE_DIR / f"lab-{slot}.pid"
+
+
+def process_start_time(pid: int) -> int:
+    """The start time of a process in clock ticks since boot: with the pid, a process's identity
+    (a pid alone may have been reused)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[19])
 
 
 def _wire_router(

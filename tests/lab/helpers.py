@@ -1,0 +1,66 @@
+"""Helpers for lab tests: run a profile in-process, snapshot the host's network, run the CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from faultlab.events import Event
+from faultlab.profile import parse_profile
+from faultlab.runner import Run, RunResult
+
+from ..conftest import REPO
+
+
+def run_profile(text: str, runs_dir: Path) -> RunResult:
+    """Validate `text` as a profile and run it in this process."""
+    profile = parse_profile(text, "<test>")
+    return asyncio.run(Run(profile, runs_dir).execute())
+
+
+def first(result: RunResult, name: str, **where: object) -> Event:
+    found = [e for e in result.events if e.matches(name, where)]
+    assert found, f"no {name} {where} in {[e.name for e in result.events]}"
+    return min(found, key=lambda e: e.t)
+
+
+def failed(result: RunResult) -> str:
+    """A readable reason for an assertion message."""
+    lines = [f"{o.expectation}: {o.seen}" for o in result.outcomes if not o.held]
+    return f"error={result.error} failed={lines} dir={result.run_dir}"
+
+
+def host_network_state() -> str:
+    """The host's links, routes, rules and namespaces, as text that a run must leave unchanged."""
+    parts = []
+    for argv in (["ip", "-d", "link"], ["ip", "route", "show", "table", "all"],
+                 ["ip", "-6", "route", "show", "table", "all"], ["ip", "rule"],
+                 ["ip", "netns", "list"], ["iptables-save"], ["ip6tables-save"]):
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        # iptables-save stamps the time and packet counters; neither is state.
+        text = re.sub(r"^#.*$", "", done.stdout, flags=re.M)
+        text = re.sub(r"\[\d+:\d+\]", "[]", text)
+        parts.append(f"$ {' '.join(argv)}\n{text}")
+    return "\n".join(parts)
+
+
+def faultlab(*args: str, cwd: Path = REPO, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "faultlab", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=timeout, check=False)
+
+
+PEERS = """\
+target: {builtin: ws-echo-server, port: 8765}
+client:
+  builtin: ws-client
+  args: [--duration, {duration}, --ping-interval, 500ms, --lost-after, 2s {extra}]
+timeout: 20s
+"""
+
+
+def peers(duration: str = "6s", extra: str = "") -> str:
+    """The target/client part of a profile with faultlab's own peers."""
+    return PEERS.replace("{duration}", duration).replace("{extra}", extra)

@@ -1,0 +1,156 @@
+"""The namespace lab itself: topology, isolation, concurrency, sysctls, hosts file, cleanup."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from faultlab.lab.netns import LEASE_DIR, ROOT_NETNS_DIR, NetnsLab, lease_path
+from faultlab.lab.namespace import Namespace
+
+from .helpers import failed, first, host_network_state, peers, run_profile
+
+pytestmark = pytest.mark.lab
+
+
+def _reach(address: str, port: int) -> str:
+    s = socket.socket()
+    s.settimeout(1)
+    try:
+        s.connect((address, port))
+        return "connected"
+    except ConnectionRefusedError:
+        return "refused"
+    except OSError as exc:
+        return type(exc).__name__
+    finally:
+        s.close()
+
+
+def _read(path: str) -> str:
+    return Path(path).read_text().strip()
+
+
+def test_client_reaches_server_through_the_router_and_nothing_is_left() -> None:
+    """The client's packets cross the router to the server; teardown removes every trace."""
+
+    async def scenario() -> tuple[list[str], str, int]:
+        async with NetnsLab() as lab:
+            names = [ns.name for ns in (lab.client, lab.router, lab.server)]
+            assert all((ROOT_NETNS_DIR / n).exists() for n in names)
+            assert lease_path(lab.slot).exists()
+            # A RST from the server's kernel proves the SYN crossed the router.
+            outcome = await lab.client.run(_reach, str(lab.server_address), 9)
+            return names, outcome, lab.slot
+
+    names, outcome, slot = asyncio.run(scenario())
+    assert outcome == "refused"
+    assert not any((ROOT_NETNS_DIR / n).exists() for n in names)
+    assert not lease_path(slot).exists()
+
+
+def test_two_labs_at_once_have_distinct_names_and_subnets() -> None:
+    """Labs run side by side: names and addresses come from distinct slots."""
+
+    async def scenario() -> None:
+        async with NetnsLab() as a, NetnsLab() as b:
+            assert a.slot != b.slot
+            assert a.client.name != b.client.name
+            assert not a.addressing.client_net.overlaps(b.addressing.client_net)
+            assert a.addressing.client_net.subnet_of(__import__("ipaddress").ip_network("198.18.0.0/15"))
+
+    asyncio.run(scenario())
+
+
+def test_sysctls_are_per_namespace() -> None:
+    """A profile's sysctl changes its namespace and not the host."""
+    host_before = _read("/proc/sys/net/ipv4/tcp_retries2")
+
+    async def scenario() -> tuple[str, str, str]:
+        async with NetnsLab(sysctl={"server": {"net.ipv4.tcp_retries2": 5}}) as lab:
+            return (await lab.server.run(_read, "/proc/sys/net/ipv4/tcp_retries2"),
+                    await lab.client.run(_read, "/proc/sys/net/ipv4/tcp_retries2"),
+                    await lab.router.run(_read, "/proc/sys/net/ipv4/ip_forward"))
+
+    server, client, forward = asyncio.run(scenario())
+    assert server == "5" and client == host_before and forward == "1"
+    assert _read("/proc/sys/net/ipv4/tcp_retries2") == host_before
+
+
+def test_namespace_thread_runs_in_its_namespace() -> None:
+    """Work handed to a namespace runs inside it, not in the host's namespace."""
+
+    async def scenario() -> tuple[str, str]:
+        async with NetnsLab() as lab:
+            return (await lab.router.run(_read, "/proc/thread-self/net/dev"),
+                    await lab.client.run(_read, "/proc/thread-self/net/dev"))
+
+    router, client = asyncio.run(scenario())
+    assert "c0:" in router and "s0:" in router
+    assert "eth0:" in client and "c0:" not in client
+    assert isinstance(Namespace, type)
+
+
+def test_client_env_and_hosts_file(runs_dir: Path) -> None:
+    """The client gets the run's variables and resolves the profile's host names to the target."""
+    script = (
+        "import os, socket; from faultlab.events import EventWriter; "
+        "EventWriter().emit('probe', resolved=socket.gethostbyname('api.example.test'), "
+        "target=os.environ['FAULTLAB_TARGET'], run_dir=os.environ['FAULTLAB_RUN_DIR'])"
+    )
+    text = f"""\
+name: env
+target: {{builtin: ws-echo-server, port: 8765}}
+client: {{command: [python3, -c, "{script}"]}}
+hosts: [api.example.test]
+expect: [{{exit_code: 0}}]
+timeout: 10s
+"""
+    text = text.replace("python3", __import__("sys").executable)
+    result = run_profile(text, runs_dir)
+    assert result.exit_code == 0, failed(result)
+    probe = first(result, "probe")
+    server = first(result, "lab.ready").fields["server"].split("/")[0]
+    assert probe.fields["resolved"] == server
+    assert probe.fields["target"] == f"{server}:8765"
+    assert probe.fields["run_dir"] == str(result.run_dir)
+    # Only the client's own view changed: the host's /etc/hosts knows nothing of it.
+    assert "api.example.test" not in Path("/etc/hosts").read_text()
+
+
+def test_a_run_leaves_the_host_network_byte_identical(runs_dir: Path) -> None:
+    """Links, routes, rules, namespaces and iptables of the host are the same after a run."""
+    before = host_network_state()
+    text = "name: hostcheck\n" + peers("4s") + """\
+timeline:
+  - {id: cut, when: {at: 1s}, do: {fault: drop}}
+  - {id: rst, when: {at: 1.5s}, do: {fault: reject}}
+  - {id: pull, when: {at: 2s}, do: {fault: link_down}}
+"""
+    result = run_profile(text, runs_dir)
+    assert result.error is None, failed(result)
+    assert len([e for e in result.events if e.name == "fault.applied"]) == 3
+    assert host_network_state() == before
+    assert not list(LEASE_DIR.glob("lab-*.pid")) if LEASE_DIR.exists() else True
+
+
+def test_target_that_never_listens_fails_the_lab(runs_dir: Path) -> None:
+    """A target that exits before listening is a lab error (exit 3) that names its log."""
+    text = """\
+name: deadtarget
+target: {command: [sh, -c, "echo no luck; exit 4"], port: 8765}
+client: {builtin: ws-client}
+timeout: 10s
+"""
+    result = run_profile(text, runs_dir)
+    assert result.exit_code == 3
+    assert "exited with code 4" in (result.error or "") and "target.log" in (result.error or "")
+    assert "no luck" in (result.run_dir / "target.log").read_text()
+    summary = (result.run_dir / "summary.md").read_text()
+    assert "ERROR" in summary
+    events = [json.loads(x) for x in (result.run_dir / "events.jsonl").read_text().splitlines()]
+    assert events[-1]["event"] == "run.end"
