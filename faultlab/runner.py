@@ -43,6 +43,12 @@ class RunResult:
     error: str | None = None
     unfired: list[str] = field(default_factory=list)
     events: Sequence[Event] = ()
+    # The end of what expectations judge: teardown's own consequences come after it.
+    observed_until: float = float("inf")
+
+    @property
+    def observed(self) -> list[Event]:
+        return [e for e in self.events if e.t <= self.observed_until]
 
     @property
     def exit_code(self) -> int:
@@ -150,8 +156,9 @@ class Run:
 
     async def execute(self) -> RunResult:
         p = self.profile
+        # unix_time maps the run clock onto the capture's timestamps: ts = unix_time + t.
         self.bus.emit("faultlab", "run.start", profile=p.name, path=str(p.path or ""),
-                      pid=os.getpid())
+                      pid=os.getpid(), unix_time=round(self.clock.t0_wall, 6))
         try:
             await self._run()
         except FaultlabError as exc:
@@ -163,7 +170,7 @@ class Run:
             self.result.duration_s = self.clock.now()
             self.result.unfired = [s.id for s in self.timeline.waiting]
             self.result.events = list(self.bus.events)
-            facts = RunFacts(self.bus.events, self.result.exit_codes, self._alive_at_end)
+            facts = RunFacts(self.result.observed, self.result.exit_codes, self._alive_at_end)
             if self.result.error is None:
                 self.result.outcomes = evaluate(p.expect, facts)
             self.bus.emit("faultlab", "run.end", verdict=self.result.verdict,
@@ -203,6 +210,9 @@ class Run:
             # Let the target and the capture report what the client's end caused.
             await asyncio.sleep(p.settle)
             self._drain_tails()
+            # Expectations judge what happened up to here; what stopping the lab causes (the
+            # target seeing its connections end) is recorded but not judged.
+            self.result.observed_until = self.bus.emit("faultlab", "run.teardown").t
             self._alive_at_end = frozenset(r for r, proc in processes.items() if proc.alive)
             for role, proc in processes.items():
                 self.result.exit_codes[role] = proc.returncode

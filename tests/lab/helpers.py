@@ -22,7 +22,7 @@ def run_profile(text: str, runs_dir: Path) -> RunResult:
 
 
 def first(result: RunResult, name: str, **where: object) -> Event:
-    found = [e for e in result.events if e.matches(name, where)]
+    found = [e for e in result.observed if e.matches(name, where)]
     assert found, f"no {name} {where} in {[e.name for e in result.events]}"
     return min(found, key=lambda e: e.t)
 

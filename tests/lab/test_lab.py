@@ -127,9 +127,9 @@ def test_a_run_leaves_the_host_network_byte_identical(runs_dir: Path) -> None:
     before = host_network_state()
     text = "name: hostcheck\n" + peers("4s") + """\
 timeline:
-  - {id: cut, when: {at: 1s}, do: {fault: drop}}
-  - {id: rst, when: {at: 1.5s}, do: {fault: reject}}
-  - {id: pull, when: {at: 2s}, do: {fault: link_down}}
+  - {id: pull, when: {at: 1s}, do: {fault: link_down}}
+  - {id: cut, when: {at: 1.3s}, do: {fault: drop, at: client}}
+  - {id: rst, when: {at: 1.6s}, do: {fault: reject}}
 """
     result = run_profile(text, runs_dir)
     assert result.error is None, failed(result)

@@ -1,0 +1,145 @@
+"""Every packet fault against a real WebSocket client and server in a real lab."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from faultlab.capture.pcap import read_segments
+from faultlab.runner import RunResult
+
+from ..conftest import slack
+from .helpers import failed, first, peers, run_profile
+
+pytestmark = pytest.mark.lab
+
+
+def packets_after(result: RunResult, t: float, src_role: str) -> int:
+    """Packets captured on the router's client-side link from `src_role` after run time `t`."""
+    t0 = first(result, "run.start").fields["unix_time"]
+    lab = first(result, "lab.ready").fields
+    src = lab[src_role].split("/")[0]
+    return sum(1 for s in read_segments(result.run_dir / "capture.pcap")
+               if s.src == src and s.ts - t0 > t)
+
+
+def run(runs_dir: Path, name: str, timeline: str, duration: str = "6s", extra: str = "") -> RunResult:
+    result = run_profile(f"name: {name}\n" + peers(duration, extra) + "timeline:\n" + timeline,
+                         runs_dir)
+    assert result.error is None, failed(result)
+    return result
+
+
+def lost_after_fault(result: RunResult, step: str) -> float:
+    return first(result, "client.lost").t - first(result, "fault.applied", step=step).t
+
+
+@pytest.mark.parametrize("direction", ["both", "to_server", "to_client"])
+def test_drop_silences_the_chosen_direction(runs_dir: Path, direction: str) -> None:
+    """drop: the client's pings go unanswered, it declares loss 2.0-2.5 s later; the server is
+    never told; packets of the dropped direction stop crossing the router."""
+    result = run(runs_dir, f"drop-{direction}",
+                 f"  - {{id: cut, when: {{at: 1s}}, do: {{fault: drop, direction: {direction}}}}}\n")
+    assert 2.0 <= lost_after_fault(result, "cut") <= 2.5 + slack(0.5)
+    assert result.exit_codes["client"] == 1
+    assert not [e for e in result.observed if e.name == "server.closed"]
+    applied = first(result, "fault.applied", step="cut").t
+    from_server = packets_after(result, applied + 0.05, "server")
+    if direction == "to_server":
+        assert from_server > 0  # the server's ticks still reach the client's link
+    else:
+        assert from_server == 0
+
+
+def test_drop_at_the_client_keeps_its_packets_home(runs_dir: Path) -> None:
+    """drop at: client discards in the client's own namespace: none of its packets reach the
+    router's link, and the client still only learns through its pings."""
+    result = run(runs_dir, "drop-at-client",
+                 "  - {id: cut, when: {at: 1s}, do: {fault: drop, at: client}}\n")
+    assert 2.0 <= lost_after_fault(result, "cut") <= 2.5 + slack(0.5)
+    applied = first(result, "fault.applied", step="cut").t
+    assert packets_after(result, applied + 0.05, "client") == 0
+
+
+def test_drop_of_one_connection_spares_the_next(runs_dir: Path) -> None:
+    """drop connection: first hurts only the first connection; the client's reconnection
+    (a new connection) works while that fault is still applied."""
+    result = run(runs_dir, "drop-first",
+                 "  - {id: cut, when: {connection: 1}, after: 1s, "
+                 "do: {fault: drop, connection: first}}\n",
+                 duration="7s", extra=", --reconnect")
+    assert first(result, "fault.applied", step="cut").fields["connection"] == "first"
+    assert not [e for e in result.observed if e.name == "fault.reverted" and e.t < 6.5]
+    connected = [e for e in result.observed if e.name == "client.connected"]
+    assert len(connected) == 2
+    assert first(result, "tcp.connect", k=2).t > first(result, "client.lost").t
+    assert result.exit_codes["client"] == 0  # the second connection lasted to the end
+
+
+def test_drop_of_an_unseen_connection_is_a_lab_error(runs_dir: Path) -> None:
+    """Selecting a connection that does not exist yet fails the run with exit 3 and a reason."""
+    result = run_profile("name: noconn\n" + peers("4s") +
+                         "timeline:\n  - {when: {at: 1s}, do: {fault: drop, connection: 3}}\n",
+                         runs_dir)
+    assert result.exit_code == 3
+    assert "no TCP connection 3" in (result.error or "")
+
+
+def test_reject_toward_the_client_resets_it(runs_dir: Path) -> None:
+    """reject toward client: the client's next packet is answered with a RST: abnormal 1006."""
+    result = run(runs_dir, "reject-client",
+                 "  - {id: rst, when: {at: 1s}, do: {fault: reject, toward: client}}\n")
+    closed = first(result, "client.closed")
+    assert closed.fields["code"] == 1006 and closed.fields["by"] == "peer"
+    assert closed.t - first(result, "fault.applied", step="rst").t < slack(0.5)
+    assert first(result, "tcp.rst", **{"from": "server"}).t < closed.t
+    assert result.exit_codes["client"] == 2
+
+
+def test_reject_toward_the_server_resets_it_first(runs_dir: Path) -> None:
+    """reject toward server: the server's next tick is answered with a RST; it sees 1006 before
+    the client learns anything."""
+    result = run(runs_dir, "reject-server",
+                 "  - {id: rst, when: {at: 1s}, do: {fault: reject, toward: server}}\n")
+    server = first(result, "server.closed")
+    assert server.fields["code"] == 1006 and server.fields["received_close"] is False
+    assert server.t - first(result, "fault.applied", step="rst").t < slack(0.5)
+    client = first(result, "client.closed")
+    assert client.t >= server.t
+
+
+def test_link_down_then_restore(runs_dir: Path) -> None:
+    """link_down: the client loses carrier and its pings die; restore brings the link back and
+    the client's reconnection succeeds."""
+    result = run(runs_dir, "cable",
+                 "  - {id: pull, when: {at: 1s}, do: {fault: link_down}}\n"
+                 "  - {id: plug, when: {at: 4s}, do: {fault: restore}}\n",
+                 duration="7s", extra=", --reconnect")
+    assert 2.0 <= lost_after_fault(result, "pull") <= 2.5 + slack(0.5)
+    reverted = first(result, "fault.reverted", step="pull")
+    assert first(result, "fault.applied", step="plug").fields["reverted"] == ["pull"]
+    assert first(result, "tcp.connect", k=2).t > reverted.t
+    assert result.exit_codes["client"] == 0
+
+
+def test_short_drop_is_survived_and_restore_reverts(runs_dir: Path) -> None:
+    """A drop restored after 300 ms goes unnoticed: TCP retransmits, pings are answered in time."""
+    result = run(runs_dir, "blip",
+                 "  - {id: blip, when: {at: 1s}, do: {fault: drop}}\n"
+                 "  - {when: {step: blip}, after: 300ms, do: {fault: restore, faults: [blip]}}\n",
+                 duration="4s")
+    assert not [e for e in result.observed if e.name == "client.lost"]
+    gap = first(result, "fault.reverted", step="blip").t - first(result, "fault.applied", step="blip").t
+    assert 0.3 <= gap <= 0.3 + slack(0.1)
+    assert result.exit_codes["client"] == 0
+
+
+def test_faults_apply_within_milliseconds(runs_dir: Path) -> None:
+    """Each fault records how long it took from trigger to kernel commit."""
+    result = run(runs_dir, "quick",
+                 "  - {id: a, when: {at: 1s}, do: {fault: drop, direction: to_client}}\n"
+                 "  - {id: b, when: {at: 1.2s}, do: {fault: link_down}}\n", duration="2s")
+    for step in ("a", "b"):
+        ms = first(result, "fault.applied", step=step).fields["applied_in_ms"]
+        assert 0 < ms < slack(100)
