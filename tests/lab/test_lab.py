@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from faultlab.lab.netns import LEASE_DIR, ROOT_NETNS_DIR, NetnsLab, lease_path
 from faultlab.lab.namespace import Namespace
+from faultlab.lab.netns import LEASE_DIR, ROOT_NETNS_DIR, NetnsLab, lease_path
 
 from .helpers import failed, first, host_network_state, peers, run_profile
 

@@ -1,0 +1,119 @@
+"""Nothing is left behind: teardown on SIGTERM, and `lab gc` after SIGKILL."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from faultlab.lab.netns import ROOT_NETNS_DIR, NetnsLab
+
+from ..conftest import PROFILES, REPO
+from .helpers import faultlab, host_network_state
+
+pytestmark = pytest.mark.lab
+
+LONG = """\
+name: long
+target: {builtin: ws-echo-server, port: 8765}
+client: {builtin: ws-client, args: [--duration, 30s]}
+timeline:
+  - {id: cut, when: {at: 1s}, do: {fault: drop, direction: to_client, connection: latest}}
+timeout: 40s
+"""
+
+
+def start_run(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
+    """Start `faultlab run` on a long profile and wait until its fault is applied."""
+    profile = tmp_path / "long.yaml"
+    profile.write_text(LONG)
+    runs = tmp_path / "runs"
+    proc = subprocess.Popen([sys.executable, "-m", "faultlab", "run", "--runs-dir", str(runs),
+                             str(profile)], cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        files = list(runs.glob("*/events.jsonl"))
+        if files and "fault.applied" in files[0].read_text():
+            return proc, files[0].parent
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError("the run never applied its fault")
+
+
+def run_events(run_dir: Path) -> list[dict[str, object]]:
+    return [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]
+
+
+def faultlab_namespaces() -> list[str]:
+    return sorted(n for n in os.listdir(ROOT_NETNS_DIR) if n.startswith("faultlab-")) \
+        if ROOT_NETNS_DIR.is_dir() else []
+
+
+def pid_alive(pid: int) -> bool:
+    """Running, not a zombie (this machine's init reaps orphans lazily)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_sigterm_tears_everything_down(tmp_path: Path) -> None:
+    """SIGTERM mid-run: exit 130, the lab and its processes are gone, the report is written."""
+    before = host_network_state()
+    proc, run_dir = start_run(tmp_path)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130, err.decode()
+    assert b"Traceback" not in err
+    evs = run_events(run_dir)
+    assert evs[-1]["event"] == "run.end"
+    assert any(e["event"] == "fault.reverted" for e in evs)
+    pids = [int(e["pid"]) for e in evs if e["event"] == "process.start"]  # type: ignore[call-overload]
+    assert pids and not any(pid_alive(p) for p in pids)
+    assert (run_dir / "summary.md").exists()
+    assert host_network_state() == before
+
+
+def test_sigkill_then_gc_restores_the_host(tmp_path: Path) -> None:
+    """SIGKILL mid-run leaves namespaces; `lab gc` removes them and the host is as before."""
+    before = host_network_state()
+    proc, run_dir = start_run(tmp_path)
+    proc.kill()
+    proc.wait(timeout=5)
+    leftovers = faultlab_namespaces()
+    assert len(leftovers) == 3
+    done = faultlab("lab", "gc")
+    assert done.returncode == 0, done.stderr
+    assert all(f"removed namespace {n}" in done.stdout for n in leftovers)
+    pids = [int(e["pid"]) for e in run_events(run_dir)  # type: ignore[call-overload]
+            if e["event"] == "process.start"]
+    assert pids and not any(pid_alive(p) for p in pids)
+    assert faultlab_namespaces() == []
+    assert host_network_state() == before
+    assert faultlab("lab", "gc").stdout.strip() == "nothing to clean"
+
+
+def test_gc_spares_the_lab_of_a_live_run() -> None:
+    """A lab whose owner is alive is not collected."""
+
+    async def scenario() -> tuple[str, bool]:
+        async with NetnsLab() as lab:
+            done = await asyncio.to_thread(faultlab, "lab", "gc")
+            return done.stdout, (ROOT_NETNS_DIR / lab.router.name).exists()
+
+    out, still_there = asyncio.run(scenario())
+    assert "spared lab" in out and still_there
+
+
+def test_demo_profile_exists() -> None:
+    """The README's demo profile is shipped."""
+    assert (PROFILES / "silent-loss.yaml").exists()

@@ -1,0 +1,97 @@
+"""faultlab as a real non-root user: the lab lives in a user namespace of its own.
+
+The test runs as root only to make an unprivileged user's view: pyenv's Python, the venv and the
+repo may sit under /root, which other users cannot traverse, so they are bind-mounted (in a
+private mount namespace) under a temporary folder the user can read. faultlab itself then runs as
+`nobody`, with no capability on the host.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from faultlab.lab.privilege import userns_available
+
+from ..conftest import REPO
+
+pytestmark = pytest.mark.rootless
+
+USER = "nobody"
+
+
+@pytest.fixture
+def shared_tmp() -> Iterator[Path]:
+    """A temporary folder other users can reach (pytest's own is private to root)."""
+    path = Path(tempfile.mkdtemp(prefix="faultlab-rootless-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def as_unprivileged_user(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    view = tmp_path / "view"
+    work = tmp_path / "work"
+    mounts = {view / "python": Path(sys.base_prefix), view / "venv": Path(sys.prefix),
+              view / "repo": REPO}
+    for target in mounts:
+        target.mkdir(parents=True, exist_ok=True)
+    work.mkdir(exist_ok=True)
+    shutil.chown(work, USER)
+    view.chmod(0o755)
+    site = Path(sysconfig.get_paths()["purelib"]).relative_to(sys.prefix)
+    python = view / "python" / "bin" / Path(sys.executable).name
+    if not python.name.startswith("python3."):
+        python = view / "python" / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+    env = (f"PATH=/usr/bin:/bin HOME={work} LD_LIBRARY_PATH={view / 'python' / 'lib'} "
+           f"PYTHONPATH={view / 'repo'}:{view / 'venv' / site}")
+    binds = " && ".join(f"mount --bind {src} {dst}" for dst, src in mounts.items())
+    command = " ".join(f"'{a}'" for a in args)
+    script = (f"{binds} && cd {work} && exec runuser -u {USER} -- env -i {env} "
+              f"{python} -m faultlab {command}")
+    return subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+@pytest.fixture(autouse=True)
+def _needs_setup() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to set up the unprivileged user's view")
+    done = subprocess.run(["runuser", "-u", USER, "--", "unshare", "--user", "--map-current-user",
+                           "--keep-caps", "--net", "--mount", "true"], capture_output=True, check=False)
+    if done.returncode != 0:
+        pytest.fail(f"unprivileged user namespaces are unavailable: {done.stderr!r}")
+    assert userns_available()
+
+
+def test_silent_loss_runs_without_root(shared_tmp: Path) -> None:
+    """The demo profile passes as `nobody`, with a capture, and no namespace appears on the host."""
+    before = sorted(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else []
+    done = as_unprivileged_user(shared_tmp, "run", str(shared_tmp / "view/repo/profiles/silent-loss.yaml"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    (run_dir,) = list((shared_tmp / "work" / "runs").iterdir())
+    assert run_dir.stat().st_uid != 0
+    assert (run_dir / "capture.pcap").stat().st_size > 0
+    evs = [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert any(e["event"] == "client.lost" for e in evs)
+    after = sorted(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else []
+    assert after == before
+
+
+def test_gc_and_doctor_without_root(shared_tmp: Path) -> None:
+    """doctor reports the rootless mode; gc explains in one line that it needs root."""
+    doctor = as_unprivileged_user(shared_tmp, "doctor")
+    assert "labs run inside a user namespace" in doctor.stdout, doctor.stdout + doctor.stderr
+    gc = as_unprivileged_user(shared_tmp, "lab", "gc")
+    assert gc.returncode == 3
+    assert gc.stderr.strip() == ("faultlab: lab gc needs root "
+                                 "(rootless labs vanish with their run)")

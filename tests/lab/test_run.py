@@ -1,0 +1,79 @@
+"""The shipped profiles, run through the CLI as a user would."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from ..conftest import PROFILES, slack
+from .helpers import faultlab
+
+pytestmark = pytest.mark.lab
+
+
+def only_run_dir(runs_dir: Path) -> Path:
+    (run_dir,) = list(runs_dir.iterdir())
+    return run_dir
+
+
+def events(run_dir: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+
+
+def test_silent_loss_demo(tmp_path: Path) -> None:
+    """`faultlab run profiles/silent-loss.yaml`: exit 0 in under 15 s, the run folder holds the
+    artifacts, loss is detected 2.0-3.5 s after the fault, and the capture shows the server's
+    silence with no FIN or RST from it."""
+    runs_dir = tmp_path / "runs"
+    started = time.monotonic()
+    done = faultlab("run", "--runs-dir", str(runs_dir), str(PROFILES / "silent-loss.yaml"))
+    elapsed = time.monotonic() - started
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert elapsed < 15 * max(1.0, slack(1.0))
+    run_dir = only_run_dir(runs_dir)
+    for name in ("events.jsonl", "capture.pcap", "summary.md"):
+        assert (run_dir / name).stat().st_size > 0
+    evs = events(run_dir)
+    fault = next(e for e in evs if e["event"] == "fault.applied")
+    lost = next(e for e in evs if e["event"] == "client.lost")
+    assert 2.0 <= float(lost["t"]) - float(fault["t"]) <= 3.5  # type: ignore[arg-type]
+    assert "PASS" in (run_dir / "summary.md").read_text()
+
+    inspect = faultlab("pcap", "inspect", "--json", str(run_dir / "capture.pcap"))
+    assert inspect.returncode == 0, inspect.stderr
+    (flow,) = json.loads(inspect.stdout)["flows"]
+    down = flow["server_to_client"]
+    assert down["fin"] == 0 and down["rst"] == 0
+    assert down["longest_silence_s"] >= 2.0
+    # The silence starts at the fault: the capture's clock is the run's clock plus unix_time.
+    t0 = next(e for e in evs if e["event"] == "run.start")["unix_time"]
+    connect = next(e for e in evs if e["event"] == "tcp.connect")
+    first_packet_t = float(connect["t"])  # type: ignore[arg-type]
+    silence_from = first_packet_t + down["longest_silence_from_t"]
+    assert abs(silence_from - float(fault["t"])) < 0.3  # type: ignore[arg-type]
+    assert t0
+    frames = flow["websocket_frames"]
+    assert any(f["opcode"] == "ping" for f in frames) and any(f["opcode"] == "pong" for f in frames)
+    text = faultlab("pcap", "inspect", str(run_dir / "capture.pcap"))
+    assert "server->client" in text.stdout and "longest silence" in text.stdout
+
+
+@pytest.mark.parametrize("name", ["silent-loss-restore", "reset", "cable-pull"])
+def test_shipped_profiles_pass(tmp_path: Path, name: str) -> None:
+    """Each shipped profile's expectations hold."""
+    done = faultlab("run", "-q", "--runs-dir", str(tmp_path), str(PROFILES / f"{name}.yaml"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"== {name}: PASS" in done.stdout
+
+
+def test_failed_expectation_exits_1(tmp_path: Path) -> None:
+    """A profile whose expectation does not hold exits 1 and says which."""
+    profile = tmp_path / "wrong.yaml"
+    profile.write_text((PROFILES / "silent-loss.yaml").read_text()
+                       .replace("- {exit_code: 1}", "- {exit_code: 0}"))
+    done = faultlab("run", "-q", "--runs-dir", str(tmp_path / "runs"), str(profile))
+    assert done.returncode == 1
+    assert "FAIL client exits with 0  (seen: exit code 1)" in done.stdout
