@@ -1,0 +1,132 @@
+"""faultlab's benchmark: prints the figures the issues set goals for, measured in one run.
+
+- lab set-up + teardown (netns backend), median over N builds; goal <= 100 ms
+- fault applied_in_ms (trigger to kernel commit), median over N applications; goal <= 15 ms
+- pcap decoding rate on a generated 100k-packet ws:// capture; goal >= 50k packets/s
+
+Needs root for the lab figures; the decoding figure runs anywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from faultlab.capture.flows import analyse
+from faultlab.capture.live import ConnectionTable
+from faultlab.capture.pcap import ACK, PSH, SYN, build_tcp_packet, read_segments, write_header, write_record
+from faultlab.events import EventBus, RunClock
+from faultlab.lab.netns import NetnsLab
+from faultlab.profile import parse_profile
+from faultlab.runner import FaultRuntime
+from faultlab.timeline import Due
+
+
+def report(name: str, value: float, unit: str, goal: str, ok: bool) -> None:
+    print(f"{name:<44} {value:>10.2f} {unit:<8} goal {goal:<10} {'ok' if ok else 'MISSED'}")
+
+
+async def bench_lab(n: int) -> list[float]:
+    times = []
+    for _ in range(n):
+        started = time.perf_counter()
+        async with NetnsLab():
+            pass
+        times.append((time.perf_counter() - started) * 1000)
+    return times
+
+
+FAULTS = """\
+name: bench
+client: {command: [sleep, "1"]}
+timeline:
+  - {id: drop, when: {at: 0s}, do: {fault: drop}}
+  - {id: reject, when: {at: 0s}, do: {fault: reject}}
+  - {id: linkdown, when: {at: 0s}, do: {fault: link_down}}
+"""
+
+
+async def bench_faults(n: int) -> dict[str, list[float]]:
+    steps = parse_profile(FAULTS).timeline
+    out: dict[str, list[float]] = {s.fault: [] for s in steps}
+    bus = EventBus(RunClock())
+    async with NetnsLab() as lab:
+        runtime = FaultRuntime(lab, ConnectionTable(str(lab.server_address)), bus)
+        for _ in range(n):
+            for step in steps:
+                await runtime.apply(Due(step, 0.0, "bench"))
+                out[step.fault].append(float(bus.events[-1].fields["applied_in_ms"]))
+                await runtime.revert([step.id])
+    return out
+
+
+def make_capture(path: Path, packets: int) -> None:
+    """A ws:// session of `packets` packets: text frames both ways with ACKs between them."""
+    c, s, cs, ss = "198.18.0.2", "198.18.0.6", 1000, 9000
+    frame = bytes([0x81, 0x80 | 100]) + b"\x01\x02\x03\x04" + b"x" * 100
+    reply = bytes([0x81, 100]) + b"y" * 100
+    with path.open("wb") as f:
+        write_header(f)
+        t = 1_700_000_000.0
+        get = b"GET / HTTP/1.1\r\nUpgrade: websocket\r\n\r\n"
+        ok = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n"
+        write_record(f, t, build_tcp_packet(c, 40000, s, 8765, cs - 1, 0, SYN))
+        write_record(f, t, build_tcp_packet(s, 8765, c, 40000, ss - 1, cs, SYN | ACK))
+        write_record(f, t, build_tcp_packet(c, 40000, s, 8765, cs, ss, PSH | ACK, get))
+        write_record(f, t, build_tcp_packet(s, 8765, c, 40000, ss, cs + len(get), PSH | ACK, ok))
+        cs, ss = cs + len(get), ss + len(ok)
+        for i in range(packets - 4):
+            t += 0.0005
+            if i % 2 == 0:
+                write_record(f, t, build_tcp_packet(c, 40000, s, 8765, cs, ss, PSH | ACK, frame))
+                cs += len(frame)
+            else:
+                write_record(f, t, build_tcp_packet(s, 8765, c, 40000, ss, cs, PSH | ACK, reply))
+                ss += len(reply)
+
+
+def bench_decode(packets: int) -> tuple[float, float, int]:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "bench.pcap"
+        make_capture(path, packets)
+        started = time.perf_counter()
+        n = sum(1 for _ in read_segments(path))
+        decode_rate = n / (time.perf_counter() - started)
+        started = time.perf_counter()
+        result = analyse(path)
+        inspect_rate = result.packets / (time.perf_counter() - started)
+        frames = sum(len(flow.frames) for flow in result.flows)
+        assert frames == packets - 4, f"decoded {frames} WebSocket frames of {packets - 4}"
+        return decode_rate, inspect_rate, result.packets
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("-n", type=int, default=30, help="repetitions for the lab figures")
+    parser.add_argument("--packets", type=int, default=100_000)
+    args = parser.parse_args()
+    print(f"faultlab benchmark ({os.cpu_count()} cores)")
+    if os.geteuid() == 0:
+        lab = asyncio.run(bench_lab(args.n))
+        med = statistics.median(lab)
+        report(f"lab set-up + teardown, median of {args.n}", med, "ms", "<= 100", med <= 100)
+        print(f"{'':<44} (min {min(lab):.1f}, max {max(lab):.1f})")
+        faults = asyncio.run(bench_faults(args.n))
+        for name, values in faults.items():
+            med = statistics.median(values)
+            report(f"fault {name} applied_in_ms, median of {args.n}", med, "ms", "<= 15", med <= 15)
+    else:
+        print("not root: lab and fault figures skipped")
+    decode, inspect, n = bench_decode(args.packets)
+    report(f"pcap decode ({n} packets), Ethernet/IP/TCP", decode, "pkt/s", ">= 50000", decode >= 50000)
+    report(f"pcap inspect ({n} packets), flows + WS frames", inspect, "pkt/s", ">= 50000",
+           inspect >= 50000)
+
+
+if __name__ == "__main__":
+    main()
