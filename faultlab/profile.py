@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -251,9 +251,12 @@ class _Problems:
             loc = tuple(p for p in error["loc"] if not (isinstance(p, str) and "[" in p))
             self.add((*prefix, *loc), _message(error))
 
+    def fail(self) -> NoReturn:
+        raise ProfileError([text for _, text in sorted(self.items, key=lambda i: i[0])])
+
     def raise_if_any(self) -> None:
         if self.items:
-            raise ProfileError([text for _, text in sorted(self.items, key=lambda i: i[0])])
+            self.fail()
 
 
 def parse_profile(text: str, source: str = "<profile>", path: Path | None = None) -> Profile:
@@ -281,15 +284,13 @@ def parse_profile(text: str, source: str = "<profile>", path: Path | None = None
         problems.add(loc, message)
     if not isinstance(data, dict):
         problems.add((), "a profile is a YAML mapping with at least 'name' and 'client'")
-        problems.raise_if_any()
-        raise AssertionError("unreachable")
+        problems.fail()
     try:
         raw = RawProfile.model_validate(data)
     except ValidationError as exc:
         problems.add_validation((), exc)
         _check_parts(data, problems)
-        problems.raise_if_any()
-        raise AssertionError("unreachable") from None
+        problems.fail()
     steps = _check_steps(raw.timeline, problems)
     expectations = _check_expectations(raw.expect, problems)
     problems.raise_if_any()

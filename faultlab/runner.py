@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -270,7 +270,7 @@ class Run:
         if not done:
             self.bus.emit("faultlab", "run.timeout", timeout_s=self.profile.timeout)
 
-    def _spawn(self, coro: Any) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

@@ -59,3 +59,13 @@ def test_pcap_inspect_rejects_a_non_pcap(tmp_path: Path) -> None:
     done = faultlab("pcap", "inspect", str(path))
     assert done.returncode == 2 and "not a pcap file" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_doctor_names_every_mechanism() -> None:
+    """doctor lists the mechanisms with a verdict each, and the fix where one is missing."""
+    done = faultlab("doctor")
+    for name in ("python", "privileges", "iptables-restore", "tcpdump", "pyroute2", "docker"):
+        assert f" {name} " in done.stdout
+    assert done.returncode == (0 if "FAIL" not in done.stdout else 1)
+    if "FAIL" in done.stdout:
+        assert "fix:" in done.stdout

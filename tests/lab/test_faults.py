@@ -89,7 +89,10 @@ def test_drop_of_an_unseen_connection_is_a_lab_error(runs_dir: Path) -> None:
 def test_reject_toward_the_client_resets_it(runs_dir: Path) -> None:
     """reject toward client: the client's next packet is answered with a RST: abnormal 1006."""
     result = run(runs_dir, "reject-client",
-                 "  - {id: rst, when: {at: 1s}, do: {fault: reject, toward: client}}\n")
+                 "  - {id: rst, when: {event: client.connected, where: {attempt: 1}}, after: 1s,"
+                 " do: {fault: reject, toward: client}}\n")
+    applied = first(result, "fault.applied", step="rst")
+    assert abs(applied.t - first(result, "client.connected").t - 1.0) < slack(0.1)
     closed = first(result, "client.closed")
     assert closed.fields["code"] == 1006 and closed.fields["by"] == "peer"
     assert closed.t - first(result, "fault.applied", step="rst").t < slack(0.5)

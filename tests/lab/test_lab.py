@@ -154,3 +154,19 @@ timeout: 10s
     assert "ERROR" in summary
     events = [json.loads(x) for x in (result.run_dir / "events.jsonl").read_text().splitlines()]
     assert events[-1]["event"] == "run.end"
+
+
+def test_timeout_stops_the_client(runs_dir: Path) -> None:
+    """A client still running at `timeout` is stopped; the run records it and goes on to judge."""
+    text = """\
+name: slow
+client: {command: [sleep, "30"]}
+expect: [{exit_code: 0}]
+timeout: 1s
+settle: 0s
+"""
+    result = run_profile(text, runs_dir)
+    assert first(result, "run.timeout").t >= 1.0
+    assert result.duration_s < 5
+    assert result.exit_code == 1
+    assert result.outcomes[0].seen == "still running at the end"
