@@ -164,6 +164,9 @@ class Run:
         except FaultlabError as exc:
             self.result.error = str(exc)
             self.bus.emit("faultlab", "run.error", error=str(exc))
+        except asyncio.CancelledError:
+            self.result.error = "interrupted before the run ended"
+            raise
         finally:
             for task in self._tasks:
                 task.cancel()
@@ -216,8 +219,6 @@ class Run:
             self._alive_at_end = frozenset(r for r, proc in processes.items() if proc.alive)
             for role, proc in processes.items():
                 self.result.exit_codes[role] = proc.returncode
-        if self._failed.is_set() and self.result.error is None:
-            self.result.error = "a fault could not be applied"
 
     async def _start(self, role: str, lab: NetnsLab, program: Program,
                      stack: AsyncExitStack) -> LabProcess:

@@ -3,7 +3,7 @@
 Run as a script (`python -I -S enter.py`), not as `-m faultlab...`, so that starting a client or a
 capture costs a bare interpreter start and no import of faultlab or its dependencies.
 
-    enter.py NETNS_PATH HOSTS_FILE|- -- ARGV...
+    enter.py RUNNER_PID NETNS_PATH HOSTS_FILE|- -- ARGV...
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ MS_BIND = 0x1000
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) < 4 or argv[2] != "--":
-        sys.exit("usage: enter.py NETNS_PATH HOSTS_FILE|- -- ARGV...")
-    netns_path, hosts, command = argv[0], argv[1], argv[3:]
+    if len(argv) < 5 or argv[3] != "--":
+        sys.exit("usage: enter.py RUNNER_PID NETNS_PATH HOSTS_FILE|- -- ARGV...")
+    runner, netns_path, hosts, command = int(argv[0]), argv[1], argv[2], argv[4:]
     libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
     # If the runner dies without tearing down (SIGKILL), its lab processes die with it.
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() == 1:
+    if os.getppid() != runner:  # it died before the line above took effect
         sys.exit("enter.py: the runner is gone")
     fd = os.open(netns_path, os.O_RDONLY)
     os.setns(fd, os.CLONE_NEWNET)

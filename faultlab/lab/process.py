@@ -27,7 +27,8 @@ async def spawn(
     stderr: int | IO[Any] | None = None,
 ) -> asyncio.subprocess.Process:
     """Start `argv` inside `ns` (with `hosts` as its /etc/hosts), in a session of its own."""
-    command = [sys.executable, "-I", "-S", str(ENTER), str(ns.path), str(hosts or "-"), "--", *argv]
+    command = [sys.executable, "-I", "-S", str(ENTER), str(os.getpid()), str(ns.path),
+               str(hosts or "-"), "--", *argv]
     try:
         return await asyncio.create_subprocess_exec(
             *command, env=dict(env), stdin=asyncio.subprocess.DEVNULL,
