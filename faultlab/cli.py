@@ -174,6 +174,45 @@ def doctor() -> None:
 
 
 @main.group()
+def emulator() -> None:
+    """The Live API emulator."""
+
+
+@emulator.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=0, show_default=True, type=click.IntRange(0, 65535),
+              help="Port to listen on (0 picks a free one).")
+@click.option("--personality", default="gemini-dev-2026-10", show_default=True,
+              help="Which measured service behaviour to reproduce.")
+@click.option("--time-scale", default=1.0, show_default=True, type=float,
+              help="Factor on every server timer (0.1 replays ten times faster).")
+@click.option("--ca-dir", type=click.Path(path_type=Path), default=None,
+              help="Folder of the lab CA (default: ~/.local/share/faultlab/ca).")
+@click.option("--utterances", type=click.Path(path_type=Path), default=None,
+              help="Folder of NAME.wav + NAME.txt: speech the emulator recognises.")
+@click.option("--events", "events_path", type=click.Path(path_type=Path), default=None,
+              help="JSONL file for the emulator's events (default: $FAULTLAB_EVENTS).")
+@click.option("--seed", type=int, default=None, help="Seed for the drawn delays.")
+def serve(host: str, port: int, personality: str, time_scale: float, ca_dir: Path | None,
+          utterances: Path | None, events_path: Path | None, seed: int | None) -> None:
+    """Serve the Live API on TLS; prints the environment an SDK client needs."""
+    from faultlab.emulator.run import serve_until_stopped
+
+    def announce(env: dict[str, str], bound: int) -> None:
+        for key, value in env.items():
+            click.echo(f"export {key}={value}")
+        click.echo(f"# faultlab emulator ({personality}, time scale {time_scale:g}) "
+                   f"listening on port {bound}; Ctrl-C stops it", err=True)
+        sys.stdout.flush()
+
+    try:
+        asyncio.run(serve_until_stopped(host, port, personality, time_scale, ca_dir, utterances,
+                                        events_path, seed, announce))
+    except FaultlabError as exc:
+        _fail(str(exc), 3)
+
+
+@main.group()
 def pcap() -> None:
     """Capture analysis."""
 

@@ -1,0 +1,218 @@
+"""Audio for the emulator: resampling, voice activity detection, utterance recognition, speech.
+
+All input audio is 16-bit mono PCM at 16 kHz once resampled. VAD works on sample time, not wall
+time: only silence that arrives as samples ends a turn, as on the real service (A1-A3).
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import math
+import shutil
+import subprocess
+import wave
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+RATE_IN = 16000
+RATE_OUT = 24000
+FRAME_MS = 20
+FRAME_SAMPLES = RATE_IN * FRAME_MS // 1000
+# Speech threshold (dBFS of a 20 ms frame) by start/end sensitivity; HIGH hears quieter speech.
+THRESHOLD_DBFS = {"START_SENSITIVITY_HIGH": -50.0, "END_SENSITIVITY_HIGH": -50.0,
+                  "START_SENSITIVITY_LOW": -38.0, "END_SENSITIVITY_LOW": -38.0}
+DEFAULT_THRESHOLD_DBFS = -45.0
+# How much speech starts an activity, by start sensitivity.
+START_MS = {"START_SENSITIVITY_HIGH": 60, "START_SENSITIVITY_LOW": 160}
+DEFAULT_START_MS = 100
+
+Samples = npt.NDArray[np.int16]
+
+
+def resample(pcm: Samples, rate_from: int, rate_to: int) -> Samples:
+    """Linear-interpolation resampling (good enough for VAD, recognition and playback)."""
+    if rate_from == rate_to or len(pcm) == 0:
+        return pcm
+    n = max(1, round(len(pcm) * rate_to / rate_from))
+    x = np.linspace(0, len(pcm) - 1, n)
+    return np.interp(x, np.arange(len(pcm)), pcm.astype(np.float32)).astype(np.int16)
+
+
+def frame_dbfs(pcm: Samples) -> npt.NDArray[np.float64]:
+    """dBFS of each whole 20 ms frame."""
+    usable = len(pcm) - len(pcm) % FRAME_SAMPLES
+    if usable == 0:
+        return np.zeros(0)
+    frames = pcm[:usable].astype(np.float32).reshape(-1, FRAME_SAMPLES)
+    rms = np.sqrt(np.mean(frames * frames, axis=1)) / 32768.0
+    return 20 * np.log10(np.maximum(rms, 1e-9))
+
+
+@dataclass
+class VadEvent:
+    kind: str  # "start" or "end"
+    audio_s: float  # position in the stream's audio time
+
+
+@dataclass
+class Vad:
+    """Server-side voice activity detection over a stream of 16 kHz samples."""
+
+    silence_ms: int = 800
+    prefix_padding_ms: int = 20
+    start_sensitivity: str | None = None
+    end_sensitivity: str | None = None
+    speaking: bool = False
+    _pending: Samples = field(default_factory=lambda: np.zeros(0, np.int16))
+    _samples_seen: int = 0
+    _speech_run_ms: int = 0
+    _silence_run_ms: int = 0
+    _recent: list[Samples] = field(default_factory=list)
+    utterance: list[Samples] = field(default_factory=list)
+
+    def feed(self, pcm: Samples) -> list[VadEvent]:
+        pcm = np.concatenate([self._pending, pcm]) if len(self._pending) else pcm
+        usable = len(pcm) - len(pcm) % FRAME_SAMPLES
+        self._pending = pcm[usable:]
+        levels = frame_dbfs(pcm[:usable])
+        start_db = THRESHOLD_DBFS.get(self.start_sensitivity or "", DEFAULT_THRESHOLD_DBFS)
+        end_db = THRESHOLD_DBFS.get(self.end_sensitivity or "", DEFAULT_THRESHOLD_DBFS)
+        start_ms = START_MS.get(self.start_sensitivity or "", DEFAULT_START_MS)
+        padding_frames = max(1, self.prefix_padding_ms // FRAME_MS)
+        events: list[VadEvent] = []
+        for i, level in enumerate(levels):
+            frame = pcm[i * FRAME_SAMPLES : (i + 1) * FRAME_SAMPLES]
+            self._samples_seen += FRAME_SAMPLES
+            t = self._samples_seen / RATE_IN
+            if not self.speaking:
+                self._recent.append(frame)
+                if level > start_db:
+                    self._speech_run_ms += FRAME_MS
+                    if self._speech_run_ms >= start_ms:
+                        self.speaking = True
+                        run = self._speech_run_ms // FRAME_MS
+                        self.utterance = self._recent[-(run + padding_frames):]
+                        self._recent = []
+                        self._silence_run_ms = 0
+                        events.append(VadEvent("start", t))
+                else:
+                    self._speech_run_ms = 0
+                del self._recent[: max(0, len(self._recent) - 64)]
+            else:
+                self.utterance.append(frame)
+                if level > end_db:
+                    self._silence_run_ms = 0
+                else:
+                    self._silence_run_ms += FRAME_MS
+                    if self._silence_run_ms >= self.silence_ms:
+                        self.speaking = False
+                        self._speech_run_ms = 0
+                        events.append(VadEvent("end", t))
+        return events
+
+    def take_utterance(self) -> Samples:
+        out = np.concatenate(self.utterance) if self.utterance else np.zeros(0, np.int16)
+        self.utterance = []
+        return out
+
+
+def envelope(pcm: Samples) -> npt.NDArray[np.float64]:
+    """The utterance's loudness contour (dB per 20 ms, silence trimmed at both ends)."""
+    levels = frame_dbfs(pcm)
+    loud = np.nonzero(levels > DEFAULT_THRESHOLD_DBFS)[0]
+    if len(loud) == 0:
+        return np.zeros(0)
+    return np.maximum(levels[loud[0] : loud[-1] + 1], -60.0)
+
+
+def similarity(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> float:
+    """Normalised correlation of two contours of similar length (1.0: the same utterance)."""
+    if len(a) < 5 or len(b) < 5 or not 0.85 <= len(a) / len(b) <= 1.18:
+        return 0.0
+    n = min(len(a), len(b))
+    best = 0.0
+    for lag in range(-3, 4):
+        x = a[max(0, lag) : max(0, lag) + n - 3]
+        y = b[max(0, -lag) : max(0, -lag) + n - 3]
+        m = min(len(x), len(y))
+        x, y = x[:m] - x[:m].mean(), y[:m] - y[:m].mean()
+        denom = math.sqrt(float(np.dot(x, x) * np.dot(y, y)))
+        if denom > 0:
+            best = max(best, float(np.dot(x, y)) / denom)
+    return best
+
+
+class TranscriptRegistry:
+    """Known utterances (text + audio): what the emulator 'hears' when their audio comes in."""
+
+    MATCH = 0.9
+
+    def __init__(self) -> None:
+        self._known: list[tuple[str, npt.NDArray[np.float64]]] = []
+
+    def __len__(self) -> int:
+        return len(self._known)
+
+    def add(self, text: str, pcm: Samples, rate: int = RATE_IN) -> None:
+        self._known.append((text, envelope(resample(pcm, rate, RATE_IN))))
+
+    def add_wav(self, text: str, path: Path) -> None:
+        pcm, rate = read_wav(path.read_bytes())
+        self.add(text, pcm, rate)
+
+    def load_dir(self, directory: Path) -> int:
+        """Register every `NAME.wav` with the text in `NAME.txt` beside it."""
+        count = 0
+        for wav in sorted(directory.glob("*.wav")):
+            txt = wav.with_suffix(".txt")
+            if txt.exists():
+                self.add_wav(txt.read_text(encoding="utf-8").strip(), wav)
+                count += 1
+        return count
+
+    def recognise(self, pcm: Samples) -> str | None:
+        env = envelope(pcm)
+        scored = [(similarity(env, known), text) for text, known in self._known]
+        best = max(scored, default=(0.0, ""))
+        return best[1] if best[0] >= self.MATCH else None
+
+
+def read_wav(data: bytes) -> tuple[Samples, int]:
+    """16-bit PCM samples (first channel) and the rate of a WAV file."""
+    with wave.open(io.BytesIO(data)) as w:
+        if w.getsampwidth() != 2:
+            raise ValueError("only 16-bit WAV is supported")
+        frames = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2")
+        channels = w.getnchannels()
+        return frames[::channels].astype(np.int16), w.getframerate()
+
+
+def write_wav(pcm: Samples, rate: int) -> bytes:
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(pcm.astype("<i2").tobytes())
+    return buf.getvalue()
+
+
+ESPEAK = shutil.which("espeak-ng")
+
+
+@functools.lru_cache(maxsize=256)
+def synthesise(text: str, rate: int = RATE_OUT) -> Samples:
+    """Speech for `text` from espeak-ng at `rate` Hz; a tone of a plausible length without it."""
+    if ESPEAK is not None:
+        done = subprocess.run([ESPEAK, "-v", "en-us", "-s", "170", "--stdout", text],
+                              capture_output=True, timeout=30, check=False)
+        if done.returncode == 0 and done.stdout:
+            pcm, source_rate = read_wav(done.stdout)
+            return resample(pcm, source_rate, rate)
+    seconds = max(0.5, 0.065 * len(text))
+    t = np.arange(int(seconds * rate)) / rate
+    return (np.sin(2 * np.pi * 220 * t) * 6000).astype(np.int16)

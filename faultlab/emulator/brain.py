@@ -1,0 +1,147 @@
+"""The emulator's "model": declarative rules from the user's words to tool calls and replies.
+
+A rule is a pattern on what the user said and a response that may read the session: the tool calls
+made and their results, and the text the session was restored with. The default brain is the
+field study's booking assistant (field-scenarios.md).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class PlannedCall:
+    name: str
+    args: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What the model does next: say something, call tools, or both (calls first)."""
+
+    speech: str | None = None
+    calls: tuple[PlannedCall, ...] = ()
+
+
+@dataclass
+class CallRecord:
+    id: str
+    name: str
+    args: Mapping[str, Any]
+    non_blocking: bool
+    result: Mapping[str, Any] | None = None
+
+
+@dataclass
+class Mind:
+    """What the model knows in a session: its calls and the text it was given."""
+
+    declared: set[str] = field(default_factory=set)
+    calls: list[CallRecord] = field(default_factory=list)
+    context: list[str] = field(default_factory=list)
+    reissue: bool = False
+
+    def calls_named(self, name: str) -> list[CallRecord]:
+        return [c for c in self.calls if c.name == name]
+
+    def context_text(self) -> str:
+        return "\n".join(self.context)
+
+
+Respond = Callable[[re.Match[str], Mind], Reply]
+
+
+@dataclass(frozen=True)
+class Rule:
+    pattern: re.Pattern[str]
+    respond: Respond
+
+
+class Brain:
+    """Rules tried in order on each user turn; `on_result` speaks about a tool's result."""
+
+    def __init__(self, rules: Sequence[Rule], on_result: Callable[[CallRecord, Mind], Reply],
+                 fallback: Callable[[str, Mind], Reply]) -> None:
+        self.rules = list(rules)
+        self._on_result = on_result
+        self._fallback = fallback
+
+    def on_user(self, text: str, mind: Mind) -> Reply:
+        for rule in self.rules:
+            match = rule.pattern.search(text)
+            if match is not None:
+                return rule.respond(match, mind)
+        return self._fallback(text, mind)
+
+    def on_result(self, call: CallRecord, mind: Mind) -> Reply:
+        return self._on_result(call, mind)
+
+
+# The booking assistant.
+BOOK = re.compile(r"\bbook\b.*?\b(?P<hour>\d{1,2})\s*(?P<ampm>am|pm)\b(?:.*?\b(?P<day>today|tomorrow)\b)?",
+                  re.I)
+ASK = re.compile(r"\b(did|have) you (book|booked)\b|\bis it booked\b", re.I)
+STATUS_DONE = re.compile(r"book_slot\b.*\b(committed|booked|confirmed|done)\b", re.I)
+STATUS_FAILED = re.compile(r"book_slot\b.*\b(failed|error|rejected)\b", re.I)
+
+
+def _slot(match: re.Match[str]) -> str:
+    return f"{match.group('day') or 'tomorrow'} at {match.group('hour')}{match.group('ampm').lower()}"
+
+
+def _book(match: re.Match[str], mind: Mind) -> Reply:
+    slot = _slot(match)
+    if STATUS_DONE.search(mind.context_text()):
+        return Reply(f"Your slot {slot} is already booked.")
+    if "book_slot" not in mind.declared:
+        return Reply("I can't book slots in this session.")
+    return Reply(calls=(PlannedCall("book_slot", {"slot": slot}),))
+
+
+def _succeeded(result: Mapping[str, Any] | None) -> bool:
+    return result is not None and "error" not in result and result.get("status") != "failed"
+
+
+def _asked(match: re.Match[str], mind: Mind) -> Reply:
+    calls = mind.calls_named("book_slot")
+    done = [c for c in calls if c.result is not None]
+    if done:
+        last = done[-1]
+        if _succeeded(last.result):
+            return Reply(f"Yes, your slot {last.args.get('slot', '')} is booked.".replace("  ", " "))
+        return Reply("No, the booking failed.")
+    if calls:
+        return Reply("I'm booking it now; it's still in progress.")
+    context = mind.context_text()
+    if STATUS_DONE.search(context):
+        return Reply("Yes, it's booked.")
+    if STATUS_FAILED.search(context):
+        return Reply("No, the booking failed.")
+    earlier = BOOK.search(context)
+    if earlier is not None and "book_slot" in mind.declared:
+        # A new session restored from a transcript without the booking's status: the model
+        # books again, with the slot in slightly other words (T5's drift).
+        slot = _slot(earlier).replace(" at ", " ")
+        return Reply("I'm booking it now.", calls=(PlannedCall("book_slot", {"slot": slot}),))
+    return Reply("I haven't booked anything yet.")
+
+
+def _result(call: CallRecord, mind: Mind) -> Reply:
+    if call.name == "book_slot":
+        if _succeeded(call.result):
+            return Reply(f"Done: your slot {call.args.get('slot', '')} is booked.")
+        return Reply("Sorry, I couldn't book that slot.")
+    return Reply(f"{call.name} is done.")
+
+
+def _fallback(text: str, mind: Mind) -> Reply:
+    words = " ".join(text.split()[:12])
+    return Reply(f"You said: {words}" if words else "I didn't catch that.")
+
+
+def booking_assistant() -> Brain:
+    return Brain([Rule(ASK, _asked), Rule(BOOK, _book)], _result, _fallback)

@@ -1,0 +1,66 @@
+"""Personalities: the measured behaviour of one real service, as data.
+
+Every timing is a range `(low, high)` in seconds of the real service (the emulator draws uniformly
+from it and multiplies by its time scale); every behaviour is a named switch. Numbers come from
+`live-server-behaviour.md` (its item ids are quoted); change them when the service changes.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from faultlab.model import Model
+
+Range = tuple[float, float]
+INTERNAL_ERROR = "Internal error encountered."
+INVALID_ARGUMENT = "Request contains an invalid argument."
+
+
+class Personality(Model):
+    """How one flavour of the Live API behaves."""
+
+    name: str
+    api: Literal["developer", "vertex"]
+    setup_complete_s: Range = (0.246, 0.351)  # S1, fresh session
+    resumed_setup_complete_s: Range = (0.507, 0.668)  # S2
+    resumption_update_s: Range = (0.110, 0.150)  # U1, after setupComplete (fresh)
+    resumed_resumption_update_s: Range = (0.0, 0.002)  # U1, resumed
+    transparent_resumption: bool = False  # S3: the Developer API refuses it with 1007
+    session_id_in_setup_complete: bool = False  # S1: Vertex adds sessionId
+    invalid_argument_s: Range = (0.040, 0.050)  # S3: 1007 about 44 ms after setup
+    refusal_s: Range = (0.472, 0.704)  # R1, L2: a refused resume closes 1011 after this
+    # R1/R2: a resume within this long of a drop is refused when the model was idle and had been
+    # active shortly before the drop (`release_after_activity_s`); R3: never while speaking.
+    release_window_s: float = 1.5
+    release_after_activity_s: float = 10.0
+    reap_after_s: float = 480.0  # L7: a connection silent this long is closed 1011, handle dead
+    handle_ttl_s: float = 7200.0  # documented: 2 hours after the last session ends
+    connection_lifetime_s: float | None = None  # None: no goAway, ever (L9)
+    go_away_before_s: float = 60.0
+    refuse_text_on_native_audio: bool = True  # S4
+    audio_stream_end_ends_turn: bool = True  # A2 measured on Vertex: it does not
+    activity_start_s: Range = (0.139, 0.261)  # T1, after the first speech chunk
+    vad_silence_ms: int = 800  # server default silenceDurationMs
+    vad_prefix_padding_ms: int = 20
+    turn_end_s: Range = (0.3, 0.5)  # T1: end of turn 1.1-1.3 s after the last speech
+    reply_s: Range = (0.5, 1.1)  # T7: a reply starts this long after the user's turn
+    tool_reply_s: Range = (0.5, 0.8)  # T2: speech after a tool response
+    turn_tail_s: Range = (0.0, 0.002)  # T2: generationComplete/turnComplete after a toolCall
+    audio_speedup: float = 5.3  # T3: 4.7 s of audio in 0.88 s
+    audio_chunk_ms: int = Field(default=100, ge=20, le=100)
+    voice_activity_events: bool = False
+
+
+PERSONALITIES: dict[str, Personality] = {
+    p.name: p for p in (
+        Personality(name="gemini-dev-2026-10", api="developer"),
+        Personality(
+            name="vertex-2026", api="vertex", transparent_resumption=True,
+            session_id_in_setup_complete=True, audio_stream_end_ends_turn=False,
+            voice_activity_events=True,
+        ),
+    )
+}
+DEFAULT_PERSONALITY = "gemini-dev-2026-10"

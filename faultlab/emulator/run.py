@@ -1,0 +1,70 @@
+"""Starting the emulator as a service: the CA, the registry, the events, the server."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from faultlab.emulator.audio import TranscriptRegistry
+from faultlab.emulator.personality import PERSONALITIES
+from faultlab.emulator.server import EmulatorServer, client_environment
+from faultlab.emulator.session import Emulator
+from faultlab.errors import EmulatorError
+from faultlab.events import EventWriter
+from faultlab.tls import LOOPBACK_IPS, SERVICE_NAMES, LabCA
+
+
+def base_url(host: str, port: int) -> str:
+    shown = "localhost" if host in ("0.0.0.0", "::", "127.0.0.1", "localhost") else host
+    if ":" in shown:
+        shown = f"[{shown}]"
+    return f"https://{shown}:{port}"
+
+
+async def serve_until_stopped(
+    host: str, port: int, personality: str, time_scale: float, ca_dir: Path | None,
+    utterances: Path | None, events_path: Path | None, seed: int | None,
+    announce: Callable[[dict[str, str], int], None],
+) -> None:
+    if personality not in PERSONALITIES:
+        raise EmulatorError(f"unknown personality {personality!r}; known: "
+                            f"{', '.join(sorted(PERSONALITIES))}")
+    if time_scale <= 0:
+        raise EmulatorError("the time scale must be > 0")
+    ca = LabCA(ca_dir)
+    ips = list(LOOPBACK_IPS)
+    try:
+        ipaddress.ip_address(host)
+        if host not in ("0.0.0.0", "::"):
+            ips.append(host)
+    except ValueError:
+        pass
+    names = [*SERVICE_NAMES, *([] if host in ips or host in ("0.0.0.0", "::") else [host])]
+    registry = TranscriptRegistry()
+    if utterances is not None:
+        if not utterances.is_dir():
+            raise EmulatorError(f"{utterances}: not a folder of NAME.wav + NAME.txt utterances")
+        registry.load_dir(utterances)
+    writer = EventWriter(events_path)
+
+    def emit(name: str, **fields: Any) -> None:
+        writer.emit(name, **fields)
+
+    emulator = Emulator(PERSONALITIES[personality], time_scale, registry=registry, emit=emit,
+                        seed=seed)
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+    try:
+        async with EmulatorServer(emulator, ca.server_context(names, ips), host, port) as server:
+            announce(client_environment(str(ca.cert_path), base_url(host, server.port)),
+                     server.port)
+            await stop.wait()
+    except OSError as exc:
+        raise EmulatorError(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
+    finally:
+        writer.close()

@@ -1,0 +1,153 @@
+"""The emulator's I/O shell: a TLS WebSocket server around the sans-I/O core.
+
+Paths are those of the Developer API and of Vertex (any API version, under any prefix, doubled
+slashes collapsed); the key may come as a header or a query parameter. The server answers pings
+and never sends one; errors are close codes only (a JSON error body crashes the SDK's parser).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import ssl
+from collections.abc import Callable
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
+
+from faultlab.emulator.session import Emulator
+
+MAX_CLIENT_FRAME = 16 * 1024 * 1024
+NO_IDENTITY = ("Method doesn't allow unregistered callers (callers without established identity)."
+               " Please use API Key or other form of API consumer identity to call this API.")
+DEVELOPER_PATH = re.compile(
+    r"/ws/google\.ai\.generativelanguage\.v1(alpha|beta)?\.GenerativeService\."
+    r"BidiGenerateContent(Constrained)?$")
+VERTEX_PATH = re.compile(r"/ws/google\.cloud\.aiplatform\.v1(beta1)?\.LlmBidiService/BidiGenerateContent$")
+
+
+def api_of(path: str) -> str | None:
+    """`developer`, `vertex`, or None for a path the service does not serve."""
+    clean = re.sub(r"/{2,}", "/", urlsplit(path).path)
+    if DEVELOPER_PATH.search(clean):
+        return "developer"
+    if VERTEX_PATH.search(clean):
+        return "vertex"
+    return None
+
+
+def has_identity(request: Request) -> bool:
+    if request.headers.get("x-goog-api-key") or request.headers.get("Authorization"):
+        return True
+    query = parse_qs(urlsplit(request.path).query)
+    return bool(query.get("key") or query.get("access_token"))
+
+
+def frame_kind(frame: dict[str, Any]) -> str:
+    key = next(iter(frame))
+    if key == "serverContent":
+        return f"serverContent.{next(iter(frame[key]), '')}"
+    return key
+
+
+class EmulatorServer:
+    """Serves one `Emulator` over TLS WebSockets; an async context manager."""
+
+    def __init__(self, emulator: Emulator, ssl_context: ssl.SSLContext | None,
+                 host: str = "127.0.0.1", port: int = 0) -> None:
+        self.emulator = emulator
+        self.ssl_context = ssl_context
+        self.host = host
+        self.port = port
+        self._server: Server | None = None
+
+    @property
+    def emit(self) -> Callable[..., None]:
+        return self.emulator.emit
+
+    async def __aenter__(self) -> EmulatorServer:
+        self._server = await serve(
+            self._handle, self.host, self.port, ssl=self.ssl_context, ping_interval=None,
+            max_size=MAX_CLIENT_FRAME, compression=None, process_request=self._check_path,
+            close_timeout=2,
+        )
+        sock = next(iter(self._server.sockets))
+        self.port = sock.getsockname()[1]
+        self.emit("emulator.listening", host=self.host, port=self.port,
+                  personality=self.emulator.personality.name, time_scale=self.emulator.time_scale)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    def _check_path(self, ws: ServerConnection, request: Request) -> Response | None:
+        if api_of(request.path) is None:
+            return ws.respond(HTTPStatus.NOT_FOUND, "Not Found\n")
+        return None
+
+    async def _handle(self, ws: ServerConnection) -> None:
+        loop = asyncio.get_running_loop()
+        request = ws.request
+        assert request is not None
+        conn = self.emulator.connect(loop.time(), api_of(request.path) or "developer")
+        if not has_identity(request):
+            conn.peer_closed(loop.time())
+            await ws.close(1008, NO_IDENTITY[:123])
+            return
+        wake = asyncio.Event()
+
+        async def read() -> None:
+            try:
+                async for message in ws:
+                    conn.receive(message, loop.time())
+                    wake.set()
+            except ConnectionClosed:
+                pass
+            finally:
+                conn.peer_closed(loop.time())
+                wake.set()
+
+        reader = asyncio.create_task(read())
+        try:
+            while not conn.closed:
+                due = conn.next_due()
+                if due is None or due > loop.time():
+                    timeout = None if due is None else due - loop.time()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(wake.wait(), timeout)
+                    wake.clear()
+                for action in conn.poll(loop.time()):
+                    if action.frame is not None:
+                        text = json.dumps(action.frame, separators=(",", ":"))
+                        await ws.send(text)
+                        self.emit("emulator.frame", conn=conn.number, dir="out",
+                                  kind=frame_kind(action.frame), bytes=len(text),
+                                  **({"audio_s": round(action.audio_s, 4)} if action.audio_s else {}))
+                    else:
+                        await ws.close(action.code, action.reason)
+        except ConnectionClosed:
+            pass
+        finally:
+            conn.peer_closed(loop.time())
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, ConnectionClosed):
+                await reader
+
+
+def client_environment(ca_path: str, base_url: str) -> dict[str, str]:
+    """What an unmodified SDK client needs in its environment to reach the emulator."""
+    return {
+        "SSL_CERT_FILE": ca_path,
+        "REQUESTS_CA_BUNDLE": ca_path,
+        "NODE_EXTRA_CA_CERTS": ca_path,
+        "GOOGLE_GEMINI_BASE_URL": base_url,
+        "GOOGLE_VERTEX_BASE_URL": base_url,
+    }

@@ -1,0 +1,453 @@
+"""The emulator's sans-I/O core: sessions, handles, lockout, tools, turns.
+
+No sockets and no clock: the shell hands each `Connection` the frames it received and the time
+(`now`, seconds on any monotonic clock), asks `poll(now)` for the frames and closes that are due,
+and says when the peer is gone (`peer_closed`). Every server timer is the personality's real value
+times `time_scale`.
+"""
+
+from __future__ import annotations
+
+import base64
+import heapq
+import itertools
+import random
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from faultlab.emulator.audio import RATE_IN, RATE_OUT, TranscriptRegistry, Vad, resample, synthesise
+from faultlab.emulator.brain import Brain, CallRecord, Mind, Reply, booking_assistant
+from faultlab.emulator.personality import INTERNAL_ERROR, INVALID_ARGUMENT, Personality
+from faultlab.emulator.wire import (
+    ClientContent,
+    ProtocolError,
+    RealtimeInput,
+    Setup,
+    ToolResponse,
+    parse_frame,
+)
+
+Frame = dict[str, Any]
+Emit = Callable[..., None]
+TRANSPARENT_REFUSED = ('Invalid JSON payload received. Unknown name "transparent" at '
+                       "'setup.session_resumption': Cannot find field.")
+TEXT_REFUSED = ("The requested combination of response modalities (TEXT) is not supported by "
+                "the model.")
+DEADLINE = "Deadline expired before operation could complete."
+
+
+@dataclass(order=True)
+class Action:
+    """A frame to send (`frame`) or a close (`code`, `reason`), due at `at`."""
+
+    at: float
+    seq: int
+    frame: Frame | None = field(default=None, compare=False)
+    code: int = field(default=0, compare=False)
+    reason: str = field(default="", compare=False)
+    turn: int = field(default=0, compare=False)
+    audio_s: float = field(default=0.0, compare=False)
+
+
+@dataclass
+class Session:
+    """What a resumption handle restores: the model's state across connections."""
+
+    id: str
+    setup: Setup
+    mind: Mind
+    handles: set[str] = field(default_factory=set)
+    holder: Connection | None = None
+    dropped_at: float | None = None
+    dropped_speaking: bool = False
+    last_activity: float = 0.0
+    dead: bool = False
+    consumed: int = 0
+
+
+class Emulator:
+    """All sessions of one emulator, and what every connection shares."""
+
+    def __init__(self, personality: Personality, time_scale: float = 1.0,
+                 brain: Brain | None = None, registry: TranscriptRegistry | None = None,
+                 emit: Emit | None = None, seed: int | None = None) -> None:
+        self.personality = personality
+        self.time_scale = time_scale
+        self.brain = brain or booking_assistant()
+        self.registry = registry or TranscriptRegistry()
+        self.emit: Emit = emit or (lambda *a, **k: None)
+        self.rng = random.Random(seed)
+        self.sessions: dict[str, Session] = {}
+        self._conn_ids = itertools.count(1)
+        self._seq = itertools.count()
+
+    def scaled(self, seconds: float) -> float:
+        return seconds * self.time_scale
+
+    def draw(self, span: tuple[float, float]) -> float:
+        """A server delay from the personality's measured range, time-scaled."""
+        return self.scaled(self.rng.uniform(*span))
+
+    def connect(self, now: float, api: str = "developer") -> Connection:
+        return Connection(self, next(self._conn_ids), now, api)
+
+    def new_handle(self, session: Session) -> str:
+        handle = str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
+        session.handles.add(handle)
+        self.sessions[handle] = session
+        return handle
+
+
+class Connection:
+    """One WebSocket connection's protocol state."""
+
+    def __init__(self, emulator: Emulator, number: int, now: float, api: str) -> None:
+        self.em = emulator
+        self.p = emulator.personality
+        self.number = number
+        self.api = api
+        self.opened_at = now
+        self.last_client_msg = now
+        self.session: Session | None = None
+        self.closed = False
+        self.closing = False
+        self._outbox: list[Action] = []
+        self._turn = 0
+        self._speaking_until = 0.0
+        self._vad: Vad | None = None
+        self._manual_audio: list[np.ndarray[Any, Any]] | None = None
+        self._setup_seen = False
+        self._gone = False
+        self.em.emit("emulator.connect", conn=number, api=api)
+        if self.p.connection_lifetime_s is not None:
+            end = now + self.em.scaled(self.p.connection_lifetime_s)
+            left = min(self.p.go_away_before_s, self.p.connection_lifetime_s)
+            self._send(end - self.em.scaled(left), {"goAway": {"timeLeft": f"{left:g}s"}})
+            self._close(end, 1011, DEADLINE, "connection lifetime over")
+
+    # The shell's interface.
+
+    def receive(self, raw: str | bytes, now: float) -> None:
+        """A frame from the client."""
+        if self.closed or self.closing:
+            return
+        self.last_client_msg = now
+        try:
+            parsed = parse_frame(raw)
+            self.em.emit("emulator.frame", conn=self.number, dir="in", kind=parsed.raw_kind,
+                         bytes=len(raw), **self._audio_note(parsed.message))
+            if self.session is None and not isinstance(parsed.message, Setup):
+                raise ProtocolError("The first message must be a setup message.")
+            if isinstance(parsed.message, Setup):
+                if self.session is not None or self._setup_seen:
+                    raise ProtocolError("Setup may only be sent once.")
+                self._setup_seen = True
+                self._on_setup(parsed.message, now)
+                return
+            assert self.session is not None
+            self.session.consumed += 1
+            if isinstance(parsed.message, ClientContent):
+                self._on_client_content(parsed.message, now)
+            elif isinstance(parsed.message, RealtimeInput):
+                self._on_realtime(parsed.message, now)
+            elif isinstance(parsed.message, ToolResponse):
+                self._on_tool_response(parsed.message, now)
+        except ProtocolError as exc:
+            self._close(now, exc.code, exc.reason, "bad client message")
+
+    def next_due(self) -> float | None:
+        """When the next frame or close is due (None: nothing scheduled)."""
+        if self.closed:
+            return None
+        due = self._outbox[0].at if self._outbox else None
+        reap = self._reap_at()
+        if reap is not None and (due is None or reap < due):
+            return reap
+        return due
+
+    def poll(self, now: float) -> list[Action]:
+        """The frames and closes due by `now`, in order; after a close, nothing more."""
+        out: list[Action] = []
+        reap = self._reap_at()
+        if reap is not None and reap <= now and not self.closing:
+            self._close(reap, 1011, INTERNAL_ERROR, "reaped: silent connection")
+            if self.session is not None:
+                self.session.dead = True
+        while self._outbox and self._outbox[0].at <= now and not self.closed:
+            action = heapq.heappop(self._outbox)
+            out.append(action)
+            if action.frame is None:
+                self.closed = True
+                self._release(now)
+                self._outbox.clear()
+            elif self.session is not None:
+                self.session.last_activity = action.at
+        return out
+
+    def peer_closed(self, now: float) -> None:
+        """The connection is gone from the server's view (close frame, FIN, RST, or ours)."""
+        if self._gone:
+            return
+        self._gone = True
+        if not self.closed:
+            self.closed = True
+            self._outbox.clear()
+            self._release(now)
+        self.em.emit("emulator.disconnect", conn=self.number)
+
+    # Internals.
+
+    def _reap_at(self) -> float | None:
+        if self.session is None or self.closing or self.closed:
+            return None
+        return self.last_client_msg + self.em.scaled(self.p.reap_after_s)
+
+    def _release(self, now: float) -> None:
+        s = self.session
+        if s is not None and s.holder is self:
+            s.holder = None
+            s.dropped_at = now
+            s.dropped_speaking = self._speaking_until > now
+            self.em.emit("emulator.release", conn=self.number, session=s.id,
+                         speaking=s.dropped_speaking)
+
+    def _send(self, at: float, frame: Frame, turn: int = 0, audio_s: float = 0.0) -> None:
+        heapq.heappush(self._outbox, Action(at, next(self.em._seq), frame, turn=turn,
+                                            audio_s=audio_s))
+
+    def _close(self, at: float, code: int, reason: str, why: str) -> None:
+        if self.closing:
+            return
+        self.closing = True
+        self.em.emit("emulator.close", conn=self.number, code=code, reason=reason, why=why)
+        heapq.heappush(self._outbox, Action(at, next(self.em._seq), None, code, reason))
+
+    def _audio_note(self, message: object) -> dict[str, Any]:
+        if isinstance(message, RealtimeInput) and message.audio:
+            return {"audio_s": round(len(message.audio) / 2 / message.audio_rate, 4)}
+        return {}
+
+    def _on_setup(self, setup: Setup, now: float) -> None:
+        p, em = self.p, self.em
+        if setup.transparent and not p.transparent_resumption:
+            self._close(now + em.draw(p.invalid_argument_s), 1007, TRANSPARENT_REFUSED,
+                        "transparent resumption")
+            return
+        if (p.refuse_text_on_native_audio and "native-audio" in setup.model
+                and "TEXT" in setup.modalities):
+            self._close(now + em.draw(p.invalid_argument_s), 1007, TEXT_REFUSED, "TEXT modality")
+            return
+        if setup.handle is not None:
+            self._resume(setup, now)
+            return
+        session = Session(id=uuid.uuid4().hex[:16], setup=setup,
+                          mind=Mind(declared={f.name for f in setup.functions}))
+        if setup.system_instruction:
+            session.mind.context.append(setup.system_instruction)
+        self._attach(session, setup, now, now + em.draw(p.setup_complete_s),
+                     p.resumption_update_s)
+
+    def _resume(self, setup: Setup, now: float) -> None:
+        p, em = self.p, self.em
+        assert setup.handle is not None
+        session = em.sessions.get(setup.handle)
+        if session is None or session.dead:
+            self._close(now + em.draw(p.invalid_argument_s), 1007, INVALID_ARGUMENT,
+                        "unknown or dead handle")
+            return
+        why = None
+        if session.holder is not None and not session.holder.closed:
+            why = f"the old connection {session.holder.number} is still open"
+        elif (session.dropped_at is not None and not session.dropped_speaking
+              and session.dropped_at - session.last_activity <= em.scaled(p.release_after_activity_s)
+              and now - session.dropped_at < em.scaled(p.release_window_s)):
+            why = f"idle drop {now - session.dropped_at:.3f}s ago"
+        if why is not None:
+            em.emit("emulator.resume_refused", conn=self.number, session=session.id, why=why)
+            self._close(now + em.draw(p.refusal_s), 1011, INTERNAL_ERROR, f"resume refused: {why}")
+            return
+        em.emit("emulator.resumed", conn=self.number, session=session.id)
+        session.setup = Setup(**{**session.setup.__dict__, "resumption": setup.resumption,
+                                 "handle": setup.handle})
+        self._attach(session, setup, now, now + em.draw(p.resumed_setup_complete_s),
+                     p.resumed_resumption_update_s)
+
+    def _attach(self, session: Session, setup: Setup, now: float, ready_at: float,
+                update_span: tuple[float, float]) -> None:
+        self.session = session
+        session.holder = self
+        session.dropped_at = None
+        self._vad = None if setup.vad.disabled else Vad(
+            silence_ms=setup.vad.silence_duration_ms or self.p.vad_silence_ms,
+            prefix_padding_ms=setup.vad.prefix_padding_ms or self.p.vad_prefix_padding_ms,
+            start_sensitivity=setup.vad.start_sensitivity, end_sensitivity=setup.vad.end_sensitivity)
+        complete: Frame = {}
+        if self.p.session_id_in_setup_complete:
+            complete = {"sessionId": session.id}
+        self._send(ready_at, {"setupComplete": complete})
+        if setup.resumption:
+            update: Frame = {"newHandle": self.em.new_handle(session), "resumable": True}
+            if setup.transparent:
+                update["lastConsumedClientMessageIndex"] = str(session.consumed)
+            self._send(ready_at + self.em.draw(update_span), {"sessionResumptionUpdate": update})
+
+    # Turns.
+
+    def _on_client_content(self, msg: ClientContent, now: float) -> None:
+        assert self.session is not None
+        for role, text in msg.turns:
+            self.session.mind.context.append(f"{role}: {text}")
+        if msg.turn_complete:
+            self._interrupt(now)
+            users = [text for role, text in msg.turns if role == "user"]
+            self._respond(self.em.brain.on_user(users[-1] if users else "", self.session.mind),
+                          now + self.em.draw(self.p.reply_s))
+
+    def _on_realtime(self, msg: RealtimeInput, now: float) -> None:
+        assert self.session is not None
+        if msg.text:
+            self._user_turn(msg.text, now)
+        if msg.activity_start or msg.activity_end:
+            if self._vad is not None:
+                raise ProtocolError("Explicit activity control is not supported when automatic "
+                                    "activity detection is enabled.")
+            if msg.activity_start:
+                self._manual_audio = []
+                self._interrupt(now)
+            if msg.activity_end and self._manual_audio is not None:
+                audio = np.concatenate(self._manual_audio) if self._manual_audio else np.zeros(0, np.int16)
+                self._manual_audio = None
+                self._end_of_speech(audio, now)
+        if msg.audio:
+            pcm = resample(np.frombuffer(msg.audio, dtype="<i2").astype(np.int16), msg.audio_rate,
+                           RATE_IN)
+            if self._vad is None:
+                if self._manual_audio is not None:
+                    self._manual_audio.append(pcm)
+            else:
+                for event in self._vad.feed(pcm):
+                    self.em.emit("emulator.vad", conn=self.number, kind=event.kind,
+                                 audio_s=round(event.audio_s, 3))
+                    if event.kind == "start":
+                        self._on_speech_start(now)
+                    else:
+                        self._end_of_speech(self._vad.take_utterance(), now)
+        if (msg.audio_stream_end and self._vad is not None and self._vad.speaking
+                and self.p.audio_stream_end_ends_turn):
+            self._vad.speaking = False
+            self._end_of_speech(self._vad.take_utterance(), now)
+
+    def _on_speech_start(self, now: float) -> None:
+        self._interrupt(now)
+        if self.p.voice_activity_events:
+            self._send(now + self.em.draw(self.p.activity_start_s),
+                       {"voiceActivity": {"voiceActivityType": "ACTIVITY_START"}})
+
+    def _end_of_speech(self, audio: np.ndarray[Any, Any], now: float) -> None:
+        assert self.session is not None
+        heard = self.em.registry.recognise(audio)
+        seconds = len(audio) / RATE_IN
+        text = heard if heard is not None else f"[speech {seconds:.1f}s]"
+        self.em.emit("emulator.heard", conn=self.number, audio_s=round(seconds, 3),
+                     recognised=heard is not None, text=text)
+        at = now + self.em.draw(self.p.turn_end_s)
+        if self.session.setup.input_transcription:
+            self._send(at, {"serverContent": {"inputTranscription": {"text": text,
+                                                                     "finished": True}}})
+        self._user_turn(text, at)
+
+    def _user_turn(self, text: str, at: float) -> None:
+        assert self.session is not None
+        self.session.mind.context.append(f"user: {text}")
+        self._respond(self.em.brain.on_user(text, self.session.mind), at)
+
+    def _interrupt(self, now: float) -> None:
+        """Barge-in: the model's turn still playing is cut (T4); BLOCKING calls are dropped (T5)."""
+        if self._speaking_until <= now:
+            return
+        self._outbox = [a for a in self._outbox if a.turn != self._turn or a.turn == 0]
+        heapq.heapify(self._outbox)
+        self._speaking_until = now
+        self._send(now, {"serverContent": {"interrupted": True}})
+        self._send(now + self.em.scaled(self.em.rng.uniform(0.002, 0.007)),
+                   {"serverContent": {"turnComplete": True}})
+        assert self.session is not None
+        mind = self.session.mind
+        mind.calls = [c for c in mind.calls if c.non_blocking or c.result is not None]
+
+    def _on_tool_response(self, msg: ToolResponse, now: float) -> None:
+        assert self.session is not None
+        mind = self.session.mind
+        for response in msg.responses:
+            call = next((c for c in mind.calls if c.id == response.id), None)
+            if call is None or call.result is not None:
+                self.em.emit("emulator.tool_response_ignored", conn=self.number, id=response.id)
+                continue
+            call.result = response.response
+            self.em.emit("emulator.tool_response", conn=self.number, id=call.id, name=call.name)
+            self._respond(self.em.brain.on_result(call, mind), now + self.em.draw(self.p.tool_reply_s))
+
+    def _respond(self, reply: Reply, at: float) -> None:
+        assert self.session is not None
+        self._turn += 1
+        turn = self._turn
+        setup = self.session.setup
+        tail = self.p.turn_tail_s
+        if reply.calls:
+            calls = []
+            declared = {f.name: f for f in setup.functions}
+            for planned in reply.calls:
+                call_id = f"function-call-{self.em.rng.getrandbits(64):016x}"
+                decl = declared.get(planned.name)
+                record = CallRecord(call_id, planned.name, dict(planned.args),
+                                    non_blocking=bool(decl and decl.non_blocking))
+                self.session.mind.calls.append(record)
+                calls.append({"id": call_id, "name": planned.name, "args": dict(planned.args)})
+            self._send(at, {"toolCall": {"functionCalls": calls}}, turn)
+            if reply.speech is None:
+                self._finish_turn(at + self.em.draw(tail), turn, 0)
+                return
+            at += self.em.draw(tail)
+        if reply.speech is not None:
+            self._speak(reply.speech, at, turn)
+
+    def _speak(self, text: str, at: float, turn: int) -> None:
+        assert self.session is not None
+        setup = self.session.setup
+        if "AUDIO" not in setup.modalities:
+            self._send(at, {"serverContent": {"modelTurn": {"role": "model",
+                                                            "parts": [{"text": text}]}}}, turn)
+            self._finish_turn(at, turn, len(text.split()))
+            return
+        pcm = synthesise(text, RATE_OUT)
+        chunk = RATE_OUT * self.p.audio_chunk_ms // 1000
+        chunk_s = self.p.audio_chunk_ms / 1000
+        if setup.output_transcription:
+            self._send(at, {"serverContent": {"outputTranscription": {"text": text}}}, turn)
+        for i, start in enumerate(range(0, len(pcm), chunk)):
+            part = pcm[start : start + chunk]
+            data = base64.b64encode(part.astype("<i2").tobytes()).decode()
+            self._send(at + self.em.scaled(i * chunk_s / self.p.audio_speedup), {"serverContent": {
+                "modelTurn": {"role": "model", "parts": [{"inlineData": {
+                    "mimeType": f"audio/pcm;rate={RATE_OUT}", "data": data}}]}}},
+                turn, audio_s=len(part) / RATE_OUT)
+        duration = len(pcm) / RATE_OUT
+        generated = at + self.em.scaled(duration / self.p.audio_speedup)
+        self._send(generated, {"serverContent": {"generationComplete": True}}, turn)
+        playback_end = at + self.em.scaled(duration)
+        self._speaking_until = playback_end
+        self._finish_turn(playback_end, turn, len(text.split()), generation_done=True)
+
+    def _finish_turn(self, at: float, turn: int, words: int, generation_done: bool = False) -> None:
+        if not generation_done:
+            self._send(at, {"serverContent": {"generationComplete": True}}, turn)
+        self._send(at, {"serverContent": {"turnComplete": True}}, turn)
+        prompt = 40 + 10 * self._turn
+        response = max(1, words * 2)
+        usage: Frame = {"promptTokenCount": prompt, "totalTokenCount": prompt + response}
+        usage["candidatesTokenCount" if self.api == "vertex" else "responseTokenCount"] = response
+        self._send(at, {"usageMetadata": usage}, turn)

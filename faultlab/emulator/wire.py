@@ -1,0 +1,321 @@
+"""The Live API's client frames, parsed into typed messages; bad input raises `ProtocolError`.
+
+The SDK camelCases only some levels and passes other sub-objects in snake_case, and raw clients
+use either spelling: every key is accepted both ways. Payloads the model reads as data (function
+arguments, tool results, schemas) keep their keys as sent.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+INVALID_JSON = "Invalid JSON payload received."
+CLOSE_REASON_BYTES = 123
+# Sub-objects whose keys are the user's data, not protocol fields.
+OPAQUE = frozenset({"args", "response", "parameters", "parameters_json_schema", "response_schema",
+                    "response_json_schema", "data"})
+TOP_LEVEL = ("setup", "client_content", "realtime_input", "tool_response")
+
+
+class ProtocolError(Exception):
+    """A client frame the service rejects: closed with `code` and `reason` (<= 123 bytes)."""
+
+    def __init__(self, reason: str, code: int = 1007) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason.encode()[:CLOSE_REASON_BYTES].decode(errors="ignore")
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def snake_keys(obj: Any) -> Any:
+    """`obj` with every protocol key in snake_case (data payloads untouched)."""
+    if isinstance(obj, dict):
+        out = {}
+        for k, v in obj.items():
+            key = _snake(k) if isinstance(k, str) else k
+            out[key] = v if key in OPAQUE else snake_keys(v)
+        return out
+    if isinstance(obj, list):
+        return [snake_keys(v) for v in obj]
+    return obj
+
+
+def _unknown(name: str, where: str) -> ProtocolError:
+    return ProtocolError(f'{INVALID_JSON} Unknown name "{name}" at \'{where}\': Cannot find field.')
+
+
+def _obj(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ProtocolError(f"{INVALID_JSON} Invalid value at '{where}': expected an object.")
+    return value
+
+
+def _check_fields(value: dict[str, Any], allowed: set[str], where: str) -> None:
+    for key in value:
+        if key not in allowed:
+            raise _unknown(key, where)
+
+
+@dataclass(frozen=True)
+class FunctionDecl:
+    name: str
+    non_blocking: bool
+
+
+@dataclass(frozen=True)
+class Vad:
+    disabled: bool = False
+    silence_duration_ms: int | None = None
+    prefix_padding_ms: int | None = None
+    start_sensitivity: str | None = None
+    end_sensitivity: str | None = None
+
+
+@dataclass(frozen=True)
+class Setup:
+    model: str
+    modalities: tuple[str, ...]
+    functions: tuple[FunctionDecl, ...]
+    resumption: bool
+    handle: str | None
+    transparent: bool
+    vad: Vad
+    input_transcription: bool
+    output_transcription: bool
+    system_instruction: str
+
+
+@dataclass(frozen=True)
+class ClientContent:
+    turns: tuple[tuple[str, str], ...]
+    turn_complete: bool
+
+
+@dataclass(frozen=True)
+class RealtimeInput:
+    audio: bytes | None = None
+    audio_rate: int = 16000
+    audio_stream_end: bool = False
+    text: str | None = None
+    activity_start: bool = False
+    activity_end: bool = False
+
+
+@dataclass(frozen=True)
+class FunctionResponse:
+    id: str
+    name: str
+    response: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolResponse:
+    responses: tuple[FunctionResponse, ...]
+
+
+ClientMessage = Setup | ClientContent | RealtimeInput | ToolResponse
+
+
+@dataclass
+class Parsed:
+    message: ClientMessage
+    raw_kind: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+SETUP_FIELDS = {"model", "generation_config", "system_instruction", "tools", "realtime_input_config",
+                "session_resumption", "context_window_compression", "input_audio_transcription",
+                "output_audio_transcription", "proactivity", "explicit_vad_signal"}
+GENERATION_FIELDS = {"response_modalities", "speech_config", "temperature", "top_p", "top_k",
+                     "max_output_tokens", "candidate_count", "seed", "presence_penalty",
+                     "frequency_penalty", "media_resolution", "thinking_config",
+                     "enable_affective_dialog", "response_mime_type", "response_schema"}
+REALTIME_CONFIG_FIELDS = {"automatic_activity_detection", "activity_handling", "turn_coverage"}
+VAD_FIELDS = {"disabled", "start_of_speech_sensitivity", "end_of_speech_sensitivity",
+              "prefix_padding_ms", "silence_duration_ms"}
+
+
+def _text_of(content: Any, where: str) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    parts = _obj(content, where).get("parts", [])
+    if not isinstance(parts, list):
+        raise ProtocolError(f"{INVALID_JSON} Invalid value at '{where}.parts'.")
+    return " ".join(str(p.get("text", "")) for p in parts if isinstance(p, dict))
+
+
+def _int(value: Any, where: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ProtocolError(f"{INVALID_JSON} Invalid value at '{where}' ({value!r}).")
+    try:
+        return int(value)
+    except ValueError:
+        raise ProtocolError(f"{INVALID_JSON} Invalid value at '{where}' ({value!r}).") from None
+
+
+def parse_setup(body: Any) -> Setup:
+    s = _obj(body, "setup")
+    _check_fields(s, SETUP_FIELDS, "setup")
+    model = s.get("model")
+    if not isinstance(model, str) or not model:
+        raise ProtocolError("Request contains an invalid argument.")
+    gen = _obj(s.get("generation_config") or {}, "setup.generation_config")
+    _check_fields(gen, GENERATION_FIELDS, "setup.generation_config")
+    modalities = gen.get("response_modalities") or ["AUDIO"]
+    if not isinstance(modalities, list) or not all(isinstance(m, str) for m in modalities):
+        raise ProtocolError(f"{INVALID_JSON} Invalid value at 'setup.generation_config.response_modalities'.")
+    functions: list[FunctionDecl] = []
+    tools = s.get("tools") or []
+    if not isinstance(tools, list):
+        raise ProtocolError(f"{INVALID_JSON} Invalid value at 'setup.tools'.")
+    for tool in tools:
+        for decl in _obj(tool, "setup.tools").get("function_declarations") or []:
+            d = _obj(decl, "setup.tools.function_declarations")
+            if not isinstance(d.get("name"), str):
+                raise ProtocolError("Request contains an invalid argument.")
+            functions.append(FunctionDecl(d["name"], str(d.get("behavior", "")).upper() == "NON_BLOCKING"))
+    resumption_cfg = s.get("session_resumption")
+    handle, transparent = None, False
+    if resumption_cfg is not None:
+        r = _obj(resumption_cfg, "setup.session_resumption")
+        _check_fields(r, {"handle", "transparent"}, "setup.session_resumption")
+        handle = r.get("handle")
+        if handle is not None and not isinstance(handle, str):
+            raise ProtocolError("Request contains an invalid argument.")
+        transparent = bool(r.get("transparent", False))
+    rt = _obj(s.get("realtime_input_config") or {}, "setup.realtime_input_config")
+    _check_fields(rt, REALTIME_CONFIG_FIELDS, "setup.realtime_input_config")
+    aad = _obj(rt.get("automatic_activity_detection") or {},
+               "setup.realtime_input_config.automatic_activity_detection")
+    _check_fields(aad, VAD_FIELDS, "setup.realtime_input_config.automatic_activity_detection")
+    where = "setup.realtime_input_config.automatic_activity_detection"
+    vad = Vad(
+        disabled=bool(aad.get("disabled", False)),
+        silence_duration_ms=_int(aad.get("silence_duration_ms"), f"{where}.silence_duration_ms"),
+        prefix_padding_ms=_int(aad.get("prefix_padding_ms"), f"{where}.prefix_padding_ms"),
+        start_sensitivity=aad.get("start_of_speech_sensitivity"),
+        end_sensitivity=aad.get("end_of_speech_sensitivity"),
+    )
+    return Setup(
+        model=model, modalities=tuple(m.upper() for m in modalities), functions=tuple(functions),
+        resumption=resumption_cfg is not None, handle=handle, transparent=transparent, vad=vad,
+        input_transcription=s.get("input_audio_transcription") is not None,
+        output_transcription=s.get("output_audio_transcription") is not None,
+        system_instruction=_text_of(s.get("system_instruction"), "setup.system_instruction"),
+    )
+
+
+def _audio_rate(mime: Any) -> int:
+    if mime is None:
+        return 16000
+    if not isinstance(mime, str) or not mime.startswith("audio/pcm"):
+        raise ProtocolError(f"Unsupported mime type: {str(mime)[:60]}")
+    match = re.search(r"rate=(\d+)", mime)
+    rate = int(match.group(1)) if match else 16000
+    if not 8000 <= rate <= 48000:
+        raise ProtocolError(f"Unsupported sample rate: {rate}")
+    return rate
+
+
+def _b64(data: Any, where: str) -> bytes:
+    if not isinstance(data, str):
+        raise ProtocolError(f"{INVALID_JSON} Invalid value at '{where}'.")
+    try:
+        # The SDK sends the URL-safe alphabet, raw clients the standard one: accept both.
+        raw = base64.b64decode(data.replace("-", "+").replace("_", "/") + "=" * (-len(data) % 4),
+                               validate=True)
+    except (binascii.Error, ValueError):
+        raise ProtocolError(f"{INVALID_JSON} Invalid value at '{where}' (TYPE_BYTES), "
+                            "Base64 decoding failed.") from None
+    if len(raw) % 2:
+        raise ProtocolError("Audio data must be 16-bit PCM: an even number of bytes.")
+    return raw
+
+
+def parse_realtime(body: Any) -> RealtimeInput:
+    r = _obj(body, "realtime_input")
+    _check_fields(r, {"audio", "audio_stream_end", "video", "text", "activity_start",
+                      "activity_end", "media_chunks"}, "realtime_input")
+    audio = None
+    rate = 16000
+    if "audio" in r:
+        blob = _obj(r["audio"], "realtime_input.audio")
+        rate = _audio_rate(blob.get("mime_type"))
+        audio = _b64(blob.get("data"), "realtime_input.audio.data")
+    for chunk in r.get("media_chunks") or []:
+        blob = _obj(chunk, "realtime_input.media_chunks")
+        if str(blob.get("mime_type", "audio/pcm")).startswith("audio/"):
+            rate = _audio_rate(blob.get("mime_type"))
+            audio = (audio or b"") + _b64(blob.get("data"), "realtime_input.media_chunks.data")
+    text = r.get("text")
+    if text is not None and not isinstance(text, str):
+        raise ProtocolError(f"{INVALID_JSON} Invalid value at 'realtime_input.text'.")
+    return RealtimeInput(audio=audio, audio_rate=rate,
+                         audio_stream_end=bool(r.get("audio_stream_end", False)), text=text,
+                         activity_start="activity_start" in r, activity_end="activity_end" in r)
+
+
+def parse_client_content(body: Any) -> ClientContent:
+    c = _obj(body, "client_content")
+    _check_fields(c, {"turns", "turn_complete"}, "client_content")
+    turns = []
+    raw_turns = c.get("turns") or []
+    if not isinstance(raw_turns, list):
+        raise ProtocolError(f"{INVALID_JSON} Invalid value at 'client_content.turns'.")
+    for turn in raw_turns:
+        t = _obj(turn, "client_content.turns")
+        turns.append((str(t.get("role", "user")), _text_of(t, "client_content.turns")))
+    return ClientContent(tuple(turns), bool(c.get("turn_complete", False)))
+
+
+def parse_tool_response(body: Any) -> ToolResponse:
+    t = _obj(body, "tool_response")
+    _check_fields(t, {"function_responses"}, "tool_response")
+    out = []
+    responses = t.get("function_responses") or []
+    if not isinstance(responses, list):
+        raise ProtocolError(f"{INVALID_JSON} Invalid value at 'tool_response.function_responses'.")
+    for item in responses:
+        f = _obj(item, "tool_response.function_responses")
+        if not isinstance(f.get("id"), str):
+            raise ProtocolError("Request contains an invalid argument.")
+        response = f.get("response") or {}
+        if not isinstance(response, dict):
+            raise ProtocolError(
+                f"{INVALID_JSON} Invalid value at 'tool_response.function_responses.response'.")
+        out.append(FunctionResponse(f["id"], str(f.get("name", "")), response))
+    return ToolResponse(tuple(out))
+
+
+def parse_frame(frame: str | bytes) -> Parsed:
+    """One client frame (text or binary JSON) as a typed message."""
+    try:
+        data = json.loads(frame)
+    except (ValueError, UnicodeDecodeError):
+        raise ProtocolError(f"{INVALID_JSON} Closing due to a malformed message.") from None
+    if not isinstance(data, dict) or len(data) != 1:
+        raise ProtocolError(f"{INVALID_JSON} A message has exactly one of: setup, clientContent, "
+                            "realtimeInput, toolResponse.")
+    data = snake_keys(data)
+    kind, body = next(iter(data.items()))
+    if kind == "setup":
+        return Parsed(parse_setup(body), kind)
+    if kind == "realtime_input":
+        return Parsed(parse_realtime(body), kind)
+    if kind == "client_content":
+        return Parsed(parse_client_content(body), kind)
+    if kind == "tool_response":
+        return Parsed(parse_tool_response(body), kind)
+    raise _unknown(kind, "")

@@ -1,0 +1,131 @@
+"""The lab's certificate authority: one per user (or per folder), issuing server certificates.
+
+The official SDK only speaks wss://, so the emulator (and later the proxy) serve certificates this
+CA issued, and clients trust it through `SSL_CERT_FILE`. Keys are EC P-256 (fast to make and to
+handshake); the CA is made once and reused, leaf certificates are cached by the names they cover.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import ipaddress
+import os
+import ssl
+from collections.abc import Iterable
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+# The names the real Live API service answers on; certificates cover them by default.
+SERVICE_NAMES = (
+    "generativelanguage.googleapis.com",
+    "aiplatform.googleapis.com",
+    "*.aiplatform.googleapis.com",
+    "localhost",
+)
+LOOPBACK_IPS = ("127.0.0.1", "::1")
+
+
+def default_ca_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "faultlab" / "ca"
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+
+
+def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+class LabCA:
+    """A certificate authority kept in `directory` (`ca.pem`, `ca.key`, issued leaves)."""
+
+    def __init__(self, directory: Path | None = None) -> None:
+        self.directory = directory or default_ca_dir()
+        self.cert_path = self.directory / "ca.pem"
+        self._key_path = self.directory / "ca.key"
+        if not (self.cert_path.exists() and self._key_path.exists()):
+            self._create()
+        self._cert = x509.load_pem_x509_certificate(self.cert_path.read_bytes())
+        key = serialization.load_pem_private_key(self._key_path.read_bytes(), password=None)
+        assert isinstance(key, ec.EllipticCurvePrivateKey)
+        self._key = key
+
+    def _create(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        key = ec.generate_private_key(ec.SECP256R1())
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "faultlab lab CA"),
+                          x509.NameAttribute(NameOID.ORGANIZATION_NAME, "faultlab")])
+        now = dt.datetime.now(dt.UTC)
+        cert = (
+            x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(days=1))
+            .not_valid_after(now + dt.timedelta(days=3650))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                         content_commitment=False, key_encipherment=False,
+                                         data_encipherment=False, key_agreement=False,
+                                         encipher_only=False, decipher_only=False), critical=True)
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()),
+                           critical=False)
+            .sign(key, hashes.SHA256())
+        )
+        _write_private(self._key_path, _pem_key(key))
+        tmp = self.cert_path.with_suffix(".tmp")
+        tmp.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        tmp.replace(self.cert_path)
+
+    def issue(self, names: Iterable[str] = SERVICE_NAMES,
+              ips: Iterable[str] = LOOPBACK_IPS) -> tuple[Path, Path]:
+        """A server certificate and key (PEM paths) for these DNS names and IP addresses."""
+        names, ips = sorted(set(names)), sorted(set(ips))
+        tag = hashlib.sha256(("|".join(names) + "#" + "|".join(ips)).encode()).hexdigest()[:16]
+        cert_path = self.directory / f"server-{tag}.pem"
+        key_path = self.directory / f"server-{tag}.key"
+        if cert_path.exists() and key_path.exists():
+            return cert_path, key_path
+        key = ec.generate_private_key(ec.SECP256R1())
+        now = dt.datetime.now(dt.UTC)
+        alt: list[x509.GeneralName] = [x509.DNSName(n) for n in names]
+        alt += [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0] if names
+                                                        else "faultlab")]))
+            .issuer_name(self._cert.subject).public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(days=1))
+            .not_valid_after(now + dt.timedelta(days=365))
+            .add_extension(x509.SubjectAlternativeName(alt), critical=False)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self._key.public_key()),
+                           critical=False)
+            .sign(self._key, hashes.SHA256())
+        )
+        _write_private(key_path, _pem_key(key))
+        cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        return cert_path, key_path
+
+    def server_context(self, names: Iterable[str] = SERVICE_NAMES,
+                       ips: Iterable[str] = LOOPBACK_IPS) -> ssl.SSLContext:
+        """A TLS server context presenting a certificate for these names."""
+        cert, key = self.issue(names, ips)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.load_cert_chain(cert, key)
+        return ctx
+
+    def client_context(self) -> ssl.SSLContext:
+        """A TLS client context that trusts this CA (for tests and tools in this process)."""
+        return ssl.create_default_context(cafile=str(self.cert_path))
