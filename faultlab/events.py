@@ -99,7 +99,12 @@ class EventBus:
     def subscribe(self, subscriber: Subscriber) -> None:
         self._subscribers.append(subscriber)
 
-    def emit(self, source: str, name: str, t: float | None = None, **fields: Any) -> Event:
+    def emit(self, source: str, name: str, /, **fields: Any) -> Event:
+        """Record an event happening now."""
+        return self.record(source, name, None, fields)
+
+    def record(self, source: str, name: str, t: float | None, fields: Mapping[str, Any]) -> Event:
+        """Record an event that happened at run time `t` (now when None)."""
         event = Event(self.clock.now() if t is None else t, source, name, redact(fields))
         self.events.append(event)
         if self._file is not None:
@@ -159,7 +164,7 @@ class EventWriter:
             os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) if target else None
         )
 
-    def emit(self, event: str, **fields: Any) -> None:
+    def emit(self, event: str, /, **fields: Any) -> None:
         if self._fd is None:
             return
         line = json.dumps({"event": event, "ts": time.time(), **redact(fields)}, default=str)

@@ -300,7 +300,7 @@ class Run:
                 name = str(data.pop("event"))
                 ts = data.pop("ts", None)
                 t = self.clock.from_wall(ts) if isinstance(ts, int | float) else None
-                self.bus.emit(tail.source, name, t=t, **data)
+                self.bus.record(tail.source, name, t, data)
 
     async def _tail_loop(self) -> None:
         while True:

@@ -151,17 +151,18 @@ class LiveCapture:
         if from_client and flags & SYN and not flags & ACK:
             conn = self.table.observe_syn(src, sport, dport, t)
             if conn is not None:
-                self.bus.emit("capture", "tcp.connect", t=t, k=conn.k, client_port=conn.client_port,
-                              server=conn.server, server_port=conn.server_port)
+                self.bus.record("capture", "tcp.connect", t, {
+                    "k": conn.k, "client_port": conn.client_port, "server": conn.server,
+                    "server_port": conn.server_port})
             return
         conn = self.table.lookup(sport, dport) if from_client else self.table.lookup(dport, sport)
         if conn is None:
             return
         side = "client" if from_client else "server"
         if flags & RST:
-            self.bus.emit("capture", "tcp.rst", t=t, k=conn.k, **{"from": side})
+            self.bus.record("capture", "tcp.rst", t, {"k": conn.k, "from": side})
         elif flags & FIN:
-            self.bus.emit("capture", "tcp.fin", t=t, k=conn.k, **{"from": side})
+            self.bus.record("capture", "tcp.fin", t, {"k": conn.k, "from": side})
 
     async def __aexit__(
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None

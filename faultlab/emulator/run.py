@@ -7,7 +7,6 @@ import ipaddress
 import signal
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from faultlab.emulator.audio import TranscriptRegistry
 from faultlab.emulator.personality import PERSONALITIES
@@ -51,10 +50,7 @@ async def serve_until_stopped(
         registry.load_dir(utterances)
     writer = EventWriter(events_path)
 
-    def emit(name: str, **fields: Any) -> None:
-        writer.emit(name, **fields)
-
-    emulator = Emulator(PERSONALITIES[personality], time_scale, registry=registry, emit=emit,
+    emulator = Emulator(PERSONALITIES[personality], time_scale, registry=registry, emit=writer.emit,
                         seed=seed)
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
