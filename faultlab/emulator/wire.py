@@ -19,7 +19,10 @@ CLOSE_REASON_BYTES = 123
 # Sub-objects whose keys are the user's data, not protocol fields.
 OPAQUE = frozenset({"args", "response", "parameters", "parameters_json_schema", "response_schema",
                     "response_json_schema", "data"})
-TOP_LEVEL = ("setup", "client_content", "realtime_input", "tool_response")
+# Developer API `models/<id>`; Vertex `publishers/google/models/<id>`, optionally under
+# `projects/<p>/locations/<l>/`.
+MODEL_NAME = re.compile(
+    r"^(models/|(projects/[^/]+/locations/[^/]+/)?publishers/[^/]+/models/)[A-Za-z0-9._-]+$")
 
 
 class ProtocolError(Exception):
@@ -171,6 +174,9 @@ def parse_setup(body: Any) -> Setup:
     model = s.get("model")
     if not isinstance(model, str) or not model:
         raise ProtocolError("Request contains an invalid argument.")
+    if not MODEL_NAME.match(model):
+        raise ProtocolError(f"{model[:60]} is not found for API version v1beta, or is not "
+                            "supported for bidiGenerateContent.", code=1008)
     gen = _obj(s.get("generation_config") or {}, "setup.generation_config")
     _check_fields(gen, GENERATION_FIELDS, "setup.generation_config")
     modalities = gen.get("response_modalities") or ["AUDIO"]

@@ -1,0 +1,136 @@
+"""The sans-I/O core on a fake clock: handles, lockout, release windows, reaping, goAway."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from faultlab.emulator.personality import PERSONALITIES
+from faultlab.emulator.session import Action, Connection, Emulator
+
+DEV = PERSONALITIES["gemini-dev-2026-10"]
+
+
+def setup(handle: str | None = None, **extra: Any) -> str:
+    s: dict[str, Any] = {"model": "models/gemini-3.8-live",
+                         "generationConfig": {"responseModalities": ["TEXT"]},
+                         "sessionResumption": {"handle": handle} if handle else {}}
+    s.update(extra)
+    return json.dumps({"setup": s})
+
+
+def frames(actions: list[Action]) -> list[dict[str, Any]]:
+    return [a.frame for a in actions if a.frame is not None]
+
+
+def closes(actions: list[Action]) -> list[tuple[int, str]]:
+    return [(a.code, a.reason) for a in actions if a.frame is None]
+
+
+def open_session(em: Emulator, now: float) -> tuple[Connection, str]:
+    conn = em.connect(now)
+    conn.receive(setup(), now)
+    out = frames(conn.poll(now + 1))
+    (update,) = [f["sessionResumptionUpdate"] for f in out if "sessionResumptionUpdate" in f]
+    assert out[0] == {"setupComplete": {}}
+    return conn, update["newHandle"]
+
+
+def test_one_resumption_update_per_connection_with_a_36_char_handle() -> None:
+    """setupComplete first (S1: 246-351 ms), then exactly one update 110-150 ms later (U1)."""
+    em = Emulator(DEV, seed=1)
+    conn = em.connect(0.0)
+    conn.receive(setup(), 0.0)
+    out = conn.poll(10.0)
+    assert 0.246 <= out[0].at <= 0.351 and out[0].frame == {"setupComplete": {}}
+    updates = [a for a in out if a.frame and "sessionResumptionUpdate" in a.frame]
+    assert len(updates) == 1 and 0.110 <= updates[0].at - out[0].at <= 0.150
+    assert len(updates[0].frame["sessionResumptionUpdate"]["newHandle"]) == 36  # type: ignore[index]
+
+
+def test_held_connection_locks_resumes_and_closing_it_unlocks() -> None:
+    """L1/L3: refused with 1011 while the old connection is open; accepted once it closed."""
+    em = Emulator(DEV, seed=1)
+    old, handle = open_session(em, 0.0)
+    for t in (20.0, 40.0, 300.0):
+        attempt = em.connect(t)
+        attempt.receive(setup(handle), t)
+        out = attempt.poll(t + 5)
+        assert closes(out) == [(1011, "Internal error encountered.")]
+        assert 0.472 <= out[0].at - t <= 0.704 and not frames(out)
+    old.peer_closed(301.0)
+    resumed = em.connect(301.1)
+    resumed.receive(setup(handle), 301.1)
+    assert frames(resumed.poll(305))[0] == {"setupComplete": {}}
+
+
+def test_idle_drop_is_refused_for_a_window_then_accepted() -> None:
+    """R1/R2: right after an idle drop of an active session, 1011; 1.5 s later, accepted."""
+    em = Emulator(DEV, seed=2)
+    conn, handle = open_session(em, 0.0)
+    conn.receive(json.dumps({"clientContent": {"turns": [{"role": "user", "parts": [
+        {"text": "hi"}]}], "turnComplete": True}}), 1.0)
+    assert frames(conn.poll(5.0))
+    conn.peer_closed(6.0)
+    early = em.connect(6.0)
+    early.receive(setup(handle), 6.0)
+    assert closes(early.poll(8.0)) == [(1011, "Internal error encountered.")]
+    late = em.connect(7.6)
+    late.receive(setup(handle), 7.6)
+    assert frames(late.poll(9.0))[0] == {"setupComplete": {}}
+
+
+def test_drop_while_speaking_resumes_at_once() -> None:
+    """R3: a drop while the model's audio is still playing leaves no refusal window."""
+    em = Emulator(DEV, seed=3)
+    conn = em.connect(0.0)
+    conn.receive(setup(generationConfig={"responseModalities": ["AUDIO"]}), 0.0)
+    handle = next(f["sessionResumptionUpdate"]["newHandle"] for f in frames(conn.poll(1.0))
+                  if "sessionResumptionUpdate" in f)
+    conn.receive(json.dumps({"clientContent": {"turns": [{"role": "user", "parts": [
+        {"text": "tell me something long please"}]}], "turnComplete": True}}), 1.0)
+    conn.poll(2.2)  # the reply started (0.5-1.1 s) and is still playing
+    conn.peer_closed(2.2)
+    again = em.connect(2.2)
+    again.receive(setup(handle), 2.2)
+    assert frames(again.poll(3.5))[0] == {"setupComplete": {}}
+
+
+def test_silent_connection_is_reaped_and_the_handle_dies() -> None:
+    """L7: 480 s (scaled) after the last client message: close 1011, then the handle is dead."""
+    em = Emulator(DEV, time_scale=0.01, seed=4)
+    conn, handle = open_session(em, 0.0)
+    assert conn.next_due() == 4.8
+    assert closes(conn.poll(4.8)) == [(1011, "Internal error encountered.")]
+    later = em.connect(10.0)
+    later.receive(setup(handle), 10.0)
+    assert closes(later.poll(11.0)) == [(1007, "Request contains an invalid argument.")]
+
+
+def test_no_goaway_by_default_and_a_lifetime_as_an_option() -> None:
+    """L9: no goAway ever by default; with a lifetime, goAway(timeLeft) then close 1011."""
+    em = Emulator(DEV, seed=5)
+    conn, _ = open_session(em, 0.0)
+    assert not any("goAway" in f for f in frames(conn.poll(400.0)))
+    short = Emulator(DEV.model_copy(update={"connection_lifetime_s": 600.0}), seed=5)
+    c = short.connect(0.0)
+    c.receive(setup(), 0.0)
+    c.receive(json.dumps({"clientContent": {"turnComplete": False}}), 470.0)
+    out = c.poll(700.0)
+    go = [a for a in out if a.frame and "goAway" in a.frame]
+    assert go and go[0].at == 540.0 and go[0].frame == {"goAway": {"timeLeft": "60s"}}
+    assert closes(out) == [(1011, "Deadline expired before operation could complete.")]
+
+
+def test_keys_are_accepted_in_either_spelling() -> None:
+    """Mixed camelCase and snake_case at every level, as the SDK sends them."""
+    em = Emulator(DEV, seed=6)
+    conn = em.connect(0.0)
+    conn.receive(json.dumps({"setup": {"model": "models/x", "generation_config": {
+        "responseModalities": ["TEXT"]}, "realtimeInputConfig": {"automatic_activity_detection": {
+            "silence_duration_ms": 500}}}}), 0.0)
+    conn.receive(json.dumps({"client_content": {"turns": [{"role": "user", "parts": [
+        {"text": "hello"}]}], "turn_complete": True}}), 0.5)
+    out = frames(conn.poll(5.0))
+    assert any("modelTurn" in f.get("serverContent", {}) for f in out)
+    assert not closes(conn.poll(5.0))
