@@ -12,11 +12,12 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, NoReturn
+from typing import Any, ClassVar, Literal, NoReturn
 
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from faultlab.emulator.personality import DEFAULT_PERSONALITY, PERSONALITIES
 from faultlab.errors import ProfileError
 from faultlab.expect import EXPECTATIONS, Expectation
 from faultlab.faults import FAULTS, FaultParams
@@ -35,10 +36,12 @@ class Program(Model):
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
 
+    KINDS: ClassVar[tuple[str, ...]] = ("command", "builtin")
+
     @model_validator(mode="after")
     def _one_program(self) -> Program:
-        if (self.command is None) == (self.builtin is None):
-            raise ValueError("give exactly one of 'command' or 'builtin'")
+        if sum(getattr(self, k) is not None for k in self.KINDS) != 1:
+            raise ValueError(f"give exactly one of {' or '.join(map(repr, self.KINDS))}")
         if self.builtin is not None and self.builtin not in BUILTINS:
             raise ValueError(
                 f"unknown builtin {self.builtin!r}; known: {', '.join(sorted(BUILTINS))}"
@@ -46,11 +49,40 @@ class Program(Model):
         return self
 
 
-class Target(Program):
-    """The server the client talks to, run in the server namespace."""
+class EmulatorTarget(Model):
+    """faultlab's Live API emulator as the target (`faultlab emulator serve` in the server ns)."""
 
-    port: int = Field(ge=1, le=65535)
+    personality: str = DEFAULT_PERSONALITY
+    time_scale: float = Field(default=1.0, gt=0)
+    utterances: Path | None = None
+    seed: int | None = None
+
+    @field_validator("personality")
+    @classmethod
+    def _known(cls, name: str) -> str:
+        if name not in PERSONALITIES:
+            raise ValueError(f"unknown personality {name!r}; known: {', '.join(sorted(PERSONALITIES))}")
+        return name
+
+
+class Target(Program):
+    """The server the client talks to, run in the server namespace: a command, a builtin, or the
+    emulator (which listens on 443 unless `port` says otherwise)."""
+
+    emulator: EmulatorTarget | None = None
+    port: int | None = Field(default=None, ge=1, le=65535)
     ready_timeout: Duration = 5.0
+    KINDS: ClassVar[tuple[str, ...]] = ("command", "builtin", "emulator")
+
+    @model_validator(mode="after")
+    def _port(self) -> Target:
+        if self.port is None and self.emulator is None:
+            raise ValueError("'port' is required: the port the target listens on")
+        return self
+
+    @property
+    def listen_port(self) -> int:
+        return self.port or 443
 
 
 class Client(Program):

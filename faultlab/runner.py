@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import sys
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AsyncExitStack
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from faultlab.capture.live import ConnectionTable, LiveCapture
+from faultlab.emulator.server import client_environment
 from faultlab.errors import FaultlabError, LabError
 from faultlab.events import Event, EventBus, EventFileTail, RunClock
 from faultlab.expect import Outcome, RunFacts, evaluate
@@ -21,13 +23,17 @@ from faultlab.faults import FAULTS, Fault
 from faultlab.lab.netns import Addressing, NetnsLab
 from faultlab.lab.process import LabProcess
 from faultlab.peers import builtin_command
-from faultlab.profile import Profile, Program
+from faultlab.profile import EmulatorTarget, Profile, Program
 from faultlab.report.summary import write_summary
 from faultlab.timeline import Due, Timeline
+from faultlab.tls import LabCA
 
 TAIL_POLL_S = 0.01
 TARGET_POLL_S = 0.02
 EXIT_OK, EXIT_EXPECTATION, EXIT_USAGE, EXIT_LAB = 0, 1, 2, 3
+# Names the client resolves to an emulator target, so the SDK's default endpoints reach it.
+EMULATED_HOSTS = ["generativelanguage.googleapis.com", "aiplatform.googleapis.com",
+                  "us-central1-aiplatform.googleapis.com", "europe-west4-aiplatform.googleapis.com"]
 
 
 @dataclass
@@ -153,6 +159,7 @@ class Run:
         self._tails: list[EventFileTail] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._alive_at_end: frozenset[str] = frozenset()
+        self._lab_ca: LabCA | None = None
 
     async def execute(self) -> RunResult:
         p = self.profile
@@ -204,7 +211,7 @@ class Run:
             processes: dict[str, LabProcess] = {}
             if p.target is not None:
                 processes["target"] = await self._start("target", lab, p.target, stack)
-                await self._wait_target_ready(processes["target"], p.target.port,
+                await self._wait_target_ready(processes["target"], p.target.listen_port,
                                               p.target.ready_timeout)
             for due in self.timeline.start():
                 self._schedule(due, faults)
@@ -232,21 +239,52 @@ class Run:
             "FAULTLAB_ROLE": role, "FAULTLAB_T0": f"{self.clock.t0_wall:.6f}",
             "FAULTLAB_TARGET_HOST": str(lab.server_address),
         })
+        names = list(p.hosts)
+        argv = None
         if p.target is not None:
-            env["FAULTLAB_TARGET_PORT"] = str(p.target.port)
-            env["FAULTLAB_TARGET"] = f"{lab.server_address}:{p.target.port}"
+            port = p.target.listen_port
+            env["FAULTLAB_TARGET_PORT"] = str(port)
+            env["FAULTLAB_TARGET"] = f"{lab.server_address}:{port}"
+            if p.target.emulator is not None:
+                names += EMULATED_HOSTS
+                if role == "client":
+                    env.update(self._emulator_client_env(port))
+                else:
+                    argv = self._emulator_argv(p.target.emulator, lab, port)
         env.update(program.env)
         ns = lab.client if role == "client" else lab.server
         hosts = None
         if role == "client":
             hosts = self.run_dir / "hosts"
-            names = " ".join(p.hosts)
             hosts.write_text("127.0.0.1\tlocalhost\n::1\tlocalhost\n"
-                             + (f"{lab.server_address}\t{names}\n" if names else ""))
-        proc = await LabProcess.start(role, ns, program_argv(program), env, hosts,
+                             + (f"{lab.server_address}\t{' '.join(names)}\n" if names else ""))
+        proc = await LabProcess.start(role, ns, argv or program_argv(program), env, hosts,
                                       self.run_dir / f"{role}.log", self.bus)
         stack.push_async_callback(proc.stop)
         return proc
+
+    def _emulator_argv(self, emulator: EmulatorTarget, lab: NetnsLab, port: int) -> list[str]:
+        argv = [sys.executable, "-m", "faultlab", "emulator", "serve", "--host",
+                str(lab.server_address), "--port", str(port), "--personality", emulator.personality,
+                "--time-scale", f"{emulator.time_scale:g}", "--ca-dir", str(self._ca().directory)]
+        if emulator.utterances is not None:
+            base = self.profile.path.parent if self.profile.path else Path.cwd()
+            argv += ["--utterances", str(base / emulator.utterances)]
+        if emulator.seed is not None:
+            argv += ["--seed", str(emulator.seed)]
+        return argv
+
+    def _emulator_client_env(self, port: int) -> dict[str, str]:
+        """An unmodified SDK client reaches the emulator under the service's own name."""
+        suffix = "" if port == 443 else f":{port}"
+        return client_environment(str(self._ca().cert_path),
+                                  f"https://{EMULATED_HOSTS[0]}{suffix}")
+
+    def _ca(self) -> LabCA:
+        """The run's own CA: the emulator's certificate and the client's trust."""
+        if self._lab_ca is None:
+            self._lab_ca = LabCA(self.run_dir / "ca")
+        return self._lab_ca
 
     async def _wait_target_ready(self, target: LabProcess, port: int, timeout_s: float) -> None:
         deadline = self.clock.now() + timeout_s

@@ -34,7 +34,8 @@ VERTEX_PATH = re.compile(r"/ws/google\.cloud\.aiplatform\.v1(beta1)?\.LlmBidiSer
 
 def api_of(path: str) -> str | None:
     """`developer`, `vertex`, or None for a path the service does not serve."""
-    clean = re.sub(r"/{2,}", "/", urlsplit(path).path)
+    # Collapse slashes first: urlsplit reads a leading "//ws" as a host name.
+    clean = re.sub(r"/{2,}", "/", path.split("?", 1)[0])
     if DEVELOPER_PATH.search(clean):
         return "developer"
     if VERTEX_PATH.search(clean):

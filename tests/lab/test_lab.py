@@ -170,3 +170,26 @@ settle: 0s
     assert result.duration_s < 5
     assert result.exit_code == 1
     assert result.outcomes[0].seen == "still running at the end"
+
+
+def test_emulator_target_serves_an_unmodified_sdk_client(runs_dir: Path) -> None:
+    """`target: {emulator: ...}`: the SDK reaches the emulator by the service's own host name
+    over TLS (the run's CA), and the emulator's events join the run's."""
+    client = Path(__file__).with_name("sdk_client.py")
+    text = f"""\
+name: emulated
+target: {{emulator: {{time_scale: 0.1}}}}
+client:
+  command: [{__import__("sys").executable}, {client}]
+  env: {{GOOGLE_API_KEY: not-a-real-key}}
+expect:
+  - {{exit_code: 0}}
+  - {{event: client.reply, where: {{text: "You said: Hello from the lab"}}}}
+  - {{count: {{event: emulator.connect}}, equals: 1}}
+  - {{event: tcp.connect, where: {{server_port: 443}}}}
+timeout: 30s
+"""
+    result = run_profile(text, runs_dir)
+    assert result.exit_code == 0, failed(result) + (result.run_dir / "client.log").read_text()
+    assert (result.run_dir / "ca" / "ca.pem").exists()
+    assert "generativelanguage.googleapis.com" in (result.run_dir / "hosts").read_text()
