@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-APT_PACKAGES := iptables tcpdump iproute2
+APT_PACKAGES := iptables tcpdump iproute2 espeak-ng
 PROFILE ?= profiles/silent-loss.yaml
 
 .PHONY: install demo test test-pure lint bench clean

@@ -19,7 +19,7 @@ from .conftest import RunningEmulator
 PATH = "/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"
 SETUP = {"setup": {"model": "models/gemini-3.8-live",
                    "generationConfig": {"responseModalities": ["TEXT"]}}}
-CASES = 1200
+CASES = 2000
 
 
 def junk(rng: random.Random) -> Any:

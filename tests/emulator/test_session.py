@@ -134,3 +134,76 @@ def test_keys_are_accepted_in_either_spelling() -> None:
     out = frames(conn.poll(5.0))
     assert any("modelTurn" in f.get("serverContent", {}) for f in out)
     assert not closes(conn.poll(5.0))
+
+
+def say(conn: Connection, text: str, now: float, role: str = "user", done: bool = True) -> None:
+    conn.receive(json.dumps({"clientContent": {"turns": [{"role": role, "parts": [{"text": text}]}],
+                                               "turnComplete": done}}), now)
+
+
+BOOKING_TOOLS = [{"functionDeclarations": [{"name": "book_slot", "behavior": "NON_BLOCKING"}]}]
+
+
+def test_barge_in_interrupts_the_playing_turn() -> None:
+    """T4/T7: a new user turn while the model's audio plays: interrupted, then turnComplete
+    2-7 ms later, and the rest of the old turn's audio is never sent."""
+    em = Emulator(DEV, seed=8)
+    conn = em.connect(0.0)
+    conn.receive(setup(generationConfig={"responseModalities": ["AUDIO"]}), 0.0)
+    conn.poll(1.0)
+    say(conn, "tell me a long story about the sea and the ships on it", 1.0)
+    first = conn.poll(2.2)  # part of the reply's audio is out
+    assert any("modelTurn" in f.get("serverContent", {}) for f in frames(first))
+    say(conn, "stop", 2.2)
+    out = conn.poll(2.3)
+    kinds = [(a.at, next(iter(a.frame["serverContent"]))) for a in out
+             if a.frame and "serverContent" in a.frame]
+    assert kinds[0] == (2.2, "interrupted")
+    assert kinds[1][1] == "turnComplete" and 0.002 <= kinds[1][0] - 2.2 <= 0.007
+    later = frames(conn.poll(3.0))
+    assert not any("modelTurn" in f.get("serverContent", {}) for f in later)
+
+
+def test_manual_activity_signals_when_vad_is_disabled() -> None:
+    """With automatic detection disabled, activityStart/activityEnd delimit the user's turn."""
+    import base64
+
+    import numpy as np
+
+    em = Emulator(DEV, seed=9)
+    conn = em.connect(0.0)
+    conn.receive(setup(realtimeInputConfig={"automaticActivityDetection": {"disabled": True}}), 0)
+    conn.poll(1.0)
+    tone = (np.sin(np.arange(8000) / 5) * 8000).astype("<i2").tobytes()
+    conn.receive(json.dumps({"realtimeInput": {"activityStart": {}}}), 1.0)
+    conn.receive(json.dumps({"realtimeInput": {"audio": {
+        "data": base64.b64encode(tone).decode(), "mimeType": "audio/pcm;rate=16000"}}}), 1.1)
+    assert not frames(conn.poll(3.0))  # no end of turn without activityEnd
+    conn.receive(json.dumps({"realtimeInput": {"activityEnd": {}}}), 3.0)
+    reply = frames(conn.poll(6.0))
+    text = " ".join(p["text"] for f in reply for p in f.get("serverContent", {}).get(
+        "modelTurn", {}).get("parts", []))
+    assert "[speech 0.5s]" in text
+
+
+def test_new_session_without_status_line_reissues_the_call() -> None:
+    """A session restored from a transcript lacking the booking's status books again (new id,
+    drifted slot) and says it is booking; with a status line it answers truthfully."""
+    em = Emulator(DEV, seed=10)
+    for status, expect_call in ((None, True), ("[status] book_slot tomorrow 3pm: committed", False)):
+        conn = em.connect(0.0)
+        conn.receive(setup(tools=BOOKING_TOOLS), 0.0)
+        conn.poll(1.0)
+        say(conn, "Book me the 3pm slot tomorrow, please.", 1.0, done=False)
+        if status:
+            say(conn, status, 1.0, role="user", done=False)
+        say(conn, "Did you book it?", 1.1)
+        out = frames(conn.poll(5.0))
+        calls = [f["toolCall"]["functionCalls"][0] for f in out if "toolCall" in f]
+        text = " ".join(p["text"] for f in out for p in f.get("serverContent", {}).get(
+            "modelTurn", {}).get("parts", []))
+        if expect_call:
+            assert calls and calls[0]["args"] == {"slot": "tomorrow 3pm"}
+            assert "I'm booking it now" in text
+        else:
+            assert not calls and "Yes" in text
