@@ -24,6 +24,7 @@ from faultlab.emulator.brain import Brain, CallRecord, Mind, Reply, booking_assi
 from faultlab.emulator.personality import INTERNAL_ERROR, INVALID_ARGUMENT, Personality
 from faultlab.emulator.wire import (
     ClientContent,
+    ContextUpdate,
     ProtocolError,
     RealtimeInput,
     Setup,
@@ -93,7 +94,18 @@ class Emulator:
         return self.scaled(self.rng.uniform(*span))
 
     def connect(self, now: float, api: str = "developer") -> Connection:
+        self._forget_expired(now)
         return Connection(self, next(self._conn_ids), now, api)
+
+    def expired(self, session: Session, now: float) -> bool:
+        """Dead, or dropped longer ago than a handle lives (2 hours after the session ended)."""
+        return session.dead or (
+            session.holder is None and session.dropped_at is not None
+            and now - session.dropped_at > self.scaled(self.personality.handle_ttl_s))
+
+    def _forget_expired(self, now: float) -> None:
+        for handle in [h for h, s in self.sessions.items() if self.expired(s, now)]:
+            del self.sessions[handle]
 
     def new_handle(self, session: Session) -> str:
         handle = str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
@@ -156,6 +168,11 @@ class Connection:
                 self._on_realtime(parsed.message, now)
             elif isinstance(parsed.message, ToolResponse):
                 self._on_tool_response(parsed.message, now)
+            elif isinstance(parsed.message, ContextUpdate):
+                mind = self.session.mind
+                if parsed.message.system_instruction:
+                    mind.context.append(parsed.message.system_instruction)
+                mind.declared |= {f.name for f in parsed.message.functions}
         except ProtocolError as exc:
             self._close(now, exc.code, exc.reason, "bad client message")
 
@@ -255,7 +272,7 @@ class Connection:
         p, em = self.p, self.em
         assert setup.handle is not None
         session = em.sessions.get(setup.handle)
-        if session is None or session.dead:
+        if session is None or em.expired(session, now):
             self._close(now + em.draw(p.invalid_argument_s), 1007, INVALID_ARGUMENT,
                         "unknown or dead handle")
             return

@@ -124,7 +124,13 @@ class ToolResponse:
     responses: tuple[FunctionResponse, ...]
 
 
-ClientMessage = Setup | ClientContent | RealtimeInput | ToolResponse
+@dataclass(frozen=True)
+class ContextUpdate:
+    system_instruction: str
+    functions: tuple[FunctionDecl, ...]
+
+
+ClientMessage = Setup | ClientContent | RealtimeInput | ToolResponse | ContextUpdate
 
 
 @dataclass
@@ -168,6 +174,29 @@ def _int(value: Any, where: str) -> int | None:
         raise ProtocolError(f"{INVALID_JSON} Invalid value at '{where}' ({value!r}).") from None
 
 
+def _functions(tools: Any, where: str) -> tuple[FunctionDecl, ...]:
+    if tools is None:
+        return ()
+    if not isinstance(tools, list):
+        raise ProtocolError(f"{INVALID_JSON} Invalid value at '{where}'.")
+    out = []
+    for tool in tools:
+        for decl in _obj(tool, where).get("function_declarations") or []:
+            d = _obj(decl, f"{where}.function_declarations")
+            if not isinstance(d.get("name"), str):
+                raise ProtocolError("Request contains an invalid argument.")
+            out.append(FunctionDecl(d["name"], str(d.get("behavior", "")).upper() == "NON_BLOCKING"))
+    return tuple(out)
+
+
+def parse_context_update(body: Any) -> ContextUpdate:
+    c = _obj(body, "context_update")
+    _check_fields(c, {"system_instruction", "tools"}, "context_update")
+    tools = _obj(c.get("tools") or {}, "context_update.tools")
+    return ContextUpdate(_text_of(c.get("system_instruction"), "context_update.system_instruction"),
+                         _functions(tools.get("tools"), "context_update.tools.tools"))
+
+
 def parse_setup(body: Any) -> Setup:
     s = _obj(body, "setup")
     _check_fields(s, SETUP_FIELDS, "setup")
@@ -182,16 +211,7 @@ def parse_setup(body: Any) -> Setup:
     modalities = gen.get("response_modalities") or ["AUDIO"]
     if not isinstance(modalities, list) or not all(isinstance(m, str) for m in modalities):
         raise ProtocolError(f"{INVALID_JSON} Invalid value at 'setup.generation_config.response_modalities'.")
-    functions: list[FunctionDecl] = []
-    tools = s.get("tools") or []
-    if not isinstance(tools, list):
-        raise ProtocolError(f"{INVALID_JSON} Invalid value at 'setup.tools'.")
-    for tool in tools:
-        for decl in _obj(tool, "setup.tools").get("function_declarations") or []:
-            d = _obj(decl, "setup.tools.function_declarations")
-            if not isinstance(d.get("name"), str):
-                raise ProtocolError("Request contains an invalid argument.")
-            functions.append(FunctionDecl(d["name"], str(d.get("behavior", "")).upper() == "NON_BLOCKING"))
+    functions = _functions(s.get("tools"), "setup.tools")
     resumption_cfg = s.get("session_resumption")
     handle, transparent = None, False
     if resumption_cfg is not None:
@@ -215,7 +235,7 @@ def parse_setup(body: Any) -> Setup:
         end_sensitivity=aad.get("end_of_speech_sensitivity"),
     )
     return Setup(
-        model=model, modalities=tuple(m.upper() for m in modalities), functions=tuple(functions),
+        model=model, modalities=tuple(m.upper() for m in modalities), functions=functions,
         resumption=resumption_cfg is not None, handle=handle, transparent=transparent, vad=vad,
         input_transcription=s.get("input_audio_transcription") is not None,
         output_transcription=s.get("output_audio_transcription") is not None,
@@ -324,4 +344,6 @@ def parse_frame(frame: str | bytes) -> Parsed:
         return Parsed(parse_client_content(body), kind)
     if kind == "tool_response":
         return Parsed(parse_tool_response(body), kind)
+    if kind == "context_update":
+        return Parsed(parse_context_update(body), kind)
     raise _unknown(kind, "")

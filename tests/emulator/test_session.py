@@ -207,3 +207,27 @@ def test_new_session_without_status_line_reissues_the_call() -> None:
             assert "I'm booking it now" in text
         else:
             assert not calls and "Yes" in text
+
+
+def test_handles_expire_two_hours_after_the_session_ended() -> None:
+    """A handle resumes within its lifetime and is refused 1007 after it."""
+    em = Emulator(DEV, time_scale=0.01, seed=11)  # 2 h -> 72 s
+    conn, handle = open_session(em, 0.0)
+    conn.peer_closed(1.0)
+    ok = em.connect(50.0)
+    ok.receive(setup(handle), 50.0)
+    assert frames(ok.poll(51.0))[0] == {"setupComplete": {}}
+    ok.peer_closed(51.0)
+    late = em.connect(124.0)
+    late.receive(setup(handle), 124.0)
+    assert closes(late.poll(125.0)) == [(1007, "Request contains an invalid argument.")]
+
+
+def test_context_update_declares_tools() -> None:
+    """contextUpdate (the SDK's send_context_update) adds tools the model may call."""
+    em = Emulator(DEV, seed=12)
+    conn, _ = open_session(em, 0.0)
+    conn.receive(json.dumps({"contextUpdate": {"tools": {"tools": [{"functionDeclarations": [
+        {"name": "book_slot"}]}]}}}), 1.0)
+    say(conn, "Book me the 3pm slot tomorrow, please.", 1.0)
+    assert any("toolCall" in f for f in frames(conn.poll(3.0)))
