@@ -30,7 +30,7 @@ from faultlab.tls import LabCA
 
 TAIL_POLL_S = 0.01
 TARGET_POLL_S = 0.02
-EXIT_OK, EXIT_EXPECTATION, EXIT_USAGE, EXIT_LAB = 0, 1, 2, 3
+EXIT_OK, EXIT_EXPECTATION, EXIT_LAB = 0, 1, 3
 # Names the client resolves to an emulator target, so the SDK's default endpoints reach it.
 EMULATED_HOSTS = ["generativelanguage.googleapis.com", "aiplatform.googleapis.com",
                   "us-central1-aiplatform.googleapis.com", "europe-west4-aiplatform.googleapis.com"]

@@ -125,7 +125,3 @@ class LabCA:
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
         ctx.load_cert_chain(cert, key)
         return ctx
-
-    def client_context(self) -> ssl.SSLContext:
-        """A TLS client context that trusts this CA (for tests and tools in this process)."""
-        return ssl.create_default_context(cafile=str(self.cert_path))

@@ -16,10 +16,3 @@ def parse_duration(text: object) -> float:
     if match is None:
         raise ValueError(f"not a duration: {text!r} (write e.g. '1.5s', '200ms', '2m')")
     return float(match.group(1)) * _SECONDS_PER_UNIT[match.group(2)]
-
-
-def format_duration(seconds: float) -> str:
-    """The shortest exact-enough spelling of a duration, for messages and reports."""
-    if seconds < 1.0:
-        return f"{seconds * 1000:.0f}ms"
-    return f"{seconds:.3g}s"

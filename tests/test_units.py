@@ -1,6 +1,6 @@
 import pytest
 
-from faultlab.units import format_duration, parse_duration
+from faultlab.units import parse_duration
 
 
 @pytest.mark.parametrize(("text", "seconds"), [
@@ -16,9 +16,3 @@ def test_bare_numbers_and_unknown_units_are_refused(bad: object) -> None:
     """A number without a unit is ambiguous, so it is an error."""
     with pytest.raises(ValueError):
         parse_duration(bad)
-
-
-def test_format_duration_picks_a_readable_unit() -> None:
-    """Short durations print in ms, others in s."""
-    assert format_duration(0.25) == "250ms"
-    assert format_duration(2.5) == "2.5s"

@@ -43,7 +43,6 @@ class Mind:
     declared: set[str] = field(default_factory=set)
     calls: list[CallRecord] = field(default_factory=list)
     context: list[str] = field(default_factory=list)
-    reissue: bool = False
 
     def calls_named(self, name: str) -> list[CallRecord]:
         return [c for c in self.calls if c.name == name]

@@ -14,7 +14,7 @@ import itertools
 import random
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -288,8 +288,7 @@ class Connection:
             self._close(now + em.draw(p.refusal_s), 1011, INTERNAL_ERROR, f"resume refused: {why}")
             return
         em.emit("emulator.resumed", conn=self.number, session=session.id)
-        session.setup = Setup(**{**session.setup.__dict__, "resumption": setup.resumption,
-                                 "handle": setup.handle})
+        session.setup = replace(session.setup, resumption=setup.resumption, handle=setup.handle)
         self._attach(session, setup, now, now + em.draw(p.resumed_setup_complete_s),
                      p.resumed_resumption_update_s)
 

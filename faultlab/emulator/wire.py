@@ -11,7 +11,7 @@ import base64
 import binascii
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 INVALID_JSON = "Invalid JSON payload received."
@@ -133,11 +133,10 @@ class ContextUpdate:
 ClientMessage = Setup | ClientContent | RealtimeInput | ToolResponse | ContextUpdate
 
 
-@dataclass
+@dataclass(frozen=True)
 class Parsed:
     message: ClientMessage
     raw_kind: str
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 SETUP_FIELDS = {"model", "generation_config", "system_instruction", "tools", "realtime_input_config",
