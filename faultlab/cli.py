@@ -193,10 +193,25 @@ def emulator() -> None:
 @click.option("--events", "events_path", type=click.Path(path_type=Path), default=None,
               help="JSONL file for the emulator's events (default: $FAULTLAB_EVENTS).")
 @click.option("--seed", type=int, default=None, help="Seed for the drawn delays.")
+@click.option("--set", "settings", multiple=True, metavar="FIELD=YAML",
+              help="Change one personality field, e.g. --set connection_lifetime_s=600.")
 def serve(host: str, port: int, personality: str, time_scale: float, ca_dir: Path | None,
-          utterances: Path | None, events_path: Path | None, seed: int | None) -> None:
+          utterances: Path | None, events_path: Path | None, seed: int | None,
+          settings: tuple[str, ...]) -> None:
     """Serve the Live API on TLS; prints the environment an SDK client needs."""
+    import yaml
+
     from faultlab.emulator.run import serve_until_stopped
+
+    overrides: dict[str, object] = {}
+    for item in settings:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            _fail(f"--set {item!r}: write FIELD=VALUE", 2)
+        try:
+            overrides[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError:
+            _fail(f"--set {item!r}: the value is not YAML", 2)
 
     def announce(env: dict[str, str], bound: int) -> None:
         for key, value in env.items():
@@ -207,7 +222,7 @@ def serve(host: str, port: int, personality: str, time_scale: float, ca_dir: Pat
 
     try:
         asyncio.run(serve_until_stopped(host, port, personality, time_scale, ca_dir, utterances,
-                                        events_path, seed, announce))
+                                        events_path, seed, announce, overrides))
     except FaultlabError as exc:
         _fail(str(exc), 3)
 

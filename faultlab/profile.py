@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Literal, NoReturn
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from faultlab.emulator.personality import DEFAULT_PERSONALITY, PERSONALITIES
+from faultlab.emulator.personality import DEFAULT_PERSONALITY, PERSONALITIES, personality_with
 from faultlab.errors import ProfileError
 from faultlab.expect import EXPECTATIONS, Expectation
 from faultlab.faults import FAULTS, FaultParams
@@ -56,6 +56,7 @@ class EmulatorTarget(Model):
     time_scale: float = Field(default=1.0, gt=0)
     utterances: Path | None = None
     seed: int | None = None
+    overrides: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("personality")
     @classmethod
@@ -63,6 +64,16 @@ class EmulatorTarget(Model):
         if name not in PERSONALITIES:
             raise ValueError(f"unknown personality {name!r}; known: {', '.join(sorted(PERSONALITIES))}")
         return name
+
+    @model_validator(mode="after")
+    def _valid_overrides(self) -> EmulatorTarget:
+        try:
+            personality_with(self.personality, self.overrides)
+        except ValidationError as exc:
+            raise ValueError("; ".join(
+                f"overrides.{'.'.join(map(str, e['loc']))}: {_message(e)}" for e in exc.errors()
+            )) from None
+        return self
 
 
 class Target(Program):

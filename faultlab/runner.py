@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import sys
 import time
@@ -272,6 +273,8 @@ class Run:
             argv += ["--utterances", str(base / emulator.utterances)]
         if emulator.seed is not None:
             argv += ["--seed", str(emulator.seed)]
+        for key, value in emulator.overrides.items():
+            argv += ["--set", f"{key}={json.dumps(value)}"]
         return argv
 
     def _emulator_client_env(self, port: int) -> dict[str, str]:

@@ -137,3 +137,17 @@ def test_shipped_profiles_validate() -> None:
     assert len(paths) >= 4
     for path in paths:
         assert load_profile(path).name == path.stem
+
+
+def test_emulator_target_defaults_and_checks() -> None:
+    """An emulator target listens on 443 by default; its personality and overrides are checked;
+    other targets need a port."""
+    p = parse_profile("name: e\ntarget: {emulator: {time_scale: 0.1}}\nclient: {command: [a]}\n")
+    assert p.target is not None and p.target.listen_port == 443
+    (line,) = problems("name: e\ntarget: {emulator: {personality: nope}}\nclient: {command: [a]}\n")
+    assert "target.emulator.personality: unknown personality 'nope'" in line
+    (line,) = problems("name: e\ntarget:\n  emulator: {overrides: {bogus: 1}}\n"
+                       "client: {command: [a]}\n")
+    assert line.startswith("p.yaml:3: target.emulator: overrides.bogus: unknown field")
+    (line,) = problems("name: e\ntarget: {builtin: ws-echo-server}\nclient: {command: [a]}\n")
+    assert "target: 'port' is required" in line

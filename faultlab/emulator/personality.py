@@ -64,3 +64,11 @@ PERSONALITIES: dict[str, Personality] = {
     )
 }
 DEFAULT_PERSONALITY = "gemini-dev-2026-10"
+
+
+def personality_with(name: str, overrides: dict[str, object] | None = None) -> Personality:
+    """A known personality with some fields changed (validated: unknown fields are errors)."""
+    base = PERSONALITIES[name]
+    if not overrides:
+        return base
+    return Personality.model_validate({**base.model_dump(), **overrides})

@@ -8,8 +8,10 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from faultlab.emulator.audio import TranscriptRegistry
-from faultlab.emulator.personality import PERSONALITIES
+from faultlab.emulator.personality import PERSONALITIES, personality_with
 from faultlab.emulator.server import EmulatorServer, client_environment
 from faultlab.emulator.session import Emulator
 from faultlab.errors import EmulatorError
@@ -27,11 +29,16 @@ def base_url(host: str, port: int) -> str:
 async def serve_until_stopped(
     host: str, port: int, personality: str, time_scale: float, ca_dir: Path | None,
     utterances: Path | None, events_path: Path | None, seed: int | None,
-    announce: Callable[[dict[str, str], int], None],
+    announce: Callable[[dict[str, str], int], None], overrides: dict[str, object] | None = None,
 ) -> None:
     if personality not in PERSONALITIES:
         raise EmulatorError(f"unknown personality {personality!r}; known: "
                             f"{', '.join(sorted(PERSONALITIES))}")
+    try:
+        behaviour = personality_with(personality, overrides)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise EmulatorError(f"bad personality setting: {problems}") from None
     if time_scale <= 0:
         raise EmulatorError("the time scale must be > 0")
     ca = LabCA(ca_dir)
@@ -50,7 +57,7 @@ async def serve_until_stopped(
         registry.load_dir(utterances)
     writer = EventWriter(events_path)
 
-    emulator = Emulator(PERSONALITIES[personality], time_scale, registry=registry, emit=writer.emit,
+    emulator = Emulator(behaviour, time_scale, registry=registry, emit=writer.emit,
                         seed=seed)
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -135,11 +135,12 @@ class Connection:
         self._setup_seen = False
         self._gone = False
         self.em.emit("emulator.connect", conn=number, api=api)
+        self._lifetime_end: float | None = None
         if self.p.connection_lifetime_s is not None:
-            end = now + self.em.scaled(self.p.connection_lifetime_s)
+            self._lifetime_end = now + self.em.scaled(self.p.connection_lifetime_s)
             left = min(self.p.go_away_before_s, self.p.connection_lifetime_s)
-            self._send(end - self.em.scaled(left), {"goAway": {"timeLeft": f"{left:g}s"}})
-            self._close(end, 1011, DEADLINE, "connection lifetime over")
+            self._send(self._lifetime_end - self.em.scaled(left),
+                       {"goAway": {"timeLeft": f"{left:g}s"}})
 
     # The shell's interface.
 
@@ -180,11 +181,9 @@ class Connection:
         """When the next frame or close is due (None: nothing scheduled)."""
         if self.closed:
             return None
-        due = self._outbox[0].at if self._outbox else None
-        reap = self._reap_at()
-        if reap is not None and (due is None or reap < due):
-            return reap
-        return due
+        times = [self._outbox[0].at if self._outbox else None, self._reap_at(),
+                 None if self.closing else self._lifetime_end]
+        return min((t for t in times if t is not None), default=None)
 
     def poll(self, now: float) -> list[Action]:
         """The frames and closes due by `now`, in order; after a close, nothing more."""
@@ -194,6 +193,8 @@ class Connection:
             self._close(reap, 1011, INTERNAL_ERROR, "reaped: silent connection")
             if self.session is not None:
                 self.session.dead = True
+        if self._lifetime_end is not None and self._lifetime_end <= now and not self.closing:
+            self._close(self._lifetime_end, 1011, DEADLINE, "connection lifetime over")
         while self._outbox and self._outbox[0].at <= now and not self.closed:
             action = heapq.heappop(self._outbox)
             out.append(action)

@@ -61,14 +61,15 @@ def start_emulator(tmp_path: Path, utterances: Path,
     """Start `faultlab emulator serve`; put its printed environment into this process's."""
     started: list[subprocess.Popen[str]] = []
 
-    def start(personality: str = "gemini-dev-2026-10", time_scale: float = 0.1) -> RunningEmulator:
+    def start(personality: str = "gemini-dev-2026-10", time_scale: float = 0.1,
+              *extra: str) -> RunningEmulator:
         events = tmp_path / f"emulator-{len(started)}.jsonl"
         log = (tmp_path / f"emulator-{len(started)}.log").open("w")
         proc = subprocess.Popen(
             [sys.executable, "-m", "faultlab", "emulator", "serve", "--port", "0",
              "--personality", personality, "--time-scale", str(time_scale),
              "--ca-dir", str(tmp_path / "ca"), "--utterances", str(utterances),
-             "--events", str(events), "--seed", "7"],
+             "--events", str(events), "--seed", "7", *extra],
             cwd=REPO, stdout=subprocess.PIPE, stderr=log, text=True)
         started.append(proc)
         env: dict[str, str] = {}

@@ -337,3 +337,25 @@ def test_vertex_allows_transparent_resumption(start_emulator: Start) -> None:
 
     update = asyncio.run(scenario())
     assert update.resumable and update.last_consumed_client_message_index == 0
+
+
+def test_connection_lifetime_sends_goaway_then_closes(start_emulator: Start) -> None:
+    """With a connection lifetime set, goAway(timeLeft) comes before close 1011 'Deadline
+    expired'; by default (every other test here) no goAway ever comes."""
+    start_emulator("gemini-dev-2026-10", 0.02, "--set", "connection_lifetime_s=120")
+
+    async def scenario() -> tuple[str | None, errors.APIError]:
+        client = genai.Client()
+        time_left = None
+        async with client.aio.live.connect(model=MODEL, config=config()) as session:
+            with pytest.raises(errors.APIError) as info:
+                async with asyncio.timeout(10):
+                    while True:
+                        async for m in session.receive():
+                            if m.go_away:
+                                time_left = m.go_away.time_left
+        return time_left, info.value
+
+    time_left, closed = asyncio.run(scenario())
+    assert time_left is not None
+    assert closed.code == 1011 and "Deadline expired" in str(closed)
