@@ -194,6 +194,7 @@ class RawProfile(Model):
     hosts: list[str] = Field(default_factory=list)
     timeline: list[RawStep] = Field(default_factory=list)
     capture: Capture = Capture()
+    proxy: bool = False
     expect: list[dict[str, Any]] = Field(default_factory=list)
     timeout: Duration = 60.0
     settle: Duration = 0.3
@@ -231,6 +232,7 @@ class Profile:
     hosts: tuple[str, ...]
     timeline: tuple[Step, ...]
     capture: Capture
+    proxy: bool
     expect: tuple[Expectation, ...]
     timeout: float
     settle: float
@@ -340,7 +342,8 @@ def parse_profile(text: str, source: str = "<profile>", path: Path | None = None
     return Profile(
         path=path, name=raw.name, description=raw.description.strip(), network=raw.network,
         target=raw.target, client=raw.client, hosts=tuple(raw.hosts), timeline=tuple(steps),
-        capture=raw.capture, expect=tuple(expectations), timeout=raw.timeout, settle=raw.settle,
+        capture=raw.capture, proxy=raw.proxy, expect=tuple(expectations), timeout=raw.timeout,
+        settle=raw.settle,
     )
 
 

@@ -21,6 +21,7 @@ from faultlab.errors import FaultlabError, LabError
 from faultlab.events import Event, EventBus, EventFileTail, RunClock
 from faultlab.expect import Outcome, RunFacts, evaluate
 from faultlab.faults import FAULTS, Fault
+from faultlab.faults.iptables import redirect
 from faultlab.lab.netns import Addressing, NetnsLab
 from faultlab.lab.process import LabProcess
 from faultlab.peers import builtin_command
@@ -30,6 +31,8 @@ from faultlab.timeline import Due, Timeline
 from faultlab.tls import LabCA
 
 TAIL_POLL_S = 0.01
+PROXY_PORT = 8080
+PROXY_READY_S = 15.0
 TARGET_POLL_S = 0.02
 EXIT_OK, EXIT_EXPECTATION, EXIT_LAB = 0, 1, 3
 # Names the client resolves to an emulator target, so the SDK's default endpoints reach it.
@@ -205,6 +208,8 @@ class Run:
             capture = await stack.enter_async_context(LiveCapture(
                 lab.router, lab.client_link, pcap, p.capture.snaplen_bytes, self.bus,
                 lab.client_address, lab.server_address))
+            if p.proxy:
+                await self._start_proxy(lab, stack)
             faults = FaultRuntime(lab, capture.table, self.bus)
             stack.push_async_callback(faults.revert_all)
             self.bus.subscribe(lambda event: self._on_event(event, faults))
@@ -263,6 +268,31 @@ class Run:
                                       self.run_dir / f"{role}.log", self.bus)
         stack.push_async_callback(proc.stop)
         return proc
+
+    async def _start_proxy(self, lab: NetnsLab, stack: AsyncExitStack) -> None:
+        """mitmproxy in the router, fed the client's connections to the target by a REDIRECT."""
+        p = self.profile
+        if p.target is None:
+            raise LabError("a proxy needs a target to stand in front of")
+        await redirect(lab.router, lab.client_link, p.target.listen_port, PROXY_PORT)
+        events_file = self.run_dir / "proxy.events.jsonl"
+        events_file.touch()
+        self._tails.append(EventFileTail(events_file, "proxy"))
+        argv = [sys.executable, "-m", "faultlab.proxy", "--port", str(PROXY_PORT), "--confdir",
+                str(self._ca().mitmproxy_confdir(self.run_dir / "mitmproxy"))]
+        if p.target.emulator is not None:
+            argv += ["--upstream-ca", str(self._ca().cert_path)]
+        env = dict(os.environ, FAULTLAB_EVENTS=str(events_file),
+                   MITMPROXY_SSLKEYLOGFILE=str(self.run_dir / "keys.log"))
+        proxy = await LabProcess.start("proxy", lab.router, argv, env, None,
+                                       self.run_dir / "proxy.log", self.bus)
+        stack.push_async_callback(proxy.stop)
+        deadline = self.clock.now() + PROXY_READY_S
+        while not _listening(proxy.proc.pid, PROXY_PORT):
+            if not proxy.alive or self.clock.now() > deadline:
+                raise LabError(f"the proxy did not start; see {self.run_dir / 'proxy.log'}")
+            await asyncio.sleep(TARGET_POLL_S)
+        self.bus.emit("faultlab", "proxy.ready", port=PROXY_PORT)
 
     def _emulator_argv(self, emulator: EmulatorTarget, lab: NetnsLab, port: int) -> list[str]:
         argv = [sys.executable, "-m", "faultlab", "emulator", "serve", "--host",

@@ -125,3 +125,11 @@ class LabCA:
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
         ctx.load_cert_chain(cert, key)
         return ctx
+
+    def mitmproxy_confdir(self, confdir: Path) -> Path:
+        """A mitmproxy configuration folder whose CA is this one (`mitmproxy-ca.pem`: key + cert)."""
+        confdir.mkdir(parents=True, exist_ok=True)
+        _write_private(confdir / "mitmproxy-ca.pem",
+                       self._key_path.read_bytes() + self.cert_path.read_bytes())
+        (confdir / "mitmproxy-ca-cert.pem").write_bytes(self.cert_path.read_bytes())
+        return confdir

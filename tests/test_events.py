@@ -64,3 +64,9 @@ def test_run_clock_converts_unix_times() -> None:
     """A unix time written by another process lands on the run clock."""
     clock = RunClock()
     assert abs(clock.from_wall(clock.t0_wall + 2.5) - 2.5) < 1e-9
+
+
+def test_redaction_is_idempotent() -> None:
+    """A secret redacted by a client's writer is not redacted again by the bus."""
+    once = redact({"handle": "x" * 36})
+    assert redact(once) == once and "len=36" in once["handle"]

@@ -29,8 +29,8 @@ def chain_name(step_id: str) -> str:
     return f"FL-{step_id}"[:28]
 
 
-def _restore(batch: list[str]) -> None:
-    text = "\n".join(["*filter", *batch, "COMMIT", ""])
+def _restore(batch: list[str], table: str = "filter") -> None:
+    text = "\n".join([f"*{table}", *batch, "COMMIT", ""])
     done = subprocess.run(
         [_restore_binary(), "--noflush"], input=text.encode(), capture_output=True, check=False
     )
@@ -51,3 +51,14 @@ async def uninstall(ns: Namespace, hooks: Sequence[str], chain: str) -> None:
     """Remove the jumps to `chain` and the chain itself."""
     batch = [f"-D {hook} -j {chain}" for hook in hooks] + [f"-F {chain}", f"-X {chain}"]
     await ns.run(_restore, batch)
+
+
+async def redirect(ns: Namespace, iface: str, port: int, to_port: int) -> None:
+    """Send TCP connections arriving on `iface` for `port` to a local `to_port` (the proxy).
+
+    The nat rule switches connection tracking on in the namespace; it must be in place before the
+    client connects (a REDIRECT added mid-flow does not capture an existing connection, and can
+    reset it when tracking was off).
+    """
+    await ns.run(_restore, [f"-A PREROUTING -i {iface} -p tcp --dport {port} "
+                            f"-j REDIRECT --to-ports {to_port}"], "nat")

@@ -1,0 +1,48 @@
+"""The proxy process: mitmproxy in transparent mode in the router namespace.
+
+    python -m faultlab.proxy --port 8080 --confdir DIR [--upstream-ca PEM]
+
+The runner starts it through the lab's enter helper; `MITMPROXY_SSLKEYLOGFILE` in its
+environment makes it log both legs' TLS keys. A bare `Master` with only the addons needed is
+about twice as fast as `DumpMaster`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+
+from mitmproxy import options
+from mitmproxy.addons import core, next_layer, proxyserver, tlsconfig
+from mitmproxy.master import Master
+
+from faultlab.events import EventWriter
+from faultlab.proxy.framelog import FrameLog
+
+
+async def main(args: argparse.Namespace) -> None:
+    opts = options.Options()
+    master = Master(opts)
+    events = EventWriter()
+    master.addons.add(core.Core(), proxyserver.Proxyserver(), next_layer.NextLayer(),
+                      tlsconfig.TlsConfig(), FrameLog(events))
+    # Addons declare their options: set them once all are loaded.
+    opts.update(mode=["transparent"], listen_host="0.0.0.0", listen_port=args.port,
+                confdir=args.confdir)
+    if args.upstream_ca:
+        opts.update(ssl_verify_upstream_trusted_ca=args.upstream_ca)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, master.shutdown)
+    events.emit("proxy.start", port=args.port)
+    await master.run()
+    events.emit("proxy.stop")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--confdir", required=True)
+    parser.add_argument("--upstream-ca", default=None)
+    asyncio.run(main(parser.parse_args()))
