@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
 from faultlab.units import parse_duration
 
@@ -15,8 +15,9 @@ class Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-# Seconds, written in a profile with a unit: `1.5s`, `200ms`, `2m`.
-Duration = Annotated[float, BeforeValidator(parse_duration), Field(ge=0)]
+# Seconds, written in a profile with a unit: `1.5s`, `200ms`, `2m` (and written back so in JSON).
+Duration = Annotated[float, BeforeValidator(parse_duration), Field(ge=0),
+                     PlainSerializer(lambda s: f"{s:g}s", return_type=str, when_used="json")]
 
 
 class EventMatch(Model):

@@ -133,20 +133,52 @@ class Network(Model):
         return value
 
 
+class FrameMatch(Model):
+    """A WebSocket message: who sent it, its Live API kind (`toolCall`,
+    `serverContent.turnComplete`), fields by dotted path (`equals`, `regex`), the n-th such message,
+    on the k-th connection; `forward`: whether the step's fault acts before the matching message
+    is relayed (only app-level faults can) or after it."""
+
+    sender: Literal["client", "server", "either"] = Field(default="either", alias="from")
+    kind: str | None = None
+    equals: dict[str, Any] = Field(default_factory=dict)
+    regex: dict[str, str] = Field(default_factory=dict)
+    nth: int = Field(default=1, ge=1)
+    connection: int | None = Field(default=None, ge=1)
+    forward: Literal["before", "after"] = "after"
+
+    @field_validator("regex")
+    @classmethod
+    def _patterns(cls, value: dict[str, str]) -> dict[str, str]:
+        for pattern in value.values():
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"bad regular expression {pattern!r}: {exc}") from None
+        return value
+
+    def describe(self) -> str:
+        return f"{self.kind or 'message'} from {self.sender}" + (
+            f" #{self.nth}" if self.nth > 1 else "")
+
+
 class Trigger(Model):
-    """When a step fires: at a time, after another step, on an event, or on the k-th connection."""
+    """When a step fires: at a time, after another step, on an event, on the k-th connection, or
+    on a WebSocket message (`frame`)."""
 
     at: Duration | None = None
     step: str | None = None
     event: str | None = None
     where: dict[str, Any] = Field(default_factory=dict)
     connection: int | None = Field(default=None, ge=1)
+    frame: FrameMatch | None = None
 
     @model_validator(mode="after")
     def _one_kind(self) -> Trigger:
-        kinds = [k for k in ("at", "step", "event", "connection") if getattr(self, k) is not None]
+        kinds = [k for k in ("at", "step", "event", "connection", "frame")
+                 if getattr(self, k) is not None]
         if len(kinds) != 1:
-            raise ValueError("give exactly one of 'at', 'step', 'event' or 'connection'")
+            raise ValueError("give exactly one of 'at', 'step', 'event', 'connection' or 'frame'")
         if self.where and self.event is None:
             raise ValueError("'where' goes with 'event'")
         return self
@@ -159,6 +191,8 @@ class Trigger(Model):
         if self.event is not None:
             where = ", ".join(f"{k}={v!r}" for k, v in self.where.items())
             return f"on {self.event}" + (f"({where})" if where else "")
+        if self.frame is not None:
+            return f"on frame {self.frame.describe()}"
         return f"on connection #{self.connection}"
 
 
@@ -194,7 +228,7 @@ class RawProfile(Model):
     hosts: list[str] = Field(default_factory=list)
     timeline: list[RawStep] = Field(default_factory=list)
     capture: Capture = Capture()
-    proxy: bool = False
+    proxy: bool = False  # also started for any app-level step
     expect: list[dict[str, Any]] = Field(default_factory=list)
     timeout: Duration = 60.0
     settle: Duration = 0.3
@@ -393,6 +427,12 @@ def _check_steps(raw_steps: Iterable[RawStep], problems: _Problems) -> list[Step
         if checked is None:
             continue
         name, params = checked
+        frame = raw.when.frame
+        if frame is not None and FAULTS[name].layer != "app" and (
+                frame.forward == "before" or frame.equals or frame.regex):
+            problems.add(("timeline", i, "when", "frame"),
+                         "'forward: before', 'equals' and 'regex' need an app-level fault (the "
+                         "proxy fires those); a packet fault can follow a frame's kind only")
         for ref in params.referenced_steps():
             if ref not in ids:
                 problems.add(("timeline", i, "do"), f"no step has the id {ref!r}")

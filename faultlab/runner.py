@@ -6,7 +6,9 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AsyncExitStack
@@ -25,7 +27,8 @@ from faultlab.faults.iptables import redirect
 from faultlab.lab.netns import Addressing, NetnsLab
 from faultlab.lab.process import LabProcess
 from faultlab.peers import builtin_command
-from faultlab.profile import EmulatorTarget, Profile, Program
+from faultlab.profile import EmulatorTarget, Profile, Program, Step
+from faultlab.proxy.control import ProxyControl
 from faultlab.report.summary import write_summary
 from faultlab.timeline import Due, Timeline
 from faultlab.tls import LabCA
@@ -74,11 +77,27 @@ class RunResult:
 class FaultRuntime:
     """The faults a run has applied, and the context they are applied in."""
 
-    def __init__(self, lab: NetnsLab, connections: ConnectionTable, bus: EventBus) -> None:
+    def __init__(self, lab: NetnsLab, connections: ConnectionTable, bus: EventBus,
+                 proxy: ProxyControl | None, steps: Sequence[Step]) -> None:
         self._lab = lab
         self._connections = connections
+        self._proxy = proxy
         self.bus = bus
         self.active: dict[str, Fault[Any]] = {}
+        self._steps = {s.id: s for s in steps}
+        bus.subscribe(self._adopt)
+
+    @property
+    def proxy(self) -> ProxyControl | None:
+        return self._proxy
+
+    def _adopt(self, event: Event) -> None:
+        """A fault the proxy applied on its own (a content trigger) is reverted like the others."""
+        step = self._steps.get(str(event.fields.get("step")))
+        if event.source == "proxy" and event.name == "fault.applied" and step is not None:
+            fault = FAULTS[step.fault](step.id, step.params)
+            if fault.reversible:
+                self.active[step.id] = fault
 
     @property
     def lab(self) -> NetnsLab:
@@ -157,7 +176,7 @@ class Run:
         self.bus = EventBus(self.clock, self.run_dir / "events.jsonl")
         if progress is not None:
             self.bus.subscribe(progress)
-        self.timeline = Timeline(profile.timeline)
+        self.timeline = Timeline(s for s in profile.timeline if not self._in_proxy(s))
         self.result = RunResult(profile, self.run_dir, self.started)
         self._failed = asyncio.Event()
         self._tails: list[EventFileTail] = []
@@ -208,9 +227,11 @@ class Run:
             capture = await stack.enter_async_context(LiveCapture(
                 lab.router, lab.client_link, pcap, p.capture.snaplen_bytes, self.bus,
                 lab.client_address, lab.server_address))
-            if p.proxy:
-                await self._start_proxy(lab, stack)
-            faults = FaultRuntime(lab, capture.table, self.bus)
+            proxy = await self._start_proxy(lab, stack) if self._needs_proxy() else None
+            faults = FaultRuntime(lab, capture.table, self.bus, proxy, p.timeline)
+            if proxy is not None:
+                await proxy.call("arm", steps=[self._armed(s) for s in p.timeline
+                                               if self._in_proxy(s)])
             stack.push_async_callback(faults.revert_all)
             self.bus.subscribe(lambda event: self._on_event(event, faults))
             self._spawn(self._tail_loop())
@@ -269,7 +290,23 @@ class Run:
         stack.push_async_callback(proc.stop)
         return proc
 
-    async def _start_proxy(self, lab: NetnsLab, stack: AsyncExitStack) -> None:
+    def _needs_proxy(self) -> bool:
+        return self.profile.proxy or any(FAULTS[s.fault].layer == "app"
+                                         for s in self.profile.timeline)
+
+    @staticmethod
+    def _in_proxy(step: Step) -> bool:
+        """Steps on a frame with an app-level fault fire inside the proxy, in its message hook."""
+        return step.when.frame is not None and FAULTS[step.fault].layer == "app"
+
+    @staticmethod
+    def _armed(step: Step) -> dict[str, Any]:
+        assert step.when.frame is not None
+        return {"step": step.id, "fault": step.fault, "after_s": step.after,
+                "params": step.params.model_dump(mode="json"),
+                "match": step.when.frame.model_dump(mode="json", by_alias=True)}
+
+    async def _start_proxy(self, lab: NetnsLab, stack: AsyncExitStack) -> ProxyControl:
         """mitmproxy in the router, fed the client's connections to the target by a REDIRECT."""
         p = self.profile
         if p.target is None:
@@ -278,8 +315,13 @@ class Run:
         events_file = self.run_dir / "proxy.events.jsonl"
         events_file.touch()
         self._tails.append(EventFileTail(events_file, "proxy"))
+        # A unix socket path is limited to 108 bytes: the run folder may be deeper than that.
+        sock_dir = Path(tempfile.mkdtemp(prefix="faultlab-"))
+        stack.callback(shutil.rmtree, sock_dir, True)
+        control_path = sock_dir / "proxy.sock"
         argv = [sys.executable, "-m", "faultlab.proxy", "--port", str(PROXY_PORT), "--confdir",
-                str(self._ca().mitmproxy_confdir(self.run_dir / "mitmproxy"))]
+                str(self._ca().mitmproxy_confdir(self.run_dir / "mitmproxy")),
+                "--control", str(control_path)]
         if p.target.emulator is not None:
             argv += ["--upstream-ca", str(self._ca().cert_path)]
         env = dict(os.environ, FAULTLAB_EVENTS=str(events_file),
@@ -292,7 +334,11 @@ class Run:
             if not proxy.alive or self.clock.now() > deadline:
                 raise LabError(f"the proxy did not start; see {self.run_dir / 'proxy.log'}")
             await asyncio.sleep(TARGET_POLL_S)
+        control = ProxyControl(control_path)
+        await control.connect(PROXY_READY_S)
+        stack.push_async_callback(control.close)
         self.bus.emit("faultlab", "proxy.ready", port=PROXY_PORT)
+        return control
 
     def _emulator_argv(self, emulator: EmulatorTarget, lab: NetnsLab, port: int) -> list[str]:
         argv = [sys.executable, "-m", "faultlab", "emulator", "serve", "--host",

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from faultlab.events import Event
+from faultlab.kinds import kind_matches
 from faultlab.profile import Step
 
 # The events the runner emits when a step has fired; `when: {step: ID}` waits for this.
@@ -31,6 +32,7 @@ class Timeline:
     def __init__(self, steps: Iterable[Step]) -> None:
         self.steps = list(steps)
         self._waiting = {s.id: s for s in self.steps}
+        self._frames_seen: dict[str, int] = {}
 
     @property
     def waiting(self) -> list[Step]:
@@ -50,14 +52,35 @@ class Timeline:
         """Steps whose trigger `event` is; each is due `after` its trigger."""
         out = []
         for step in list(self._waiting.values()):
-            if _triggers(step, event):
+            if _triggers(step, event, self._frames_seen):
                 out.append(Due(step, event.t + step.after, step.when.describe()))
                 del self._waiting[step.id]
         return out
 
 
-def _triggers(step: Step, event: Event) -> bool:
+def _frame_sender(event: Event) -> str | None:
+    """Who sent the message a frame event logs: the proxy's and the emulator's spellings."""
+    if event.name == "proxy.frame":
+        return "client" if event.fields.get("dir") == "client->server" else "server"
+    if event.name == "emulator.frame":
+        return "client" if event.fields.get("dir") == "in" else "server"
+    return None
+
+
+def _triggers(step: Step, event: Event, counts: dict[str, int]) -> bool:
     when = step.when
+    if when.frame is not None:
+        frame = when.frame
+        sender = _frame_sender(event)
+        if sender is None or frame.sender not in ("either", sender):
+            return False
+        k = event.fields.get("k", event.fields.get("conn"))
+        if frame.connection is not None and k != frame.connection:
+            return False
+        if frame.kind and not kind_matches(str(event.fields.get("kind", "")), frame.kind):
+            return False
+        counts[step.id] = counts.get(step.id, 0) + 1
+        return counts[step.id] == frame.nth
     if when.step is not None:
         return event.matches(STEP_APPLIED, {"step": when.step})
     if when.event is not None:

@@ -22,6 +22,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from faultlab.emulator.session import Emulator
+from faultlab.kinds import snake
 
 MAX_CLIENT_FRAME = 16 * 1024 * 1024
 NO_IDENTITY = ("Method doesn't allow unregistered callers (callers without established identity)."
@@ -51,10 +52,11 @@ def has_identity(request: Request) -> bool:
 
 
 def frame_kind(frame: dict[str, Any]) -> str:
+    """The kind of a server frame, spelt as the proxy's frame log spells it."""
     key = next(iter(frame))
     if key == "serverContent":
-        return f"serverContent.{next(iter(frame[key]), '')}"
-    return key
+        return f"server_content.{'+'.join(snake(k) for k in frame[key])}"
+    return snake(key)
 
 
 class EmulatorServer:

@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from faultlab.kinds import snake
+
 INVALID_JSON = "Invalid JSON payload received."
 CLOSE_REASON_BYTES = 123
 # Sub-objects whose keys are the user's data, not protocol fields.
@@ -34,16 +36,12 @@ class ProtocolError(Exception):
         self.reason = reason.encode()[:CLOSE_REASON_BYTES].decode(errors="ignore")
 
 
-def _snake(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
-
-
 def snake_keys(obj: Any) -> Any:
     """`obj` with every protocol key in snake_case (data payloads untouched)."""
     if isinstance(obj, dict):
         out = {}
         for k, v in obj.items():
-            key = _snake(k) if isinstance(k, str) else k
+            key = snake(k) if isinstance(k, str) else k
             out[key] = v if key in OPAQUE else snake_keys(v)
         return out
     if isinstance(obj, list):

@@ -21,7 +21,7 @@ def register[F: type[Fault[Any]]](cls: F) -> F:
 
 def _discover() -> None:
     for module in pkgutil.iter_modules(__path__):
-        if module.name not in ("base", "iptables", "flows"):
+        if module.name not in ("base", "iptables", "flows", "app"):
             importlib.import_module(f"{__name__}.{module.name}")
 
 

@@ -16,6 +16,7 @@ from faultlab.model import Model
 if TYPE_CHECKING:
     from faultlab.capture.live import ConnectionTable
     from faultlab.lab.namespace import Namespace
+    from faultlab.proxy.control import ProxyControl
 
 Layer = Literal["packet", "app"]
 
@@ -59,6 +60,9 @@ class FaultContext(Protocol):
     def lab(self) -> LabView: ...
     @property
     def connections(self) -> ConnectionTable: ...
+    @property
+    def proxy(self) -> ProxyControl | None:
+        """The proxy's control channel, when the run has a proxy."""
 
     async def revert(self, step_ids: Sequence[str] | None) -> list[str]:
         """Revert the named active faults (all when None); returns the ids reverted."""

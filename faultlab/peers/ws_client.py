@@ -38,6 +38,7 @@ class Options:
     send_every_s: float
     connect_timeout_s: float
     reconnect: bool
+    log_messages: bool = False
 
 
 def _done(waiter: Awaitable[float]) -> bool:
@@ -64,8 +65,11 @@ async def run_connection(ws: ClientConnection, opts: Options, deadline: float,
     dog = Watchdog()
 
     async def receive() -> None:
-        async for _ in ws:
+        async for message in ws:
             dog.last_rx = time.monotonic()
+            if opts.log_messages:
+                text = message if isinstance(message, str) else message.hex()
+                events.emit("client.message", text=text[:120])
 
     async def send() -> None:
         i = 0
@@ -150,9 +154,11 @@ def cli() -> None:
     parser.add_argument("--send-every", type=parse_duration, default=0.2)
     parser.add_argument("--connect-timeout", type=parse_duration, default=1.0)
     parser.add_argument("--reconnect", action="store_true")
+    parser.add_argument("--log-messages", action="store_true",
+                        help="write a client.message event for every message received")
     a = parser.parse_args()
     opts = Options(a.url, a.duration, a.ping_interval, a.lost_after, a.close_timeout,
-                   a.send_every, a.connect_timeout, a.reconnect)
+                   a.send_every, a.connect_timeout, a.reconnect, a.log_messages)
     sys.exit(asyncio.run(main(opts)))
 
 

@@ -1,6 +1,6 @@
 """The proxy process: mitmproxy in transparent mode in the router namespace.
 
-    python -m faultlab.proxy --port 8080 --confdir DIR [--upstream-ca PEM]
+    python -m faultlab.proxy --port 8080 --confdir DIR --control SOCKET [--upstream-ca PEM]
 
 The runner starts it through the lab's enter helper; `MITMPROXY_SSLKEYLOGFILE` in its
 environment makes it log both legs' TLS keys. A bare `Master` with only the addons needed is
@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
+from pathlib import Path
 
 from mitmproxy import options
 from mitmproxy.addons import core, next_layer, proxyserver, tlsconfig
@@ -19,14 +20,17 @@ from mitmproxy.master import Master
 
 from faultlab.events import EventWriter
 from faultlab.proxy.framelog import FrameLog
+from faultlab.proxy.state import ProxyState, install
 
 
 async def main(args: argparse.Namespace) -> None:
     opts = options.Options()
     master = Master(opts)
-    events = EventWriter()
-    master.addons.add(core.Core(), proxyserver.Proxyserver(), next_layer.NextLayer(),
-                      tlsconfig.TlsConfig(), FrameLog(events))
+    server = proxyserver.Proxyserver()
+    state = ProxyState(server, EventWriter())
+    install(state)
+    master.addons.add(core.Core(), server, next_layer.NextLayer(), tlsconfig.TlsConfig(),
+                      FrameLog(state))
     # Addons declare their options: set them once all are loaded.
     opts.update(mode=["transparent"], listen_host="0.0.0.0", listen_port=args.port,
                 confdir=args.confdir)
@@ -35,9 +39,11 @@ async def main(args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, master.shutdown)
-    events.emit("proxy.start", port=args.port)
+    control = await state.serve_control(Path(args.control))
+    state.events.emit("proxy.start", port=args.port)
     await master.run()
-    events.emit("proxy.stop")
+    control.close()
+    state.events.emit("proxy.stop")
 
 
 if __name__ == "__main__":
@@ -45,4 +51,5 @@ if __name__ == "__main__":
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--confdir", required=True)
     parser.add_argument("--upstream-ca", default=None)
+    parser.add_argument("--control", required=True, help="unix socket for the runner's requests")
     asyncio.run(main(parser.parse_args()))

@@ -1,0 +1,74 @@
+"""What app-level faults share: they act inside the proxy process, on WebSocket messages.
+
+The runner's side of every app-level fault is the same: it asks the proxy to engage or disengage
+the fault, by step id, name and parameters. In the proxy process the fault's own hooks then see
+each message (`on_message`) and each control frame (`on_control`) of the flows it chose.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from pydantic import Field
+
+from faultlab.errors import MechanismError
+from faultlab.faults.base import Fault, FaultContext, FaultParams, Layer
+from faultlab.faults.flows import ConnectionChoice
+
+if TYPE_CHECKING:
+    from mitmproxy import http, websocket
+    from wsproto.events import Event as WsEvent
+
+    from faultlab.proxy.state import ProxyState
+
+Side = Literal["client", "server", "both"]
+
+
+class AppParams(FaultParams):
+    """`connection`: which WebSocket flow, in the order the proxy saw them (`first`, `latest`,
+    k); all live flows when absent."""
+
+    connection: ConnectionChoice | None = Field(default=None)
+
+
+class AppFault[P: AppParams](Fault[P]):
+    """A fault the proxy applies; the runner only relays."""
+
+    layer: ClassVar[Layer] = "app"
+
+    async def apply(self, ctx: FaultContext) -> dict[str, Any]:
+        if ctx.proxy is None:
+            raise MechanismError(f"{self.name} needs the proxy, which this run has not started")
+        return await ctx.proxy.request("apply", self.step_id, self.name,
+                                       self.params.model_dump(mode="json"))
+
+    async def revert(self, ctx: FaultContext) -> None:
+        if ctx.proxy is not None and self.reversible:
+            await ctx.proxy.request("revert", self.step_id, self.name, {})
+
+    # In the proxy process.
+
+    @abstractmethod
+    def engage(self, proxy: ProxyState) -> dict[str, Any]:
+        """Start hurting; returns the details of the `fault.applied` event."""
+
+    def disengage(self, proxy: ProxyState) -> None:
+        """Stop hurting (what `revert` and `restore` do)."""
+
+    def on_message(self, proxy: ProxyState, flow: http.HTTPFlow,
+                   message: websocket.WebSocketMessage) -> None:
+        """A data message the proxy is about to relay; `message.drop()` keeps it from its peer."""
+
+    def on_control(self, flow: http.HTTPFlow, to_client: bool, event: WsEvent) -> bool:
+        """Whether a ping or pong may pass."""
+        return True
+
+    def holds_events(self, flow: http.HTTPFlow, from_client: bool) -> bool:
+        """Whether everything arriving from that side (bytes, its close, its FIN) is held back
+        whole, unseen even by the message hooks."""
+        return False
+
+    def hits(self, proxy: ProxyState, flow: http.HTTPFlow) -> bool:
+        """Whether this fault's `connection` chose `flow`."""
+        return flow in proxy.select(self.params.connection)

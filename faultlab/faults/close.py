@@ -1,0 +1,48 @@
+"""close: the proxy sends a WebSocket close frame with a chosen code and reason."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from pydantic import Field, field_validator
+
+from faultlab.faults import register
+from faultlab.faults.app import AppFault, AppParams
+
+if TYPE_CHECKING:
+    from faultlab.proxy.state import ProxyState
+
+
+class CloseParams(AppParams):
+    """`code` (1000-4999), `reason` (at most 123 bytes), `to`: client, server or both. The end
+    that gets it answers with its own close, which the proxy relays to the other end."""
+
+    code: int = Field(default=1000, ge=1000, le=4999)
+    reason: str = ""
+    to: Literal["client", "server", "both"] = "both"
+
+    @field_validator("reason")
+    @classmethod
+    def _short(cls, reason: str) -> str:
+        if len(reason.encode()) > 123:
+            raise ValueError("a close reason is at most 123 bytes")
+        return reason
+
+
+@register
+class Close(AppFault[CloseParams]):
+    """Close the chosen flows with a close frame of this code."""
+
+    name: ClassVar[str] = "close"
+    Params = CloseParams
+    reversible: ClassVar[bool] = False
+
+    def engage(self, proxy: ProxyState) -> dict[str, Any]:
+        from faultlab.proxy import internals
+
+        p = self.params
+        flows = proxy.select(p.connection)
+        for flow in flows:
+            internals.inject_close(proxy.server, flow, p.code, p.reason,
+                                   p.to in ("client", "both"), p.to in ("server", "both"))
+        return {"code": p.code, "reason": p.reason, "to": p.to, "flows": len(flows)}

@@ -1,0 +1,54 @@
+"""delay: the proxy holds each message for a while before relaying it, keeping their order."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from faultlab.faults import register
+from faultlab.faults.app import AppFault, AppParams
+from faultlab.faults.drop_message import heading
+from faultlab.faults.flows import Direction
+from faultlab.model import Duration
+
+if TYPE_CHECKING:
+    from mitmproxy import http, websocket
+
+    from faultlab.proxy.state import ProxyState
+
+
+class DelayParams(AppParams):
+    """`delay` per message, plus up to `jitter` at random; `direction`. Control frames are not
+    delayed."""
+
+    direction: Direction = "both"
+    delay: Duration
+    jitter: Duration = 0.0
+
+
+@register
+class Delay(AppFault[DelayParams]):
+    """Relay every data message going the chosen way `delay` (+ jitter) late, in order."""
+
+    name: ClassVar[str] = "delay"
+    Params = DelayParams
+
+    def engage(self, proxy: ProxyState) -> dict[str, Any]:
+        self._release: dict[tuple[str, bool], float] = {}
+        return {"direction": self.params.direction, "delay_s": self.params.delay,
+                "jitter_s": self.params.jitter}
+
+    def on_message(self, proxy: ProxyState, flow: http.HTTPFlow,
+                   message: websocket.WebSocketMessage) -> None:
+        p = self.params
+        if message.injected or not heading(p.direction, message.from_client):
+            return
+        loop = asyncio.get_running_loop()
+        key = (flow.id, message.from_client)
+        # Never before the previous message of the same way: TCP does not reorder.
+        at = max(self._release.get(key, 0.0), loop.time() + p.delay + random.uniform(0, p.jitter))
+        self._release[key] = at
+        message.drop()  # type: ignore[no-untyped-call]
+        loop.call_at(at, proxy.server.inject_websocket, flow, not message.from_client,
+                     message.content, message.is_text)

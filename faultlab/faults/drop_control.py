@@ -1,0 +1,42 @@
+"""drop_control: pings or pongs vanish; data keeps flowing (a keepalive that times out)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+import wsproto.events
+
+from faultlab.faults import register
+from faultlab.faults.app import AppFault, AppParams
+from faultlab.faults.flows import Direction
+
+if TYPE_CHECKING:
+    from mitmproxy import http
+
+    from faultlab.proxy.state import ProxyState
+
+
+class DropControlParams(AppParams):
+    """`frames`: pings, pongs or both; `direction`: which way they travel."""
+
+    frames: Literal["pings", "pongs", "both"] = "pongs"
+    direction: Direction = "both"
+
+
+@register
+class DropControl(AppFault[DropControlParams]):
+    """Swallow the chosen control frames until reverted."""
+
+    name: ClassVar[str] = "drop_control"
+    Params = DropControlParams
+
+    def engage(self, proxy: ProxyState) -> dict[str, Any]:
+        return {"frames": self.params.frames, "direction": self.params.direction}
+
+    def on_control(self, flow: http.HTTPFlow, to_client: bool, event: wsproto.events.Event) -> bool:
+        p = self.params
+        if p.direction != "both" and (p.direction == "to_client") != to_client:
+            return True
+        if isinstance(event, wsproto.events.Ping):
+            return p.frames == "pongs"
+        return p.frames == "pings"

@@ -1,0 +1,56 @@
+"""drop_message: the proxy swallows WebSocket messages; TCP and every other frame carry on."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import Field
+
+from faultlab.faults import register
+from faultlab.faults.app import AppFault, AppParams
+from faultlab.faults.flows import Direction
+from faultlab.kinds import kind_matches
+
+if TYPE_CHECKING:
+    from mitmproxy import http, websocket
+
+    from faultlab.proxy.state import ProxyState
+
+
+def heading(direction: Direction, from_client: bool) -> bool:
+    """Whether a message from the client (or server) goes the fault's `direction`."""
+    return direction == "both" or (direction == "to_server") == from_client
+
+
+class DropMessageParams(AppParams):
+    """`direction`; `kind`: only Live API messages of this kind (e.g. toolCall); `count`: only
+    the next N matching messages (all while applied when absent)."""
+
+    direction: Direction = "both"
+    kind: str | None = None
+    count: int | None = Field(default=None, ge=1)
+
+
+@register
+class DropMessage(AppFault[DropMessageParams]):
+    """Drop data messages going the chosen way until reverted (or `count` are gone)."""
+
+    name: ClassVar[str] = "drop_message"
+    Params = DropMessageParams
+
+    def engage(self, proxy: ProxyState) -> dict[str, Any]:
+        self.dropped = 0
+        return {"direction": self.params.direction, "kind": self.params.kind}
+
+    def on_message(self, proxy: ProxyState, flow: http.HTTPFlow,
+                   message: websocket.WebSocketMessage) -> None:
+        from faultlab.proxy.livewire import describe
+
+        p = self.params
+        if not heading(p.direction, message.from_client) or (
+                p.count is not None and self.dropped >= p.count):
+            return
+        if p.kind and not kind_matches(describe(message.content).get("kind", ""), p.kind):
+            return
+        message.drop()  # type: ignore[no-untyped-call]
+        self.dropped += 1

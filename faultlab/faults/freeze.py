@@ -1,0 +1,68 @@
+"""freeze: the proxy stops relaying, while both TCP connections stay up and ACKed.
+
+`network` holds everything that arrives, bytes, pings, close frames and FINs alike: to both ends
+the path looks dead, and the server keeps the connection (as behind a frozen proxy in the field).
+`stall` holds data messages only and lets control frames through: the peer looks hung, not gone.
+What was held is delivered in order when the freeze is reverted (`restore`) or by `thaw`, which
+can also discard the data messages.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from faultlab.faults import register
+from faultlab.faults.app import AppFault, AppParams
+from faultlab.faults.drop_message import heading
+from faultlab.faults.flows import Direction
+
+if TYPE_CHECKING:
+    import wsproto.events
+    from mitmproxy import http, websocket
+
+    from faultlab.proxy.state import ProxyState
+
+
+class FreezeParams(AppParams):
+    """`mode`: network or stall; `direction`: which way is frozen."""
+
+    mode: Literal["network", "stall"] = "network"
+    direction: Direction = "both"
+
+
+@register
+class Freeze(AppFault[FreezeParams]):
+    """Hold every data message going the chosen way (and, in network mode, every control frame)."""
+
+    name: ClassVar[str] = "freeze"
+    Params = FreezeParams
+
+    def engage(self, proxy: ProxyState) -> dict[str, Any]:
+        self.held: list[tuple[http.HTTPFlow, bool, bytes, bool]] = []
+        self.discard = False
+        return {"mode": self.params.mode, "direction": self.params.direction}
+
+    def on_message(self, proxy: ProxyState, flow: http.HTTPFlow,
+                   message: websocket.WebSocketMessage) -> None:
+        if heading(self.params.direction, message.from_client):
+            message.drop()  # type: ignore[no-untyped-call]
+            self.held.append((flow, message.from_client, message.content, message.is_text))
+
+    def on_control(self, flow: http.HTTPFlow, to_client: bool, event: wsproto.events.Event) -> bool:
+        # Control frames already parsed when the freeze began (same TCP read) are lost, not held.
+        return self.params.mode == "stall" or not heading(self.params.direction, not to_client)
+
+    def holds_events(self, flow: http.HTTPFlow, from_client: bool) -> bool:
+        return self.params.mode == "network" and heading(self.params.direction, from_client)
+
+    def disengage(self, proxy: ProxyState) -> None:
+        from faultlab.proxy import internals
+
+        held, self.held = self.held, []
+        if not self.discard:
+            for flow, from_client, content, is_text in held:
+                if flow.live:
+                    proxy.server.inject_websocket(flow, not from_client, content, is_text)
+        if self.params.mode == "network":
+            for flow in proxy.select(self.params.connection):
+                internals.wake(proxy.server, flow, self.discard)

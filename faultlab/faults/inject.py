@@ -1,0 +1,37 @@
+"""inject: the proxy sends a message of its own to the client or the server."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from faultlab.faults import register
+from faultlab.faults.app import AppFault, AppParams
+
+if TYPE_CHECKING:
+    from faultlab.proxy.state import ProxyState
+
+
+class InjectParams(AppParams):
+    """`to`: client (as if from the server) or server (as if from the client); `message`: text,
+    or a mapping sent as JSON."""
+
+    to: Literal["client", "server"]
+    message: str | dict[str, Any]
+
+
+@register
+class Inject(AppFault[InjectParams]):
+    """Send one text message into the chosen flows."""
+
+    name: ClassVar[str] = "inject"
+    Params = InjectParams
+    reversible: ClassVar[bool] = False
+
+    def engage(self, proxy: ProxyState) -> dict[str, Any]:
+        p = self.params
+        text = p.message if isinstance(p.message, str) else json.dumps(p.message)
+        flows = proxy.select(p.connection)
+        for flow in flows:
+            proxy.server.inject_websocket(flow, p.to == "client", text.encode(), True)
+        return {"to": p.to, "flows": len(flows), "bytes": len(text.encode())}
