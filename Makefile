@@ -40,6 +40,7 @@ lint: install
 
 bench: install
 	$(BIN)/python bench/bench.py
+	$(BIN)/python bench/proxy_bench.py
 
 clean:
 	rm -rf $(VENV) runs .mypy_cache .ruff_cache .pytest_cache

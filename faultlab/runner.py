@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
-import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AsyncExitStack
@@ -23,19 +20,17 @@ from faultlab.errors import FaultlabError, LabError
 from faultlab.events import Event, EventBus, EventFileTail, RunClock
 from faultlab.expect import Outcome, RunFacts, evaluate
 from faultlab.faults import FAULTS, Fault
-from faultlab.faults.iptables import redirect
 from faultlab.lab.netns import Addressing, NetnsLab
-from faultlab.lab.process import LabProcess
+from faultlab.lab.process import LabProcess, listening
 from faultlab.peers import builtin_command
 from faultlab.profile import EmulatorTarget, Profile, Program, Step
 from faultlab.proxy.control import ProxyControl
+from faultlab.proxy.launch import launch_proxy
 from faultlab.report.summary import write_summary
 from faultlab.timeline import Due, Timeline
 from faultlab.tls import LabCA
 
 TAIL_POLL_S = 0.01
-PROXY_PORT = 8080
-PROXY_READY_S = 15.0
 TARGET_POLL_S = 0.02
 EXIT_OK, EXIT_EXPECTATION, EXIT_LAB = 0, 1, 3
 # Names the client resolves to an emulator target, so the SDK's default endpoints reach it.
@@ -139,17 +134,6 @@ class FaultRuntime:
 def program_argv(program: Program) -> list[str]:
     base = list(program.command) if program.command else builtin_command(program.builtin or "")
     return base + list(program.args)
-
-
-def _listening(pid: int, port: int) -> bool:
-    """Whether the network namespace of `pid` has a TCP socket listening on `port`."""
-    for table in ("tcp", "tcp6"):
-        with contextlib.suppress(OSError):
-            for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
-                cols = line.split()
-                if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
-                    return True
-    return False
 
 
 def make_run_dir(runs_dir: Path, name: str, started: datetime) -> Path:
@@ -307,38 +291,14 @@ class Run:
                 "match": step.when.frame.model_dump(mode="json", by_alias=True)}
 
     async def _start_proxy(self, lab: NetnsLab, stack: AsyncExitStack) -> ProxyControl:
-        """mitmproxy in the router, fed the client's connections to the target by a REDIRECT."""
-        p = self.profile
-        if p.target is None:
+        if self.profile.target is None:
             raise LabError("a proxy needs a target to stand in front of")
-        await redirect(lab.router, lab.client_link, p.target.listen_port, PROXY_PORT)
         events_file = self.run_dir / "proxy.events.jsonl"
         events_file.touch()
         self._tails.append(EventFileTail(events_file, "proxy"))
-        # A unix socket path is limited to 108 bytes: the run folder may be deeper than that.
-        sock_dir = Path(tempfile.mkdtemp(prefix="faultlab-"))
-        stack.callback(shutil.rmtree, sock_dir, True)
-        control_path = sock_dir / "proxy.sock"
-        argv = [sys.executable, "-m", "faultlab.proxy", "--port", str(PROXY_PORT), "--confdir",
-                str(self._ca().mitmproxy_confdir(self.run_dir / "mitmproxy")),
-                "--control", str(control_path)]
-        if p.target.emulator is not None:
-            argv += ["--upstream-ca", str(self._ca().cert_path)]
-        env = dict(os.environ, FAULTLAB_EVENTS=str(events_file),
-                   MITMPROXY_SSLKEYLOGFILE=str(self.run_dir / "keys.log"))
-        proxy = await LabProcess.start("proxy", lab.router, argv, env, None,
-                                       self.run_dir / "proxy.log", self.bus)
-        stack.push_async_callback(proxy.stop)
-        deadline = self.clock.now() + PROXY_READY_S
-        while not _listening(proxy.proc.pid, PROXY_PORT):
-            if not proxy.alive or self.clock.now() > deadline:
-                raise LabError(f"the proxy did not start; see {self.run_dir / 'proxy.log'}")
-            await asyncio.sleep(TARGET_POLL_S)
-        control = ProxyControl(control_path)
-        await control.connect(PROXY_READY_S)
-        stack.push_async_callback(control.close)
-        self.bus.emit("faultlab", "proxy.ready", port=PROXY_PORT)
-        return control
+        return await launch_proxy(
+            lab, self.profile.target.listen_port, self._ca(), self.run_dir, events_file, self.bus,
+            stack, verify_with_lab_ca=self.profile.target.emulator is not None)
 
     def _emulator_argv(self, emulator: EmulatorTarget, lab: NetnsLab, port: int) -> list[str]:
         argv = [sys.executable, "-m", "faultlab", "emulator", "serve", "--host",
@@ -367,7 +327,7 @@ class Run:
 
     async def _wait_target_ready(self, target: LabProcess, port: int, timeout_s: float) -> None:
         deadline = self.clock.now() + timeout_s
-        while not _listening(target.proc.pid, port):
+        while not listening(target.proc.pid, port):
             if not target.alive:
                 raise LabError(f"the target exited with code {target.returncode} before "
                                f"listening on port {port}; see {self.run_dir / 'target.log'}")

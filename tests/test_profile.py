@@ -151,3 +151,17 @@ def test_emulator_target_defaults_and_checks() -> None:
     assert line.startswith("p.yaml:3: target.emulator: overrides.bogus: unknown field")
     (line,) = problems("name: e\ntarget: {builtin: ws-echo-server}\nclient: {command: [a]}\n")
     assert "target: 'port' is required" in line
+
+
+def test_frame_triggers_before_or_by_content_need_an_app_fault() -> None:
+    """`forward: before` and content matches are the proxy's: a packet fault cannot use them."""
+    text = ("name: f\nclient: {command: [a]}\ntarget: {builtin: ws-echo-server, port: 1}\n"
+            "timeline:\n  - when: {frame: {kind: toolCall, forward: before}}\n"
+            "    do: {fault: drop}\n")
+    (line,) = problems(text)
+    assert "timeline[0].when.frame: 'forward: before'" in line
+    ok = parse_profile(text.replace("fault: drop", "fault: freeze"))
+    assert ok.timeline[0].when.frame is not None and ok.timeline[0].when.frame.forward == "before"
+    (bad,) = problems(text.replace("forward: before", "regex: {tool_call.id: '('}").replace(
+        "fault: drop", "fault: freeze"))
+    assert "bad regular expression" in bad

@@ -56,3 +56,22 @@ def test_each_step_fires_once() -> None:
     ev = Event(3.0, "client", "client.connected", {"attempt": 2})
     assert len(t.observe(ev)) == 1
     assert t.observe(ev) == []
+
+
+FRAMES = """\
+name: f
+client: {command: [sleep, "1"]}
+timeline:
+  - {id: on-call, when: {frame: {from: server, kind: toolCall, nth: 2}}, after: 1s, do: {fault: drop}}
+"""
+
+
+def test_frame_trigger_follows_the_frame_log_of_proxy_or_emulator() -> None:
+    """A packet fault on a frame fires on the n-th matching frame event, from either log."""
+    t = Timeline(parse_profile(FRAMES).timeline)
+    assert t.observe(Event(1.0, "proxy", "proxy.frame", {"dir": "client->server",
+                                                         "kind": "tool_call"})) == []
+    assert t.observe(Event(1.1, "proxy", "proxy.frame", {"dir": "server->client",
+                                                         "kind": "tool_call"})) == []
+    (due,) = t.observe(Event(2.0, "target", "emulator.frame", {"dir": "out", "kind": "tool_call"}))
+    assert due.step.id == "on-call" and due.t == 3.0

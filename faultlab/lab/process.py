@@ -53,6 +53,18 @@ async def terminate(proc: asyncio.subprocess.Process, grace_s: float) -> int:
         return await proc.wait()
 
 
+def listening(pid: int, port: int) -> bool:
+    """Whether the network namespace of `pid` has a TCP socket listening on `port`."""
+    for table in ("tcp", "tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+                cols = line.split()
+                if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                    return True
+    return False
+
+
+
 class LabProcess:
     """The client or the target: started in its namespace, its exit put on the event bus."""
 

@@ -61,7 +61,8 @@ def test_silent_loss_demo(tmp_path: Path) -> None:
     assert "server->client" in text.stdout and "longest silence" in text.stdout
 
 
-@pytest.mark.parametrize("name", ["silent-loss-restore", "reset", "cable-pull"])
+@pytest.mark.parametrize("name", ["silent-loss-restore", "reset", "cable-pull", "app-freeze",
+                                  "clean-close", "drop-pongs", "slow-server"])
 def test_shipped_profiles_pass(tmp_path: Path, name: str) -> None:
     """Each shipped profile's expectations hold."""
     done = faultlab("run", "-q", "--runs-dir", str(tmp_path), str(PROFILES / f"{name}.yaml"))
