@@ -1,4 +1,4 @@
-"""faultlab's own WebSocket peers, for trying faults before any real client or emulator exists."""
+"""faultlab's own programs a profile can name as `builtin`: WebSocket peers and Live API clients."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 BUILTINS: dict[str, str] = {
     "ws-echo-server": "faultlab.peers.ws_server",
     "ws-client": "faultlab.peers.ws_client",
+    "live-probe": "faultlab.clients.probe",
 }
 
 

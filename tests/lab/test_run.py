@@ -62,7 +62,8 @@ def test_silent_loss_demo(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("name", ["silent-loss-restore", "reset", "cable-pull", "app-freeze",
-                                  "clean-close", "drop-pongs", "slow-server"])
+                                  "clean-close", "drop-pongs", "slow-server",
+                                  "abort-on-toolcall"])
 def test_shipped_profiles_pass(tmp_path: Path, name: str) -> None:
     """Each shipped profile's expectations hold."""
     done = faultlab("run", "-q", "--runs-dir", str(tmp_path), str(PROFILES / f"{name}.yaml"))

@@ -1,0 +1,1 @@
+"""Reference clients on the official google-genai SDK."""
