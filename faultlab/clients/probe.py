@@ -31,7 +31,7 @@ async def probe(args: argparse.Namespace, events: EventWriter) -> int:
     from google import genai
     from google.genai import errors, types
 
-    tools = [types.Tool(function_declarations=[types.FunctionDeclaration(
+    tools: list[Any] = [types.Tool(function_declarations=[types.FunctionDeclaration(
         name=name, behavior=types.Behavior.NON_BLOCKING,
         parameters=types.Schema(type=types.Type.OBJECT,
                                 properties={"slot": types.Schema(type=types.Type.STRING)}))])
