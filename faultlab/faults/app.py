@@ -8,7 +8,7 @@ each message (`on_message`) and each control frame (`on_control`) of the flows i
 from __future__ import annotations
 
 from abc import abstractmethod
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
 
@@ -21,9 +21,6 @@ if TYPE_CHECKING:
     from wsproto.events import Event as WsEvent
 
     from faultlab.proxy.state import ProxyState
-
-Side = Literal["client", "server", "both"]
-
 
 class AppParams(FaultParams):
     """`connection`: which WebSocket flow, in the order the proxy saw them (`first`, `latest`,

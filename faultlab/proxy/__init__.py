@@ -1,1 +1,1 @@
-"""mitmproxy embedded in the router namespace: the frame log (and, later, app-level faults)."""
+"""mitmproxy embedded in the router namespace: the frame log and the app-level faults."""
