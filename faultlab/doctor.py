@@ -54,6 +54,16 @@ def diagnose() -> list[Check]:
         checks.append(Check("pyroute2", True, getattr(pyroute2, "__version__", "installed")))
     except ImportError:
         checks.append(Check("pyroute2", False, "missing", "make install"))
+    try:
+        import mitmproxy.version
+
+        checks.append(Check("mitmproxy", True, mitmproxy.version.VERSION))
+    except ImportError:
+        checks.append(Check("mitmproxy", False, "missing: no app-level faults", "make install"))
+    espeak = shutil.which("espeak-ng")
+    checks.append(Check("espeak-ng", espeak is not None,
+                        "emulator speech" if espeak else "missing: the emulator speaks a tone",
+                        "apt-get install espeak-ng", optional=True))
     docker = shutil.which("docker")
     daemon = os.path.exists("/var/run/docker.sock")
     checks.append(Check("docker", bool(docker and daemon),

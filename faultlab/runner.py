@@ -262,6 +262,7 @@ class Run:
                     env.update(self._emulator_client_env(port))
                 else:
                     argv = self._emulator_argv(p.target.emulator, lab, port)
+                    env["SSLKEYLOGFILE"] = str(self.run_dir / "emulator-keys.log")
         env.update(program.env)
         ns = lab.client if role == "client" else lab.server
         hosts = None

@@ -124,6 +124,9 @@ class LabCA:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
         ctx.load_cert_chain(cert, key)
+        if keylog := os.environ.get("SSLKEYLOGFILE"):
+            # Session keys for Wireshark/tshark, as Python's default contexts would write them.
+            ctx.keylog_filename = keylog
         return ctx
 
     def mitmproxy_confdir(self, confdir: Path) -> Path:
