@@ -8,7 +8,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-from faultlab.lab.netns import NETNS_PREFIX, ROOT_NETNS_DIR
+from faultlab.lab.netns import leftover_namespaces
 from faultlab.lab.privilege import in_user_namespace, userns_available
 
 SBIN_PATH = "/usr/sbin:/sbin:/usr/bin:/bin"
@@ -71,8 +71,7 @@ def diagnose() -> list[Check]:
                         ("client only, no engine running" if docker else "missing"),
                         "apt-get install docker.io && dockerd & (only for the docker backend)",
                         optional=True))
-    left = ([n for n in os.listdir(ROOT_NETNS_DIR) if n.startswith(NETNS_PREFIX)]
-            if ROOT_NETNS_DIR.is_dir() else [])
+    left = leftover_namespaces()
     checks.append(Check("leftovers", not left,
                         f"{len(left)} faultlab namespace(s) present" if left else "none",
                         "faultlab lab gc", optional=True))

@@ -10,33 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import signal
 import time
 from pathlib import Path
 
 from faultlab.errors import PrivilegeError
 from faultlab.lab.namespace import remove_namespace
-from faultlab.lab.netns import (
-    LEASE_DIR,
-    NETNS_PREFIX,
-    ROOT_NETNS_DIR,
-    lease_path,
-    process_start_time,
-)
+from faultlab.lab.netns import LAB_NAME, LEASE_DIR, ROOT_NETNS_DIR, lab_owner, lease_path
 from faultlab.lab.privilege import in_user_namespace
-
-_NAME = re.compile(rf"^{re.escape(NETNS_PREFIX)}(\d+)-(client|router|server)$")
-
-
-def _owner_alive(slot: int) -> int | None:
-    """The pid of the live process that holds this slot's lease, if any."""
-    try:
-        pid_text, started = lease_path(slot).read_text().split()
-        pid = int(pid_text)
-        return pid if process_start_time(pid) == int(started) else None
-    except (OSError, ValueError):
-        return None
 
 
 def _pids_in(inodes: dict[tuple[int, int], str]) -> dict[int, str]:
@@ -61,11 +42,11 @@ def collect() -> list[str]:
     slots: set[int] = set()
     names = sorted(os.listdir(ROOT_NETNS_DIR)) if ROOT_NETNS_DIR.is_dir() else []
     for name in names:
-        match = _NAME.match(name)
+        match = LAB_NAME.match(name)
         if match is None:
             continue
         slot = int(match.group(1))
-        owner = _owner_alive(slot)
+        owner = lab_owner(slot)
         if owner is not None:
             if slot not in slots:
                 report.append(f"spared lab {slot}: run {owner} is alive")
@@ -86,12 +67,12 @@ def collect() -> list[str]:
     for name in sorted(leftovers.values()):
         remove_namespace(ROOT_NETNS_DIR / name)
         report.append(f"removed namespace {name}")
-        match = _NAME.match(name)
+        match = LAB_NAME.match(name)
         if match is not None:
             lease_path(int(match.group(1))).unlink(missing_ok=True)
     if LEASE_DIR.is_dir():
         for lease in LEASE_DIR.glob("lab-*.pid"):
             slot = int(lease.stem.removeprefix("lab-"))
-            if slot not in slots and _owner_alive(slot) is None:
+            if slot not in slots and lab_owner(slot) is None:
                 lease.unlink(missing_ok=True)
     return report

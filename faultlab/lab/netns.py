@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import os
 import random
+import re
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -36,6 +37,7 @@ LEASE_DIR = Path("/run/faultlab")
 ADDRESS_POOL = IPv4Network("198.18.0.0/15")
 SLOTS = ADDRESS_POOL.num_addresses // 8
 ROLES = ("router", "client", "server")
+LAB_NAME = re.compile(rf"^{re.escape(NETNS_PREFIX)}(\d+)-(client|router|server)$")
 
 
 @dataclass(frozen=True)
@@ -197,6 +199,28 @@ class NetnsLab:
 
 def lease_path(slot: int) -> Path:
     return LEASE_DIR / f"lab-{slot}.pid"
+
+
+def lab_owner(slot: int) -> int | None:
+    """The pid of the live process that holds this slot's lease, if any."""
+    try:
+        pid_text, started = lease_path(slot).read_text().split()
+        pid = int(pid_text)
+        return pid if process_start_time(pid) == int(started) else None
+    except (OSError, ValueError):
+        return None
+
+
+def leftover_namespaces() -> list[str]:
+    """faultlab's namespaces on this host whose run is gone."""
+    if not ROOT_NETNS_DIR.is_dir():
+        return []
+    out = []
+    for name in sorted(os.listdir(ROOT_NETNS_DIR)):
+        match = LAB_NAME.match(name)
+        if match is not None and lab_owner(int(match.group(1))) is None:
+            out.append(name)
+    return out
 
 
 def process_start_time(pid: int) -> int:
