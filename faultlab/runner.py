@@ -185,7 +185,9 @@ class Run:
             for task in self._tasks:
                 task.cancel()
             self.result.duration_s = self.clock.now()
-            self.result.unfired = [s.id for s in self.timeline.waiting]
+            applied = {e.fields.get("step") for e in self.bus.events if e.name == "fault.applied"}
+            self.result.unfired = [s.id for s in self.timeline.waiting] + [
+                s.id for s in p.timeline if self._in_proxy(s) and s.id not in applied]
             self.result.events = list(self.bus.events)
             facts = RunFacts(self.result.observed, self.result.exit_codes, self._alive_at_end)
             if self.result.error is None:
