@@ -357,6 +357,11 @@ class Run:
         task.add_done_callback(self._tasks.discard)
 
     def _on_event(self, event: Event, faults: FaultRuntime) -> None:
+        if event.name == "fault.failed" and event.source == "proxy":
+            # A fault the proxy fired on a frame could not be applied: the lab failed.
+            self.result.error = (f"step {event.fields.get('step')} ({event.fields.get('fault')}):"
+                                 f" {event.fields.get('error')}")
+            self._failed.set()
         for due in self.timeline.observe(event):
             self._schedule(due, faults)
 
