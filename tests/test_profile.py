@@ -136,7 +136,8 @@ def test_shipped_profiles_validate() -> None:
     paths = profile_paths([PROFILES])
     assert len(paths) >= 4
     for path in paths:
-        assert load_profile(path).name == path.stem
+        name = load_profile(path).name
+        assert name in (path.stem, f"{path.parent.name}-{path.stem}")
 
 
 def test_emulator_target_defaults_and_checks() -> None:

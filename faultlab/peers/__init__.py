@@ -9,6 +9,7 @@ BUILTINS: dict[str, str] = {
     "ws-echo-server": "faultlab.peers.ws_server",
     "ws-client": "faultlab.peers.ws_client",
     "live-probe": "faultlab.clients.probe",
+    "naive": "faultlab.clients.naive",
 }
 
 
