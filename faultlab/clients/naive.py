@@ -4,8 +4,9 @@ It asks for the booking, hands each tool call to the booking backend, and answer
 its id, on whatever connection is up) when the backend commits. It notices a dead path with its
 own pings (every `--ping-interval`, lost after `--lost-after` unanswered) or the SDK's error,
 then resumes with the last handle: first after `--first-resume`, then `--retry-after` after each
-refusal, until one works or `--give-up-after` has passed. Later it asks `--ask` and logs the
-answer. It never opens a new session: when resuming fails, the user is never told.
+refusal, until one works or `--give-up-after` has passed. Later it asks `--ask`, logs every
+answer, and leaves once the model has been quiet for `--quiet`. It never opens a new session:
+when resuming fails, the user is never told.
 
 Events: client.connected, client.tool_call, client.tool_response, client.lost (with why),
 resume.attempt / resume.refused (code, latency_ms) / resume.ok (latency_ms) / resume.gave_up,
@@ -50,6 +51,7 @@ class NaiveClient:
         self._tasks: list[asyncio.Task[None]] = []
         self._answer: list[str] = []
         self._responders: set[asyncio.Task[None]] = set()
+        self._last_message = time.monotonic()
 
     def _config(self, handle: str | None) -> Any:
         from google.genai import types
@@ -103,6 +105,7 @@ class NaiveClient:
             await self._drop(type(exc).__name__)
 
     def _on_message(self, message: Any) -> None:
+        self._last_message = time.monotonic()
         update = message.session_resumption_update
         if update and update.new_handle:
             self.handle = update.new_handle
@@ -208,7 +211,10 @@ class NaiveClient:
                             turn_complete=True)
                         asked = True
                 continue
-            if asked and self.answered.is_set():
+            if (asked and self.answered.is_set()
+                    and time.monotonic() - self._last_message > self.args.quiet):
+                # Answered, and nothing more is coming: the model may speak twice (the tool's
+                # result, then the answer) when both waited behind a frozen path.
                 if self._stack is not None:
                     with contextlib.suppress(Exception):
                         await asyncio.wait_for(self._stack.aclose(), 2.0)
@@ -233,6 +239,8 @@ def cli() -> None:
     p.add_argument("--give-up-after", type=parse_duration, default=60.0)
     p.add_argument("--ping-interval", type=parse_duration, default=0.5)
     p.add_argument("--lost-after", type=parse_duration, default=2.0)
+    p.add_argument("--quiet", type=parse_duration, default=1.5,
+                   help="after the answer, leave once nothing has come for this long")
     p.add_argument("--duration", type=parse_duration, default=60.0)
     p.add_argument("--model", default="gemini-3.8-live")
     events = EventWriter()
