@@ -167,13 +167,13 @@ class NaiveClient:
             self.events.emit("resume.attempt", n=attempt,
                              since_loss_s=round(started - lost_at, 3))
             try:
-                await self._open(self.handle)
+                await asyncio.wait_for(self._open(self.handle), self.args.connect_timeout)
             except errors.APIError as exc:
                 self.events.emit("resume.refused", n=attempt, code=exc.code,
                                  latency_ms=round((time.monotonic() - started) * 1000, 1))
                 await asyncio.sleep(self.args.retry_after)
                 continue
-            except OSError as exc:
+            except (OSError, TimeoutError) as exc:
                 self.events.emit("resume.refused", n=attempt, code=None, error=type(exc).__name__,
                                  latency_ms=round((time.monotonic() - started) * 1000, 1))
                 await asyncio.sleep(self.args.retry_after)
@@ -237,6 +237,8 @@ def cli() -> None:
     p.add_argument("--first-resume", type=parse_duration, default=0.0)
     p.add_argument("--retry-after", type=parse_duration, default=1.0)
     p.add_argument("--give-up-after", type=parse_duration, default=60.0)
+    p.add_argument("--connect-timeout", type=parse_duration, default=5.0,
+                   help="a resume attempt that has not connected by then counts as refused")
     p.add_argument("--ping-interval", type=parse_duration, default=0.5)
     p.add_argument("--lost-after", type=parse_duration, default=2.0)
     p.add_argument("--quiet", type=parse_duration, default=1.5,

@@ -34,7 +34,7 @@ class Abort(AppFault[AbortParams]):
 
         legs = self.params.legs
         reset = []
-        for flow in proxy.select(self.params.connection):
+        for flow in self.chosen:
             reset += internals.abort(proxy.server, flow, legs in ("both", "client"),
                                      legs in ("both", "server"))
         return {"legs": legs, "reset": reset}

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 
 class AppParams(FaultParams):
     """`connection`: which WebSocket flow, in the order the proxy saw them (`first`, `latest`,
-    k); all live flows when absent."""
+    k); all flows live when the fault is applied when absent (connections made later, such as a
+    client's resume, are not hurt)."""
 
     connection: ConnectionChoice | None = Field(default=None)
 
@@ -66,6 +67,8 @@ class AppFault[P: AppParams](Fault[P]):
         whole, unseen even by the message hooks."""
         return False
 
+    chosen: list[http.HTTPFlow]
+
     def hits(self, proxy: ProxyState, flow: http.HTTPFlow) -> bool:
-        """Whether this fault's `connection` chose `flow`."""
-        return flow in proxy.select(self.params.connection)
+        """Whether `flow` is one this fault chose when it was applied."""
+        return flow in self.chosen

@@ -41,7 +41,7 @@ class Close(AppFault[CloseParams]):
         from faultlab.proxy import internals
 
         p = self.params
-        flows = proxy.select(p.connection)
+        flows = self.chosen
         for flow in flows:
             internals.inject_close(proxy.server, flow, p.code, p.reason,
                                    p.to in ("client", "both"), p.to in ("server", "both"))

@@ -64,5 +64,5 @@ class Freeze(AppFault[FreezeParams]):
                 if flow.live:
                     proxy.server.inject_websocket(flow, not from_client, content, is_text)
         if self.params.mode == "network":
-            for flow in proxy.select(self.params.connection):
+            for flow in self.chosen:
                 internals.wake(proxy.server, flow, self.discard)

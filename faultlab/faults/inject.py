@@ -31,7 +31,7 @@ class Inject(AppFault[InjectParams]):
     def engage(self, proxy: ProxyState) -> dict[str, Any]:
         p = self.params
         text = p.message if isinstance(p.message, str) else json.dumps(p.message)
-        flows = proxy.select(p.connection)
+        flows = self.chosen
         for flow in flows:
             proxy.server.inject_websocket(flow, p.to == "client", text.encode(), True)
         return {"to": p.to, "flows": len(flows), "bytes": len(text.encode())}

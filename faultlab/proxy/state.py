@@ -104,6 +104,7 @@ class ProxyState:
         fault = cls(step, cls.Params.model_validate(params))
         if not isinstance(fault, AppFault):
             raise ValueError(f"{name} is not an app-level fault")
+        fault.chosen = self.select(fault.params.connection)
         details = fault.engage(self)
         if fault.reversible:
             self.active[step] = fault
