@@ -48,6 +48,7 @@ timeout: 30s
 """
     result = run_profile(text, runs_dir)
     assert result.exit_code == 0, failed(result) + (result.run_dir / "proxy.log").read_text()
-    update = next(e for e in result.observed if e.fields.get("kind") == "session_resumption_update")
+    update = next(e for e in result.observed if e.name == "proxy.frame"
+                  and e.fields.get("kind") == "session_resumption_update")
     assert str(update.fields["handle"]).startswith("<redacted len=36")
     assert (result.run_dir / "keys.log").stat().st_size > 0
