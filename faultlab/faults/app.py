@@ -14,13 +14,18 @@ from pydantic import Field
 
 from faultlab.errors import MechanismError
 from faultlab.faults.base import Fault, FaultContext, FaultParams, Layer
-from faultlab.faults.flows import ConnectionChoice
+from faultlab.faults.flows import ConnectionChoice, Direction
 
 if TYPE_CHECKING:
     from mitmproxy import http, websocket
     from wsproto.events import Event as WsEvent
 
     from faultlab.proxy.state import ProxyState
+
+def heading(direction: Direction, from_client: bool) -> bool:
+    """Whether a message from the client (or the server) goes the fault's `direction`."""
+    return direction == "both" or (direction == "to_server") == from_client
+
 
 class AppParams(FaultParams):
     """`connection`: which WebSocket flow, in the order the proxy saw them (`first`, `latest`,

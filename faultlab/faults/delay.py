@@ -7,8 +7,7 @@ import random
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from faultlab.faults import register
-from faultlab.faults.app import AppFault, AppParams
-from faultlab.faults.drop_message import heading
+from faultlab.faults.app import AppFault, AppParams, heading
 from faultlab.faults.flows import Direction
 from faultlab.model import Duration
 

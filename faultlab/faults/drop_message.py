@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import Field
 
 from faultlab.faults import register
-from faultlab.faults.app import AppFault, AppParams
+from faultlab.faults.app import AppFault, AppParams, heading
 from faultlab.faults.flows import Direction
 from faultlab.kinds import kind_matches
 
@@ -15,11 +15,6 @@ if TYPE_CHECKING:
     from mitmproxy import http, websocket
 
     from faultlab.proxy.state import ProxyState
-
-
-def heading(direction: Direction, from_client: bool) -> bool:
-    """Whether a message from the client (or server) goes the fault's `direction`."""
-    return direction == "both" or (direction == "to_server") == from_client
 
 
 class DropMessageParams(AppParams):

@@ -12,8 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from faultlab.faults import register
-from faultlab.faults.app import AppFault, AppParams
-from faultlab.faults.drop_message import heading
+from faultlab.faults.app import AppFault, AppParams, heading
 from faultlab.faults.flows import Direction
 
 if TYPE_CHECKING:
@@ -32,7 +31,7 @@ class FreezeParams(AppParams):
 
 @register
 class Freeze(AppFault[FreezeParams]):
-    """Hold every data message going the chosen way (and, in network mode, every control frame)."""
+    """Hold what goes the chosen way: data messages (stall), or everything that arrives (network)."""
 
     name: ClassVar[str] = "freeze"
     Params = FreezeParams
