@@ -155,6 +155,11 @@ class NaiveClient:
                 await self._drop("pings unanswered")
                 return
 
+    async def _pause(self, lost_at: float) -> None:
+        """Wait before the next attempt, but not past the point of giving up."""
+        left = self.args.give_up_after - (time.monotonic() - lost_at)
+        await asyncio.sleep(max(0.0, min(self.args.retry_after, left)))
+
     async def _resume(self) -> bool:
         from google.genai import errors
 
@@ -171,12 +176,12 @@ class NaiveClient:
             except errors.APIError as exc:
                 self.events.emit("resume.refused", n=attempt, code=exc.code,
                                  latency_ms=round((time.monotonic() - started) * 1000, 1))
-                await asyncio.sleep(self.args.retry_after)
+                await self._pause(lost_at)
                 continue
             except (OSError, TimeoutError) as exc:
                 self.events.emit("resume.refused", n=attempt, code=None, error=type(exc).__name__,
                                  latency_ms=round((time.monotonic() - started) * 1000, 1))
-                await asyncio.sleep(self.args.retry_after)
+                await self._pause(lost_at)
                 continue
             self.events.emit("resume.ok", n=attempt,
                              latency_ms=round((time.monotonic() - started) * 1000, 1),
@@ -223,9 +228,8 @@ class NaiveClient:
         return 0 if self.answered.is_set() else 3
 
 
-def cli() -> None:
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of the naive client (and of the clients built on it)."""
     p.add_argument("--say", default="Book me the 3pm slot tomorrow, please.")
     p.add_argument("--ask", default="Did you book it?")
     p.add_argument("--ask-after", type=parse_duration, default=1.0,
@@ -245,6 +249,12 @@ def cli() -> None:
                    help="after the answer, leave once nothing has come for this long")
     p.add_argument("--duration", type=parse_duration, default=60.0)
     p.add_argument("--model", default="gemini-3.8-live")
+
+
+def cli() -> None:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(p)
     events = EventWriter()
     code = asyncio.run(NaiveClient(p.parse_args(), events).run())
     events.close()

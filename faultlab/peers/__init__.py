@@ -10,6 +10,7 @@ BUILTINS: dict[str, str] = {
     "ws-client": "faultlab.peers.ws_client",
     "live-probe": "faultlab.clients.probe",
     "naive": "faultlab.clients.naive",
+    "field-recovery": "faultlab.clients.recovery",
 }
 
 
