@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +14,12 @@ REPO = Path(__file__).resolve().parents[1]
 PROFILES = REPO / "profiles"
 # Multiply every timing tolerance by this on a slow machine.
 TIME_SCALE = float(os.environ.get("FAULTLAB_TEST_TIME_SCALE", "1"))
+
+
+def faultlab(*args: str, cwd: Path = REPO, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run the faultlab command as a user would."""
+    return subprocess.run([sys.executable, "-m", "faultlab", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=timeout, check=False)
 
 
 def slack(seconds: float) -> float:

@@ -1,15 +1,8 @@
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-from .conftest import REPO
+from .conftest import faultlab
 from .test_pcap import conversation
-
-
-def faultlab(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "faultlab", *args], capture_output=True,
-                          text=True, cwd=cwd, timeout=60, check=False)
 
 
 def test_validate_reports_file_line_field_and_exits_2(tmp_path: Path) -> None:

@@ -251,14 +251,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="gemini-3.8-live")
 
 
-def cli() -> None:
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(p)
+def main(client: type[NaiveClient], parser: argparse.ArgumentParser) -> None:
+    """Run a client built on this one with the parsed options; exit with its code."""
     events = EventWriter()
-    code = asyncio.run(NaiveClient(p.parse_args(), events).run())
+    code = asyncio.run(client(parser.parse_args(), events).run())
     events.close()
     sys.exit(code)
+
+
+def parser_for(doc: str | None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=doc,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    return parser
+
+
+def cli() -> None:
+    main(NaiveClient, parser_for(__doc__))
 
 
 if __name__ == "__main__":

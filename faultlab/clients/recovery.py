@@ -12,11 +12,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import sys
 import time
 
 from faultlab.clients.backend import Booking
-from faultlab.clients.naive import NaiveClient, add_arguments
+from faultlab.clients.naive import NaiveClient, main, parser_for
 from faultlab.events import EventWriter
 from faultlab.units import parse_duration
 
@@ -70,16 +69,11 @@ class RecoveryClient(NaiveClient):
 
 
 def cli() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(parser)
+    parser = parser_for(__doc__)
     parser.set_defaults(give_up_after=4.0)
     parser.add_argument("--window", dest="give_up_after", type=parse_duration,
                         help="how long to try resuming before a new session (default 4s)")
-    events = EventWriter()
-    code = asyncio.run(RecoveryClient(parser.parse_args(), events).run())
-    events.close()
-    sys.exit(code)
+    main(RecoveryClient, parser)
 
 
 if __name__ == "__main__":

@@ -60,8 +60,9 @@ class AppFault[P: AppParams](Fault[P]):
         """Stop hurting (what `revert` and `restore` do)."""
 
     def on_message(self, proxy: ProxyState, flow: http.HTTPFlow,
-                   message: websocket.WebSocketMessage) -> None:
-        """A data message the proxy is about to relay; `message.drop()` keeps it from its peer."""
+                   message: websocket.WebSocketMessage, kind: str) -> None:
+        """A data message (of Live API `kind`, or "") the proxy is about to relay;
+        `message.drop()` keeps it from its peer."""
 
     def on_control(self, flow: http.HTTPFlow, to_client: bool, event: WsEvent) -> bool:
         """Whether a ping or pong may pass."""

@@ -39,7 +39,7 @@ class Delay(AppFault[DelayParams]):
                 "jitter_s": self.params.jitter}
 
     def on_message(self, proxy: ProxyState, flow: http.HTTPFlow,
-                   message: websocket.WebSocketMessage) -> None:
+                   message: websocket.WebSocketMessage, kind: str) -> None:
         p = self.params
         if message.injected or not heading(p.direction, message.from_client):
             return

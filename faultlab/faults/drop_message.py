@@ -38,14 +38,12 @@ class DropMessage(AppFault[DropMessageParams]):
         return {"direction": self.params.direction, "kind": self.params.kind}
 
     def on_message(self, proxy: ProxyState, flow: http.HTTPFlow,
-                   message: websocket.WebSocketMessage) -> None:
-        from faultlab.proxy.livewire import describe
-
+                   message: websocket.WebSocketMessage, kind: str) -> None:
         p = self.params
         if not heading(p.direction, message.from_client) or (
                 p.count is not None and self.dropped >= p.count):
             return
-        if p.kind and not kind_matches(describe(message.content).get("kind", ""), p.kind):
+        if p.kind and not kind_matches(kind, p.kind):
             return
         message.drop()  # type: ignore[no-untyped-call]
         self.dropped += 1

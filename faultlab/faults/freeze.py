@@ -42,7 +42,7 @@ class Freeze(AppFault[FreezeParams]):
         return {"mode": self.params.mode, "direction": self.params.direction}
 
     def on_message(self, proxy: ProxyState, flow: http.HTTPFlow,
-                   message: websocket.WebSocketMessage) -> None:
+                   message: websocket.WebSocketMessage, kind: str) -> None:
         if heading(self.params.direction, message.from_client):
             message.drop()  # type: ignore[no-untyped-call]
             self.held.append((flow, message.from_client, message.content, message.is_text))

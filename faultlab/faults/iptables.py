@@ -7,6 +7,7 @@ from the head of the hook chain, ahead of any stateful ACCEPT.
 
 from __future__ import annotations
 
+import functools
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -17,6 +18,7 @@ from faultlab.lab.namespace import Namespace
 SEARCH_PATH = "/usr/sbin:/sbin:/usr/bin:/bin"
 
 
+@functools.cache
 def _restore_binary() -> str:
     found = shutil.which("iptables-restore", path=SEARCH_PATH)
     if found is None:

@@ -120,10 +120,6 @@ def discarding(flow: http.HTTPFlow) -> bool:
     return flow.id in _discarding
 
 
-def held_events(flow: http.HTTPFlow) -> int:
-    return len(_held.get(flow.id, []))
-
-
 def wake(server: Proxyserver, flow: http.HTTPFlow, discard: bool) -> None:
     """Replay, in order, what holds kept back from `flow`."""
     from mitmproxy import websocket

@@ -129,7 +129,7 @@ class ProxyState:
                 self._fire(armed, kind)
         for fault in list(self.active.values()):
             if fault.hits(self, flow):
-                fault.on_message(self, flow, message)
+                fault.on_message(self, flow, message, kind)
 
     def _fire(self, armed: Armed, kind: str) -> None:
         trigger = f"on frame {kind}"

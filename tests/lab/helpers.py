@@ -5,14 +5,11 @@ from __future__ import annotations
 import asyncio
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 from faultlab.events import Event
 from faultlab.profile import parse_profile
 from faultlab.runner import Run, RunResult
-
-from ..conftest import REPO
 
 
 def run_profile(text: str, runs_dir: Path) -> RunResult:
@@ -45,11 +42,6 @@ def host_network_state() -> str:
         text = re.sub(r"\[\d+:\d+\]", "[]", text)
         parts.append(f"$ {' '.join(argv)}\n{text}")
     return "\n".join(parts)
-
-
-def faultlab(*args: str, cwd: Path = REPO, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "faultlab", *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=timeout, check=False)
 
 
 PEERS = """\

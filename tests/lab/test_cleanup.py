@@ -15,8 +15,8 @@ import pytest
 
 from faultlab.lab.netns import ROOT_NETNS_DIR, NetnsLab
 
-from ..conftest import PROFILES, REPO
-from .helpers import faultlab, host_network_state
+from ..conftest import PROFILES, REPO, faultlab
+from .helpers import host_network_state
 
 pytestmark = pytest.mark.lab
 

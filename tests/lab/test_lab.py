@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import socket
+import sys
 from pathlib import Path
 
 import pytest
@@ -61,7 +63,7 @@ def test_two_labs_at_once_have_distinct_names_and_subnets() -> None:
             assert a.slot != b.slot
             assert a.client.name != b.client.name
             assert not a.addressing.client_net.overlaps(b.addressing.client_net)
-            assert a.addressing.client_net.subnet_of(__import__("ipaddress").ip_network("198.18.0.0/15"))
+            assert a.addressing.client_net.subnet_of(ipaddress.ip_network("198.18.0.0/15"))
 
     asyncio.run(scenario())
 
@@ -110,7 +112,7 @@ hosts: [api.example.test]
 expect: [{{exit_code: 0}}]
 timeout: 10s
 """
-    text = text.replace("python3", __import__("sys").executable)
+    text = text.replace("python3", sys.executable)
     result = run_profile(text, runs_dir)
     assert result.exit_code == 0, failed(result)
     probe = first(result, "probe")
@@ -180,7 +182,7 @@ def test_emulator_target_serves_an_unmodified_sdk_client(runs_dir: Path) -> None
 name: emulated
 target: {{emulator: {{time_scale: 0.1}}}}
 client:
-  command: [{__import__("sys").executable}, {client}]
+  command: [{sys.executable}, {client}]
   env: {{GOOGLE_API_KEY: not-a-real-key}}
 expect:
   - {{exit_code: 0}}

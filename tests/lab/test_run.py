@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import PROFILES, slack
-from .helpers import faultlab
+from ..conftest import PROFILES, faultlab, slack
 
 pytestmark = pytest.mark.lab
 
