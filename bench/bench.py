@@ -62,7 +62,7 @@ async def bench_faults(n: int) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {s.fault: [] for s in steps}
     bus = EventBus(RunClock())
     async with NetnsLab() as lab:
-        runtime = FaultRuntime(lab, ConnectionTable(str(lab.server_address)), bus)
+        runtime = FaultRuntime(lab, ConnectionTable(str(lab.server_address)), bus, None, None, steps)
         for _ in range(n):
             for step in steps:
                 await runtime.apply(Due(step, 0.0, "bench"))

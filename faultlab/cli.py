@@ -188,15 +188,15 @@ def emulator() -> None:
               help="Factor on every server timer (0.1 replays ten times faster).")
 @click.option("--ca-dir", type=click.Path(path_type=Path), default=None,
               help="Folder of the lab CA (default: ~/.local/share/faultlab/ca).")
-@click.option("--utterances", type=click.Path(path_type=Path), default=None,
-              help="Folder of NAME.wav + NAME.txt: speech the emulator recognises.")
+@click.option("--utterances", type=click.Path(path_type=Path), multiple=True,
+              help="Folder of NAME.wav + NAME.txt: speech the emulator recognises (repeatable).")
 @click.option("--events", "events_path", type=click.Path(path_type=Path), default=None,
               help="JSONL file for the emulator's events (default: $FAULTLAB_EVENTS).")
 @click.option("--seed", type=int, default=None, help="Seed for the drawn delays.")
 @click.option("--set", "settings", multiple=True, metavar="FIELD=YAML",
               help="Change one personality field, e.g. --set connection_lifetime_s=600.")
 def serve(host: str, port: int, personality: str, time_scale: float, ca_dir: Path | None,
-          utterances: Path | None, events_path: Path | None, seed: int | None,
+          utterances: tuple[Path, ...], events_path: Path | None, seed: int | None,
           settings: tuple[str, ...]) -> None:
     """Serve the Live API on TLS; prints the environment an SDK client needs."""
     import yaml

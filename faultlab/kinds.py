@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from faultlab.events import Event
+
 
 def snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
@@ -18,3 +20,13 @@ def kind_matches(actual: str, wanted: str) -> bool:
     head, _, sub = want.partition(".")
     a_head, _, a_sub = actual.partition(".")
     return bool(sub) and head == a_head and sub in a_sub.split("+")
+
+
+def frame_sender(event: Event) -> str | None:
+    """Who sent the message a frame event logs ("client" or "server"): the proxy's and the
+    emulator's spellings; None for any other event."""
+    if event.name == "proxy.frame":
+        return "client" if event.fields.get("dir") == "client->server" else "server"
+    if event.name == "emulator.frame":
+        return "client" if event.fields.get("dir") == "in" else "server"
+    return None

@@ -212,6 +212,23 @@ class RawStep(Model):
         return value
 
 
+class Mic(Model):
+    """The client's virtual microphone (`FAULTLAB_MIC`): what the user says, spoken by espeak-ng
+    with `gap` of silence before each line; after the last, silence for `tail` then the end, or
+    (no `tail`) silence for as long as the client listens."""
+
+    utterances: list[str] = Field(min_length=1)
+    gap: Duration = 0.5
+    tail: Duration | None = None
+
+    @field_validator("utterances")
+    @classmethod
+    def _spoken(cls, lines: list[str]) -> list[str]:
+        if any(not line.strip() for line in lines):
+            raise ValueError("an utterance needs words")
+        return lines
+
+
 class Capture(Model):
     """What the capture on the router's client-side link keeps."""
 
@@ -228,6 +245,7 @@ class RawProfile(Model):
     hosts: list[str] = Field(default_factory=list)
     timeline: list[RawStep] = Field(default_factory=list)
     capture: Capture = Capture()
+    mic: Mic | None = None
     proxy: bool = False  # also started for any app-level step
     expect: list[dict[str, Any]] = Field(default_factory=list)
     timeout: Duration = 60.0
@@ -266,6 +284,7 @@ class Profile:
     hosts: tuple[str, ...]
     timeline: tuple[Step, ...]
     capture: Capture
+    mic: Mic | None
     proxy: bool
     expect: tuple[Expectation, ...]
     timeout: float
@@ -371,12 +390,18 @@ def parse_profile(text: str, source: str = "<profile>", path: Path | None = None
         _check_parts(data, problems)
         problems.fail()
     steps = _check_steps(raw.timeline, problems)
+    if raw.mic is None:
+        for i, step in enumerate(raw.timeline):
+            if step.do.get("fault") == "mic_stall":
+                problems.add(("timeline", i, "do", "fault"),
+                             "mic_stall needs the lab's microphone: give the profile a 'mic'")
     expectations = _check_expectations(raw.expect, problems)
     problems.raise_if_any()
     return Profile(
         path=path, name=raw.name, description=raw.description.strip(), network=raw.network,
         target=raw.target, client=raw.client, hosts=tuple(raw.hosts), timeline=tuple(steps),
-        capture=raw.capture, proxy=raw.proxy, expect=tuple(expectations), timeout=raw.timeout,
+        capture=raw.capture, mic=raw.mic, proxy=raw.proxy, expect=tuple(expectations),
+        timeout=raw.timeout,
         settle=raw.settle,
     )
 

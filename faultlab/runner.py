@@ -22,6 +22,7 @@ from faultlab.expect import Outcome, RunFacts, evaluate
 from faultlab.faults import FAULTS, Fault
 from faultlab.lab.netns import Addressing, NetnsLab
 from faultlab.lab.process import LabProcess, listening
+from faultlab.mic import VirtualMic, write_clips
 from faultlab.peers import builtin_command
 from faultlab.profile import EmulatorTarget, Profile, Program, Step
 from faultlab.proxy.control import ProxyControl
@@ -73,10 +74,11 @@ class FaultRuntime:
     """The faults a run has applied, and the context they are applied in."""
 
     def __init__(self, lab: NetnsLab, connections: ConnectionTable, bus: EventBus,
-                 proxy: ProxyControl | None, steps: Sequence[Step]) -> None:
+                 proxy: ProxyControl | None, mic: VirtualMic | None, steps: Sequence[Step]) -> None:
         self._lab = lab
         self._connections = connections
         self._proxy = proxy
+        self._mic = mic
         self.bus = bus
         self.active: dict[str, Fault[Any]] = {}
         self._steps = {s.id: s for s in steps}
@@ -85,6 +87,10 @@ class FaultRuntime:
     @property
     def proxy(self) -> ProxyControl | None:
         return self._proxy
+
+    @property
+    def mic(self) -> VirtualMic | None:
+        return self._mic
 
     def _adopt(self, event: Event) -> None:
         """A fault the proxy applied on its own (a content trigger) is reverted like the others."""
@@ -214,7 +220,8 @@ class Run:
                 lab.router, lab.client_link, pcap, p.capture.snaplen_bytes, self.bus,
                 lab.client_address, lab.server_address))
             proxy = await self._start_proxy(lab, stack) if self._needs_proxy() else None
-            faults = FaultRuntime(lab, capture.table, self.bus, proxy, p.timeline)
+            mic = await self._start_mic(stack) if p.mic is not None else None
+            faults = FaultRuntime(lab, capture.table, self.bus, proxy, mic, p.timeline)
             if proxy is not None:
                 await proxy.call("arm", steps=[self._armed(s) for s in p.timeline
                                                if self._in_proxy(s)])
@@ -265,6 +272,8 @@ class Run:
                 else:
                     argv = self._emulator_argv(p.target.emulator, lab, port)
                     env["SSLKEYLOGFILE"] = str(self.run_dir / "emulator-keys.log")
+        if role == "client" and p.mic is not None:
+            env["FAULTLAB_MIC"] = str(self._mic_path)
         env.update(program.env)
         ns = lab.client if role == "client" else lab.server
         hosts = None
@@ -290,7 +299,7 @@ class Run:
     def _armed(step: Step) -> dict[str, Any]:
         assert step.when.frame is not None
         return {"step": step.id, "fault": step.fault, "after_s": step.after,
-                "params": step.params.model_dump(mode="json"),
+                "params": step.params.model_dump(mode="json", by_alias=True),
                 "match": step.when.frame.model_dump(mode="json", by_alias=True)}
 
     async def _start_proxy(self, lab: NetnsLab, stack: AsyncExitStack) -> ProxyControl:
@@ -303,6 +312,24 @@ class Run:
             lab, self.profile.target.listen_port, self._ca(), self.run_dir, events_file, self.bus,
             stack, verify_with_lab_ca=self.profile.target.emulator is not None)
 
+    async def _start_mic(self, stack: AsyncExitStack) -> VirtualMic:
+        mic = self.profile.mic
+        assert mic is not None
+        clips = await asyncio.to_thread(write_clips, mic.utterances, self._speech_dir)
+        virtual = VirtualMic(mic.utterances, clips, mic.gap, mic.tail, self.bus)
+        await virtual.serve(self._mic_path)
+        stack.push_async_callback(virtual.close)
+        return virtual
+
+    @property
+    def _speech_dir(self) -> Path:
+        """The microphone's clips, also registered with an emulator target."""
+        return self.run_dir / "speech"
+
+    @property
+    def _mic_path(self) -> Path:
+        return self.run_dir.absolute() / "mic.sock"
+
     def _emulator_argv(self, emulator: EmulatorTarget, lab: NetnsLab, port: int) -> list[str]:
         argv = [sys.executable, "-m", "faultlab", "emulator", "serve", "--host",
                 str(lab.server_address), "--port", str(port), "--personality", emulator.personality,
@@ -310,6 +337,8 @@ class Run:
         if emulator.utterances is not None:
             base = self.profile.path.parent if self.profile.path else Path.cwd()
             argv += ["--utterances", str(base / emulator.utterances)]
+        if self.profile.mic is not None:
+            argv += ["--utterances", str(self._speech_dir)]
         if emulator.seed is not None:
             argv += ["--seed", str(emulator.seed)]
         for key, value in emulator.overrides.items():

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from faultlab.events import Event
-from faultlab.kinds import kind_matches
+from faultlab.kinds import frame_sender, kind_matches
 from faultlab.profile import Step
 
 # The events the runner emits when a step has fired; `when: {step: ID}` waits for this.
@@ -58,20 +58,11 @@ class Timeline:
         return out
 
 
-def _frame_sender(event: Event) -> str | None:
-    """Who sent the message a frame event logs: the proxy's and the emulator's spellings."""
-    if event.name == "proxy.frame":
-        return "client" if event.fields.get("dir") == "client->server" else "server"
-    if event.name == "emulator.frame":
-        return "client" if event.fields.get("dir") == "in" else "server"
-    return None
-
-
 def _triggers(step: Step, event: Event, counts: dict[str, int]) -> bool:
     when = step.when
     if when.frame is not None:
         frame = when.frame
-        sender = _frame_sender(event)
+        sender = frame_sender(event)
         if sender is None or frame.sender not in ("either", sender):
             return False
         k = event.fields.get("k", event.fields.get("conn"))

@@ -86,6 +86,8 @@ BOOK = re.compile(r"\bbook\b.*?\b(?P<hour>\d{1,2})\s*(?P<ampm>am|pm)\b(?:.*?\b(?
 ASK = re.compile(r"\b(did|have) you (book|booked)\b|\bis it booked\b", re.I)
 STATUS_DONE = re.compile(r"book_slot\b.*\b(committed|booked|confirmed|done)\b", re.I)
 STATUS_FAILED = re.compile(r"book_slot\b.*\b(failed|error|rejected)\b", re.I)
+# A client's status line about a side effect (what field-recovery restores a new session with).
+STATUS_LINE = re.compile(r"^\[status\] (?P<name>\w+)\((?P<args>[^)]*)\): (?P<status>\w+)")
 
 
 def _slot(match: re.Match[str]) -> str:
@@ -129,6 +131,17 @@ def _asked(match: re.Match[str], mind: Mind) -> Reply:
     return Reply("I haven't booked anything yet.")
 
 
+def _status(match: re.Match[str], mind: Mind) -> Reply:
+    """A restored session told what a side effect's status is: the model says where it stands."""
+    what = match.group("args")
+    status = match.group("status").lower()
+    if status in ("committed", "booked", "confirmed", "done"):
+        return Reply(f"Your slot {what} is booked.")
+    if status in ("failed", "error", "rejected"):
+        return Reply(f"Sorry, booking {what} failed.")
+    return Reply(f"I'm still booking your slot {what}; I'll tell you when it's done.")
+
+
 def _result(call: CallRecord, mind: Mind) -> Reply:
     if call.name == "book_slot":
         if _succeeded(call.result):
@@ -143,4 +156,5 @@ def _fallback(text: str, mind: Mind) -> Reply:
 
 
 def booking_assistant() -> Brain:
-    return Brain([Rule(ASK, _asked), Rule(BOOK, _book)], _result, _fallback)
+    return Brain([Rule(STATUS_LINE, _status), Rule(ASK, _asked), Rule(BOOK, _book)], _result,
+                 _fallback)

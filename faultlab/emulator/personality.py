@@ -35,6 +35,7 @@ class Personality(Model):
     # active shortly before the drop (`release_after_activity_s`); R3: never while speaking.
     release_window_s: float = 1.5
     release_after_activity_s: float = 10.0
+    tcp_timeout_keeps_lock: bool = True  # L8: the server's TCP gave up; the session stays locked
     reap_after_s: float = 480.0  # L7: a connection silent this long is closed 1011, handle dead
     handle_ttl_s: float = 7200.0  # documented: 2 hours after the last session ends
     connection_lifetime_s: float | None = None  # None: no goAway, ever (L9)

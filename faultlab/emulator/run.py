@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -28,7 +28,7 @@ def base_url(host: str, port: int) -> str:
 
 async def serve_until_stopped(
     host: str, port: int, personality: str, time_scale: float, ca_dir: Path | None,
-    utterances: Path | None, events_path: Path | None, seed: int | None,
+    utterances: Sequence[Path], events_path: Path | None, seed: int | None,
     announce: Callable[[dict[str, str], int], None], overrides: dict[str, object] | None = None,
 ) -> None:
     if personality not in PERSONALITIES:
@@ -51,10 +51,10 @@ async def serve_until_stopped(
         pass
     names = [*SERVICE_NAMES, *([] if host in ips or host in ("0.0.0.0", "::") else [host])]
     registry = TranscriptRegistry()
-    if utterances is not None:
-        if not utterances.is_dir():
-            raise EmulatorError(f"{utterances}: not a folder of NAME.wav + NAME.txt utterances")
-        registry.load_dir(utterances)
+    for folder in utterances:
+        if not folder.is_dir():
+            raise EmulatorError(f"{folder}: not a folder of NAME.wav + NAME.txt utterances")
+        registry.load_dir(folder)
     writer = EventWriter(events_path)
 
     emulator = Emulator(behaviour, time_scale, registry=registry, emit=writer.emit,

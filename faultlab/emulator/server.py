@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import re
 import ssl
@@ -118,7 +119,7 @@ class EmulatorServer:
             except ConnectionClosed:
                 pass
             finally:
-                conn.peer_closed(loop.time())
+                conn.peer_closed(loop.time(), timed_out=_timed_out(ws))
                 wake.set()
 
         reader = asyncio.create_task(read())
@@ -142,10 +143,16 @@ class EmulatorServer:
         except ConnectionClosed:
             pass
         finally:
-            conn.peer_closed(loop.time())
+            conn.peer_closed(loop.time(), timed_out=_timed_out(ws))
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, ConnectionClosed):
                 await reader
+
+
+def _timed_out(ws: ServerConnection) -> bool:
+    """Whether the connection ended because TCP gave up retransmitting (ETIMEDOUT)."""
+    exc = ws.connection_exc
+    return isinstance(exc, OSError) and exc.errno == errno.ETIMEDOUT
 
 
 def client_environment(ca_path: str, base_url: str) -> dict[str, str]:

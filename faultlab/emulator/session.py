@@ -68,6 +68,7 @@ class Session:
     last_activity: float = 0.0
     dead: bool = False
     consumed: int = 0
+    cut_speech: str | None = None  # what a drop cut short, partly repeated on resume (R6)
 
 
 class Emulator:
@@ -130,10 +131,12 @@ class Connection:
         self._outbox: list[Action] = []
         self._turn = 0
         self._speaking_until = 0.0
+        self._speech: tuple[str, float, float] | None = None  # text, start, end of playback
         self._vad: Vad | None = None
         self._manual_audio: list[np.ndarray[Any, Any]] | None = None
         self._setup_seen = False
         self._gone = False
+        self.held_after_timeout = False
         self.em.emit("emulator.connect", conn=number, api=api)
         self._lifetime_end: float | None = None
         if self.p.connection_lifetime_s is not None:
@@ -206,16 +209,39 @@ class Connection:
                 self.session.last_activity = action.at
         return out
 
-    def peer_closed(self, now: float) -> None:
-        """The connection is gone from the server's view (close frame, FIN, RST, or ours)."""
+    def peer_closed(self, now: float, timed_out: bool = False) -> None:
+        """The connection is gone from the server's view (close frame, FIN, RST, or ours), or
+        its TCP gave up retransmitting (`timed_out`): then the session stays held (L8) until the
+        connection would have been reaped."""
         if self._gone:
             return
         self._gone = True
         if not self.closed:
             self.closed = True
             self._outbox.clear()
+            s = self.session
+            if timed_out and self.p.tcp_timeout_keeps_lock and s is not None and s.holder is self:
+                self.held_after_timeout = True
+                self.em.emit("emulator.tcp_gave_up", conn=self.number, session=s.id)
+            else:
+                self._release(now)
+        self.em.emit("emulator.disconnect", conn=self.number,
+                     **({"timed_out": True} if timed_out else {}))
+
+    def holds(self, now: float) -> bool:
+        """Whether this connection still holds its session (locking out resumes)."""
+        if not self.closed:
+            return True
+        if not self.held_after_timeout:
+            return False
+        if now >= self.last_client_msg + self.em.scaled(self.p.reap_after_s):
+            # Reaped while nobody could hear it: the session and its handles die (L7).
+            assert self.session is not None
+            self.session.dead = True
+            self.held_after_timeout = False
             self._release(now)
-        self.em.emit("emulator.disconnect", conn=self.number)
+            return False
+        return True
 
     # Internals.
 
@@ -230,6 +256,8 @@ class Connection:
             s.holder = None
             s.dropped_at = now
             s.dropped_speaking = self._speaking_until > now
+            if s.dropped_speaking and self._speech is not None:
+                s.cut_speech = _unheard(*self._speech, now)
             self.em.emit("emulator.release", conn=self.number, session=s.id,
                          speaking=s.dropped_speaking)
 
@@ -273,13 +301,16 @@ class Connection:
         p, em = self.p, self.em
         assert setup.handle is not None
         session = em.sessions.get(setup.handle)
+        if session is not None and session.holder is not None:
+            session.holder.holds(now)  # a connection held past its TCP's end may be reaped now
         if session is None or em.expired(session, now):
             self._close(now + em.draw(p.invalid_argument_s), 1007, INVALID_ARGUMENT,
                         "unknown or dead handle")
             return
         why = None
-        if session.holder is not None and not session.holder.closed:
-            why = f"the old connection {session.holder.number} is still open"
+        if session.holder is not None and session.holder.holds(now):
+            why = f"the old connection {session.holder.number} is still " + (
+                "held (its TCP gave up)" if session.holder.closed else "open")
         elif (session.dropped_at is not None and not session.dropped_speaking
               and session.dropped_at - session.last_activity <= em.scaled(p.release_after_activity_s)
               and now - session.dropped_at < em.scaled(p.release_window_s)):
@@ -311,6 +342,12 @@ class Connection:
             if setup.transparent:
                 update["lastConsumedClientMessageIndex"] = str(session.consumed)
             self._send(ready_at + self.em.draw(update_span), {"sessionResumptionUpdate": update})
+        if session.cut_speech:
+            self.em.emit("emulator.repeat", conn=self.number, text=session.cut_speech)
+            self._turn += 1
+            self._speak(session.cut_speech, ready_at + self.em.draw(self.p.tool_reply_s),
+                        self._turn)
+            session.cut_speech = None
 
     # Turns.
 
@@ -453,6 +490,7 @@ class Connection:
                     "mimeType": f"audio/pcm;rate={RATE_OUT}", "data": data}}]}}},
                 turn, audio_s=len(part) / RATE_OUT)
         duration = len(pcm) / RATE_OUT
+        self._speech = (text, at, at + self.em.scaled(duration))
         generated = at + self.em.scaled(duration / self.p.audio_speedup)
         self._send(generated, {"serverContent": {"generationComplete": True}}, turn)
         playback_end = at + self.em.scaled(duration)
@@ -468,3 +506,12 @@ class Connection:
         usage: Frame = {"promptTokenCount": prompt, "totalTokenCount": prompt + response}
         usage["candidatesTokenCount" if self.api == "vertex" else "responseTokenCount"] = response
         self._send(at, {"usageMetadata": usage}, turn)
+
+
+def _unheard(text: str, start: float, end: float, now: float) -> str:
+    """The part of a speech a drop at `now` cut, from two words before the cut (R6: the cut
+    speech is partly repeated)."""
+    words = text.split()
+    played = (now - start) / (end - start) if end > start else 0.0
+    heard = int(max(0.0, min(1.0, played)) * len(words))
+    return " ".join(words[max(0, heard - 2):])

@@ -44,7 +44,7 @@ class AppFault[P: AppParams](Fault[P]):
         if ctx.proxy is None:
             raise MechanismError(f"{self.name} needs the proxy, which this run has not started")
         return await ctx.proxy.request("apply", self.step_id, self.name,
-                                       self.params.model_dump(mode="json"))
+                                       self.params.model_dump(mode="json", by_alias=True))
 
     async def revert(self, ctx: FaultContext) -> None:
         if ctx.proxy is not None and self.reversible:

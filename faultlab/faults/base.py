@@ -16,9 +16,10 @@ from faultlab.model import Model
 if TYPE_CHECKING:
     from faultlab.capture.live import ConnectionTable
     from faultlab.lab.namespace import Namespace
+    from faultlab.mic import VirtualMic
     from faultlab.proxy.control import ProxyControl
 
-Layer = Literal["packet", "app"]
+Layer = Literal["packet", "app", "client"]
 
 
 class FaultParams(Model):
@@ -63,6 +64,9 @@ class FaultContext(Protocol):
     @property
     def proxy(self) -> ProxyControl | None:
         """The proxy's control channel, when the run has a proxy."""
+    @property
+    def mic(self) -> VirtualMic | None:
+        """The client's virtual microphone, when the profile has one."""
 
     async def revert(self, step_ids: Sequence[str] | None) -> list[str]:
         """Revert the named active faults (all when None); returns the ids reverted."""

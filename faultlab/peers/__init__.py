@@ -11,6 +11,7 @@ BUILTINS: dict[str, str] = {
     "live-probe": "faultlab.clients.probe",
     "naive": "faultlab.clients.naive",
     "field-recovery": "faultlab.clients.recovery",
+    "racing-recovery": "faultlab.clients.racing",
 }
 
 

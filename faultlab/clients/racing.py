@@ -1,0 +1,89 @@
+"""racing-recovery: the field's recovery pattern with the waiting taken out.
+
+Like `field-recovery` (close sent on the old socket, a new session restored with the backend's
+status lines, dedupe by business key), but it does not spend a resume window before the new
+session: when the connection has been quiet for `--standby-after` (1 s; lost at 2 s) it already
+opens a standby session, and once the loss is declared it races resume attempts against that
+session and keeps whichever is ready first, closing the other. The field pattern's gap (loss to
+first recovered audio, 6.1-7.1 s) was mostly its 4 s resume window and the set-up after it.
+Events as `field-recovery`, plus recovery.standby and recovery.race (winner).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import time
+from contextlib import AsyncExitStack
+from typing import Any
+
+from faultlab.clients.naive import main, parser_for
+from faultlab.clients.recovery import RecoveryClient, add_recovery_arguments
+from faultlab.events import EventWriter
+from faultlab.units import parse_duration
+
+Connection = tuple[AsyncExitStack, Any]
+
+
+class RacingClient(RecoveryClient):
+    def __init__(self, args: argparse.Namespace, events: EventWriter) -> None:
+        super().__init__(args, events)
+        self._standby: asyncio.Task[Connection] | None = None
+
+    def _suspect(self, quiet_s: float) -> None:
+        if quiet_s > self.args.standby_after and self._standby is None:
+            self.events.emit("recovery.standby", quiet_s=round(quiet_s, 3))
+            self._standby = asyncio.create_task(self._connect(None))
+
+    async def _recover(self) -> bool:
+        lost_at = time.monotonic()
+        fresh = self._standby or asyncio.create_task(self._connect(None))
+        self._standby = None
+        resumed = asyncio.create_task(self._resume_attempts(lost_at, self.args.give_up_after))
+        racers: dict[asyncio.Task[Any], str] = {fresh: "new session", resumed: "resume"}
+        winner: asyncio.Task[Any] | None = None
+        pending = set(racers)
+        while pending and winner is None:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            winner = next((t for t in done if t.exception() is None and t.result() is not None),
+                          None)
+        for task in racers:
+            if task is not winner:
+                await _discard(task)
+        if winner is None:
+            return False
+        self.events.emit("recovery.race", winner=racers[winner],
+                         since_loss_s=round(time.monotonic() - lost_at, 3))
+        if winner is resumed:
+            self._install(*winner.result())
+        else:
+            await self._restore(winner.result(), lost_at)
+        return True
+
+    async def _leave(self) -> None:
+        if self._standby is not None:
+            await _discard(self._standby)
+        await super()._leave()
+
+
+async def _discard(task: asyncio.Task[Any]) -> None:
+    """Stop a racer; a connection it already set up is closed."""
+    task.cancel()
+    await asyncio.wait({task})
+    if task.cancelled() or task.exception() is not None or task.result() is None:
+        return
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(task.result()[0].aclose(), 1.0)
+
+
+def cli() -> None:
+    parser = parser_for(__doc__)
+    add_recovery_arguments(parser, 4.0)
+    parser.add_argument("--standby-after", type=parse_duration, default=1.0,
+                        help="open a standby session once the connection is quiet this long")
+    main(RacingClient, parser)
+
+
+if __name__ == "__main__":
+    cli()

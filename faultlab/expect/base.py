@@ -1,0 +1,41 @@
+"""The base of expectations: the facts a finished run offers, and one verdict's shape."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from faultlab.events import Event
+from faultlab.model import Model
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What expectations read: every event, exit codes, and who was alive when the run ended."""
+
+    events: Sequence[Event]
+    exit_codes: Mapping[str, int | None] = field(default_factory=dict)
+    alive_at_end: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One expectation's verdict, with what was actually seen."""
+
+    expectation: str
+    held: bool
+    seen: str
+
+
+class Expectation(Model, ABC):
+    @abstractmethod
+    def describe(self) -> str: ...
+
+    @abstractmethod
+    def check(self, facts: RunFacts) -> Outcome: ...
+
+    def _outcome(self, held: bool, seen: str) -> Outcome:
+        return Outcome(self.describe(), held, seen)
+
+

@@ -1,0 +1,110 @@
+"""Expectations on any run: exit codes, counts of events, events in a window, live processes."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from faultlab.expect.base import Expectation, Outcome, RunFacts
+from faultlab.model import Duration, EventMatch
+
+ProcessRole = Literal["client", "target"]
+
+
+class ExitCode(Expectation):
+    """The client (or target) exited with this code."""
+
+    exit_code: int
+    process: ProcessRole = "client"
+
+    def describe(self) -> str:
+        return f"{self.process} exits with {self.exit_code}"
+
+    def check(self, facts: RunFacts) -> Outcome:
+        code = facts.exit_codes.get(self.process)
+        seen = "never started" if self.process not in facts.exit_codes else (
+            "still running at the end" if code is None else f"exit code {code}")
+        return self._outcome(code == self.exit_code, seen)
+
+
+class Count(Expectation):
+    """The number of matching events compares as stated."""
+
+    count: EventMatch
+    equals: int | None = Field(default=None, ge=0)
+    at_least: int | None = Field(default=None, ge=0)
+    at_most: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _some_bound(self) -> Count:
+        if self.equals is None and self.at_least is None and self.at_most is None:
+            raise ValueError("give 'equals', 'at_least' or 'at_most'")
+        return self
+
+    def describe(self) -> str:
+        bounds = [f"== {self.equals}" if self.equals is not None else "",
+                  f">= {self.at_least}" if self.at_least is not None else "",
+                  f"<= {self.at_most}" if self.at_most is not None else ""]
+        return f"count of {self.count.describe()} {' and '.join(b for b in bounds if b)}"
+
+    def check(self, facts: RunFacts) -> Outcome:
+        n = sum(1 for e in facts.events if e.matches(self.count.event, self.count.where))
+        held = ((self.equals is None or n == self.equals)
+                and (self.at_least is None or n >= self.at_least)
+                and (self.at_most is None or n <= self.at_most))
+        return self._outcome(held, f"{n}")
+
+
+class Occurs(Expectation):
+    """A matching event happens, within a deadline counted from the start or from another event."""
+
+    event: str = Field(min_length=1)
+    where: dict[str, Any] = Field(default_factory=dict)
+    after: EventMatch | None = None
+    not_before: Duration | None = None
+    within: Duration | None = None
+
+    def describe(self) -> str:
+        what = EventMatch(event=self.event, where=self.where).describe()
+        since = f"{self.after.describe()}" if self.after else "the start"
+        window = ""
+        if self.not_before is not None and self.within is not None:
+            window = f" {self.not_before:g}-{self.within:g}s after {since}"
+        elif self.within is not None:
+            window = f" within {self.within:g}s of {since}"
+        elif self.not_before is not None:
+            window = f" at least {self.not_before:g}s after {since}"
+        elif self.after is not None:
+            window = f" after {since}"
+        return f"{what} occurs{window}"
+
+    def check(self, facts: RunFacts) -> Outcome:
+        t0 = 0.0
+        if self.after is not None:
+            ref = next((e for e in facts.events
+                        if e.matches(self.after.event, self.after.where)), None)
+            if ref is None:
+                return self._outcome(False, f"{self.after.describe()} never happened")
+            t0 = ref.t
+        hits = [e.t - t0 for e in facts.events
+                if e.matches(self.event, self.where) and e.t >= t0]
+        if not hits:
+            return self._outcome(False, "never happened")
+        first = min(hits)
+        held = ((self.not_before is None or first >= self.not_before)
+                and (self.within is None or first <= self.within))
+        return self._outcome(held, f"at +{first:.3f}s")
+
+
+class Alive(Expectation):
+    """The process is still running when the run ends."""
+
+    alive: ProcessRole
+
+    def describe(self) -> str:
+        return f"{self.alive} alive at the end"
+
+    def check(self, facts: RunFacts) -> Outcome:
+        alive = self.alive in facts.alive_at_end
+        return self._outcome(alive, "alive" if alive else "not running")

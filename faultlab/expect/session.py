@@ -1,0 +1,231 @@
+"""Expectations on a streaming session: what the user was told, what the backend did, how the
+session recovered, and how much audio reached the server.
+
+They read the events that faultlab's reference clients (`client.*`, `resume.*`, `recovery.*`), the
+booking backend (`backend.*`), the emulator (`emulator.frame`) and the proxy (`proxy.frame`) write;
+a client of one's own that writes the same events gets the same checks (README: "Write your own
+client").
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+
+from pydantic import Field, model_validator
+
+from faultlab.events import Event
+from faultlab.expect.base import Expectation, Outcome, RunFacts
+from faultlab.kinds import frame_sender, kind_matches
+from faultlab.model import Duration, EventMatch, Model
+
+# What an answer claims about the booking, tried in order.
+CLAIMS = (
+    ("pending", re.compile(r"\b(in progress|booking it|still)\b", re.I)),
+    ("failed", re.compile(r"\b(failed|couldn't|could not)\b", re.I)),
+    ("none", re.compile(r"\b(haven't booked|not booked|nothing)\b", re.I)),
+    ("committed", re.compile(r"\bbooked\b", re.I)),
+)
+REPLY_KINDS = ("serverContent.modelTurn", "toolCall")
+
+
+def claim_of(text: str) -> str:
+    """What an answer says about the booking: committed, pending, failed, none or unclear."""
+    return next((claim for claim, pattern in CLAIMS if pattern.search(text)), "unclear")
+
+
+def backend_truth(events: Sequence[Event], until: float) -> str:
+    """What the backend had done by `until`: committed, pending or none."""
+    done = [e for e in events if e.t <= until]
+    if any(e.name == "backend.commit" for e in done):
+        return "committed"
+    return "pending" if any(e.name == "backend.job" for e in done) else "none"
+
+
+class Truthful(Expectation):
+    """The model's first answer after the user asks (`client.ask`) agrees with the backend's ledger
+    at that moment (`true`), or does not, or never comes (`false`: the user is not told)."""
+
+    truthful: bool
+
+    def describe(self) -> str:
+        return "the user is told the truth" if self.truthful else "the user is not told the truth"
+
+    def check(self, facts: RunFacts) -> Outcome:
+        ask = next((e for e in facts.events if e.name == "client.ask"), None)
+        if ask is None:
+            return self._outcome(not self.truthful, "the user never asked")
+        answer = next((e for e in facts.events if e.name == "client.answer" and e.t >= ask.t),
+                      None)
+        if answer is None:
+            return self._outcome(not self.truthful, "asked, never answered")
+        text = str(answer.fields.get("text", ""))
+        claim, truth = claim_of(text), backend_truth(facts.events, answer.t)
+        told_truth = claim == truth
+        return self._outcome(told_truth == self.truthful,
+                             f"{text!r} ({claim}); backend: {truth}")
+
+
+class Bookings(Expectation):
+    """The backend made exactly this many bookings (a deduplicated call joins its booking)."""
+
+    bookings: int = Field(ge=0)
+
+    def describe(self) -> str:
+        return f"the backend holds {self.bookings} booking(s)"
+
+    def check(self, facts: RunFacts) -> Outcome:
+        made = {e.fields.get("booking") for e in facts.events if e.name == "backend.job"}
+        committed = {e.fields.get("booking") for e in facts.events if e.name == "backend.commit"}
+        deduped = sum(1 for e in facts.events if e.name == "backend.deduped")
+        return self._outcome(len(made) == self.bookings,
+                             f"{len(made)} ({len(committed)} committed, {deduped} deduplicated)")
+
+
+class ResumesRefused(Expectation):
+    """Resume attempts were refused with this close code: at least `at_least` of them, and with
+    `every`, every attempt before the first successful one."""
+
+    resumes_refused: int = Field(ge=1000, le=4999)
+    at_least: int = Field(default=1, ge=1)
+    every: bool = False
+
+    def describe(self) -> str:
+        scope = "every resume attempt before one works" if self.every else (
+            f"at least {self.at_least} resume attempt(s)")
+        return f"{scope} refused with {self.resumes_refused}" + (
+            f" (at least {self.at_least})" if self.every else "")
+
+    def check(self, facts: RunFacts) -> Outcome:
+        ok = next((e.t for e in facts.events if e.name == "resume.ok"), float("inf"))
+        before = [e for e in facts.events if e.name == "resume.refused" and e.t < ok]
+        codes = Counter(e.fields.get("code") for e in before)
+        matching = codes.get(self.resumes_refused, 0)
+        held = matching >= self.at_least and (not self.every or matching == len(before))
+        seen = ", ".join(f"{n}x {code}" for code, n in codes.items()) or "no refusal"
+        return self._outcome(held, seen + ("" if ok == float("inf") else ", then resumed"))
+
+
+class Recovered(Expectation):
+    """The client recovered (`client.recovered`: the model's first output after a loss) within
+    this long of the reference event (by default the first fault applied)."""
+
+    recovered_within: Duration
+    after: EventMatch = EventMatch(event="fault.applied")
+
+    def describe(self) -> str:
+        return f"recovered within {self.recovered_within:g}s of {self.after.describe()}"
+
+    def check(self, facts: RunFacts) -> Outcome:
+        ref = next((e for e in facts.events if e.matches(self.after.event, self.after.where)), None)
+        if ref is None:
+            return self._outcome(False, f"{self.after.describe()} never happened")
+        hit = next((e for e in facts.events if e.name == "client.recovered" and e.t >= ref.t),
+                   None)
+        if hit is None:
+            return self._outcome(False, "never recovered")
+        gap = hit.t - ref.t
+        return self._outcome(gap <= self.recovered_within, f"+{gap:.3f}s")
+
+
+class Bounds(Model):
+    at_least: float | None = Field(default=None, ge=0)
+    at_most: float | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _some_bound(self) -> Bounds:
+        if self.at_least is None and self.at_most is None:
+            raise ValueError("give 'at_least' or 'at_most'")
+        return self
+
+    def describe(self) -> str:
+        return " and ".join(
+            ([f">= {self.at_least:g}"] if self.at_least is not None else [])
+            + ([f"<= {self.at_most:g}"] if self.at_most is not None else []))
+
+    def hold(self, value: float) -> bool:
+        return ((self.at_least is None or value >= self.at_least)
+                and (self.at_most is None or value <= self.at_most))
+
+
+def delivered_audio(events: Sequence[Event]) -> tuple[float, float] | None:
+    """Uplink audio seconds and wall seconds of the connection that carried the most audio, from
+    the emulator's frames (or else the proxy's): from its first audio message to its end (or the
+    end of the run)."""
+    for source in ("emulator.frame", "proxy.frame"):
+        frames = [e for e in events if e.name == source and frame_sender(e) == "client"
+                  and isinstance(e.fields.get("audio_s"), int | float)]
+        if frames:
+            break
+    else:
+        return None
+    by_conn: dict[object, list[Event]] = {}
+    for e in frames:
+        by_conn.setdefault(e.fields.get("conn", e.fields.get("k")), []).append(e)
+    conn, audio = max(by_conn.items(), key=lambda item: sum(e.fields["audio_s"] for e in item[1]))
+    start = audio[0].t
+    ends = [e.t for e in events if e.t > start and (
+        (e.name == "emulator.disconnect" and e.fields.get("conn") == conn)
+        or (e.name == "proxy.ws_end" and e.fields.get("k") == conn)
+        or e.name == "run.teardown")]
+    end = min(ends, default=audio[-1].t + float(audio[-1].fields["audio_s"]))
+    return sum(float(e.fields["audio_s"]) for e in audio), max(end - start, 1e-9)
+
+
+class DeliveredAudioRatio(Expectation):
+    """Uplink audio seconds over wall seconds of the session (about 1.0 for a client that keeps
+    streaming at real-time rate; lower when it stops sending)."""
+
+    delivered_audio_ratio: Bounds
+
+    def describe(self) -> str:
+        return f"delivered-audio ratio {self.delivered_audio_ratio.describe()}"
+
+    def check(self, facts: RunFacts) -> Outcome:
+        measured = delivered_audio(facts.events)
+        if measured is None:
+            return self._outcome(False, "no uplink audio seen")
+        audio_s, wall_s = measured
+        ratio = audio_s / wall_s
+        return self._outcome(self.delivered_audio_ratio.hold(ratio),
+                             f"{ratio:.3f} ({audio_s:.2f}s of audio in {wall_s:.2f}s)")
+
+
+class Window(Model):
+    within: Duration | None = None
+    after: EventMatch | None = None
+
+
+def is_reply(event: Event) -> bool:
+    """A message in which the model says something or calls a tool."""
+    return frame_sender(event) == "server" and any(
+        kind_matches(str(event.fields.get("kind", "")), k) for k in REPLY_KINDS)
+
+
+class NoReply(Expectation):
+    """The model says nothing and calls nothing within `within` of `after` (both optional: by
+    default, never, from the start), as seen in the emulator's or the proxy's frames."""
+
+    no_reply: Window
+
+    def describe(self) -> str:
+        w = self.no_reply
+        since = w.after.describe() if w.after else "the start"
+        return "no reply" + (f" within {w.within:g}s of {since}" if w.within is not None
+                             else f" after {since}")
+
+    def check(self, facts: RunFacts) -> Outcome:
+        w = self.no_reply
+        t0 = 0.0
+        if w.after is not None:
+            ref = next((e for e in facts.events if e.matches(w.after.event, w.after.where)), None)
+            if ref is None:
+                return self._outcome(False, f"{w.after.describe()} never happened")
+            t0 = ref.t
+        reply = next((e for e in facts.events if e.t >= t0 and is_reply(e)), None)
+        if reply is None:
+            return self._outcome(True, "no reply")
+        gap = reply.t - t0
+        held = w.within is not None and gap > w.within
+        return self._outcome(held, f"first reply at +{gap:.3f}s ({reply.fields.get('kind')})")

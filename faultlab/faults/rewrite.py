@@ -1,0 +1,74 @@
+"""rewrite: the proxy changes fields of JSON messages before relaying them."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import Field
+
+from faultlab.faults import register
+from faultlab.faults.app import AppFault, AppParams, heading
+from faultlab.faults.flows import Direction
+from faultlab.kinds import kind_matches
+
+if TYPE_CHECKING:
+    from mitmproxy import http, websocket
+
+    from faultlab.proxy.state import ProxyState
+
+
+class RewriteParams(AppParams):
+    """`set`: fields by dotted path (`setup.sessionResumption.transparent`) and their new values
+    (missing mappings on the way are made); `direction`; `kind`: only messages of this Live API
+    kind; `count`: only the next N matching messages (all while applied when absent). With a
+    frame trigger, `forward: before` rewrites the very message that triggered the step."""
+
+    fields: dict[str, Any] = Field(alias="set", min_length=1)
+    direction: Direction = "both"
+    kind: str | None = None
+    count: int | None = Field(default=None, ge=1)
+
+
+def set_at(data: dict[str, Any], path: str, value: Any) -> None:
+    *parents, last = path.split(".")
+    for part in parents:
+        child = data.get(part)
+        if not isinstance(child, dict):
+            child = data[part] = {}
+        data = child
+    data[last] = value
+
+
+@register
+class Rewrite(AppFault[RewriteParams]):
+    """Rewrite matching JSON messages going the chosen way (others pass untouched)."""
+
+    name: ClassVar[str] = "rewrite"
+    Params = RewriteParams
+
+    def engage(self, proxy: ProxyState) -> dict[str, Any]:
+        self.rewritten = 0
+        return {"direction": self.params.direction, "kind": self.params.kind,
+                "fields": sorted(self.params.fields)}
+
+    def on_message(self, proxy: ProxyState, flow: http.HTTPFlow,
+                   message: websocket.WebSocketMessage, kind: str) -> None:
+        p = self.params
+        if not heading(p.direction, message.from_client) or (
+                p.count is not None and self.rewritten >= p.count):
+            return
+        if p.kind and not kind_matches(kind, p.kind):
+            return
+        try:
+            data = json.loads(message.content)
+        except ValueError:
+            return
+        if not isinstance(data, dict):
+            return
+        for path, value in p.fields.items():
+            set_at(data, path, value)
+        message.content = json.dumps(data, separators=(",", ":")).encode()
+        self.rewritten += 1
+        proxy.events.emit("proxy.rewrote", step=self.step_id, kind=kind,
+                          fields=sorted(p.fields))

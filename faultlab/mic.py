@@ -1,0 +1,111 @@
+"""The lab's virtual microphone: the scenario's utterances, spoken at real-time rate to the client.
+
+A profile's `mic` names what the user says; faultlab speaks each line with espeak-ng (16 kHz),
+registers the clips with the emulator's transcript registry (so it "hears" those words), and
+serves the audio on a unix socket whose path the client gets as `FAULTLAB_MIC`: 16-bit mono PCM
+in 20 ms pieces, paced by the wall clock from the moment the client connects. Silence comes
+before each utterance (`gap`); after the last one the source goes on handing silence, like an open
+microphone, or ends with EOF after `tail`. `stall` stops the pieces for a while, the way a browser
+hands empty buffers: the audio of that time never arrives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from faultlab.emulator.audio import RATE_IN, Samples, synthesise, write_wav
+from faultlab.errors import LabError
+from faultlab.events import EventBus
+
+PIECE_S = 0.02
+PIECE_BYTES = int(RATE_IN * PIECE_S) * 2
+# Longest unix socket path (sun_path is 108 bytes with its terminating NUL).
+MAX_SOCKET_PATH = 107
+
+
+def write_clips(lines: Sequence[str], folder: Path) -> list[Samples]:
+    """Speak each line into `folder` as NN.wav + NN.txt (the emulator's registry format)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    clips = []
+    for i, text in enumerate(lines, 1):
+        pcm = synthesise(text, RATE_IN)
+        (folder / f"{i:02d}.wav").write_bytes(write_wav(pcm, RATE_IN))
+        (folder / f"{i:02d}.txt").write_text(text + "\n", encoding="utf-8")
+        clips.append(pcm)
+    return clips
+
+
+class VirtualMic:
+    def __init__(self, lines: Sequence[str], clips: Sequence[Samples], gap_s: float,
+                 tail_s: float | None, bus: EventBus) -> None:
+        self.lines = list(lines)
+        self.bus = bus
+        gap = np.zeros(int(gap_s * RATE_IN), np.int16)
+        parts: list[Samples] = []
+        self._starts: list[float] = []
+        for clip in clips:
+            parts.append(gap)
+            self._starts.append(sum(len(p) for p in parts) / RATE_IN)
+            parts.append(clip)
+        if tail_s is not None:
+            parts.append(np.zeros(int(tail_s * RATE_IN), np.int16))
+        self.audio = np.concatenate(parts).astype("<i2").tobytes()
+        self.endless = tail_s is None
+        self._stalled_until = 0.0
+        self._server: asyncio.AbstractServer | None = None
+        self._streams: set[asyncio.Task[None]] = set()
+
+    async def serve(self, path: Path) -> None:
+        if len(str(path)) > MAX_SOCKET_PATH:
+            raise LabError(f"the microphone's socket path is too long for a unix socket "
+                           f"({len(str(path))} > {MAX_SOCKET_PATH}): {path}; use a shorter "
+                           f"--runs-dir")
+        self._server = await asyncio.start_unix_server(self._stream, str(path))
+
+    async def close(self) -> None:
+        for task in self._streams:
+            task.cancel()
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await self._server.wait_closed()
+
+    def stall(self, seconds: float) -> None:
+        """Hand over nothing for `seconds`; what the source says meanwhile is lost."""
+        self._stalled_until = time.monotonic() + seconds
+
+    async def _stream(self, _: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._streams.add(task)
+        started = time.monotonic()
+        self.bus.emit("faultlab", "mic.open", audio_s=round(len(self.audio) / 2 / RATE_IN, 3),
+                      endless=self.endless)
+        said = 0
+        pieces = 0
+        try:
+            while True:
+                offset = pieces * PIECE_BYTES
+                if offset >= len(self.audio) and not self.endless:
+                    break
+                while said < len(self._starts) and offset / 2 / RATE_IN >= self._starts[said]:
+                    self.bus.emit("faultlab", "mic.utterance", n=said + 1, text=self.lines[said])
+                    said += 1
+                if time.monotonic() >= self._stalled_until:
+                    writer.write(self.audio[offset:offset + PIECE_BYTES]
+                                 or bytes(PIECE_BYTES))
+                    await writer.drain()
+                pieces += 1
+                await asyncio.sleep(max(0.0, started + pieces * PIECE_S - time.monotonic()))
+            self.bus.emit("faultlab", "mic.end")
+        except (ConnectionError, OSError):
+            self.bus.emit("faultlab", "mic.closed_by_client")
+        finally:
+            self._streams.discard(task)
+            writer.close()
