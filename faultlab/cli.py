@@ -11,6 +11,7 @@ import json
 import signal
 import sys
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -96,11 +97,17 @@ def _run_cancellable(coro: Any) -> Any:
 @click.option("--runs-dir", type=click.Path(path_type=Path), default=Path("runs"),
               show_default=True, help="Where run folders are written.")
 @click.option("-q", "--quiet", is_flag=True, help="Print only the verdicts.")
-def run(paths: tuple[Path, ...], runs_dir: Path, quiet: bool) -> None:
-    """Run profiles (files or folders of them) and check their expectations."""
+@click.option("--repeat", type=click.IntRange(1, 1000), default=1, show_default=True,
+              help="Run each profile this many times.")
+def run(paths: tuple[Path, ...], runs_dir: Path, quiet: bool, repeat: int) -> None:
+    """Run profiles (files or folders of them) and check their expectations.
+
+    With several runs, a table in the field study's style (outcomes and latency ranges per
+    scenario) is printed and written to RUNS_DIR/suite-TIME.md."""
     from faultlab.lab.privilege import reexec_in_user_namespace
-    from faultlab.profile import load_profile, profile_paths
-    from faultlab.runner import Run
+    from faultlab.profile import Profile, load_profile, profile_paths
+    from faultlab.report.suite import write_suite
+    from faultlab.runner import Run, RunResult
 
     files = profile_paths(paths)
     if not files:
@@ -116,25 +123,38 @@ def run(paths: tuple[Path, ...], runs_dir: Path, quiet: bool) -> None:
     except PrivilegeError as exc:
         _fail(str(exc), 3)
 
+    results: list[RunResult] = []
+
     async def run_all() -> int:
         worst = 0
+        total = len(profiles) * repeat
         for profile in profiles:
-            click.echo(f"== {profile.name}")
-            result = await Run(profile, runs_dir, _progress(quiet)).execute()
-            for o in result.outcomes:
-                mark = "ok  " if o.held else "FAIL"
-                click.echo(f"  {mark} {o.expectation}  (seen: {o.seen})")
-            if result.error:
-                click.echo(f"  ERROR {result.error}")
-            click.echo(f"== {profile.name}: {result.verdict} in {result.duration_s:.2f}s; "
-                       f"report: {result.run_dir / 'summary.md'}")
-            worst = max(worst, result.exit_code)
+            for _ in range(repeat):
+                count = f" ({len(results) + 1}/{total})" if total > 1 else ""
+                result = await run_one(profile, count)
+                results.append(result)
+                worst = max(worst, result.exit_code)
         return worst
+
+    async def run_one(profile: Profile, progress: str) -> RunResult:
+        click.echo(f"== {profile.name}{progress}")
+        result = await Run(profile, runs_dir, _progress(quiet)).execute()
+        for o in result.outcomes:
+            mark = "ok  " if o.held else "FAIL"
+            click.echo(f"  {mark} {o.expectation}  (seen: {o.seen})")
+        if result.error:
+            click.echo(f"  ERROR {result.error}")
+        click.echo(f"== {profile.name}: {result.verdict} in {result.duration_s:.2f}s; "
+                   f"report: {result.run_dir / 'summary.md'}")
+        return result
 
     try:
         code = _run_cancellable(run_all())
     except FaultlabError as exc:
         _fail(str(exc), 3)
+    if len(results) > 1:
+        table = runs_dir / f"suite-{datetime.now():%Y%m%d-%H%M%S}.md"
+        click.echo("\n" + write_suite(results, table) + f"\n(written to {table})")
     sys.exit(code)
 
 

@@ -21,7 +21,9 @@ from faultlab.expect.session import (
     Truthful,
 )
 
-__all__ = ["EXPECTATIONS", "Expectation", "Outcome", "RunFacts", "evaluate"]
+__all__ = ["EXPECTATIONS", "Alive", "Bookings", "Count", "DeliveredAudioRatio", "ExitCode",
+           "Expectation", "NoReply", "Occurs", "Outcome", "Recovered", "ResumesRefused", "RunFacts",
+           "Truthful", "evaluate"]
 
 EXPECTATIONS: dict[str, type[Expectation]] = {
     "exit_code": ExitCode, "count": Count, "event": Occurs, "alive": Alive,

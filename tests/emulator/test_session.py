@@ -231,3 +231,57 @@ def test_context_update_declares_tools() -> None:
         {"name": "book_slot"}]}]}}}), 1.0)
     say(conn, "Book me the 3pm slot tomorrow, please.", 1.0)
     assert any("toolCall" in f for f in frames(conn.poll(3.0)))
+
+
+def test_speech_cut_by_a_drop_is_partly_repeated_after_the_resume() -> None:
+    """R6: a drop while the model speaks; the resumed connection speaks the rest again, from a
+    little before the cut (with the transcript of what it repeats)."""
+    em = Emulator(DEV, seed=3)
+    conn = em.connect(0.0)
+    conn.receive(setup(generationConfig={"responseModalities": ["AUDIO"]},
+                       outputAudioTranscription={}), 0.0)
+    handle = next(f["sessionResumptionUpdate"]["newHandle"] for f in frames(conn.poll(1.0))
+                  if "sessionResumptionUpdate" in f)
+    say(conn, "tell me about the ships that sail on the sea tonight", 1.0)
+    conn.poll(3.0)  # the reply started 0.5-1.1 s after the turn and is still playing
+    conn.peer_closed(3.0)
+    again = em.connect(3.0)
+    again.receive(setup(handle, generationConfig={"responseModalities": ["AUDIO"]},
+                        outputAudioTranscription={}), 3.0)
+    out = frames(again.poll(20.0))
+    repeated = [f["serverContent"]["outputTranscription"]["text"] for f in out
+                if "outputTranscription" in f.get("serverContent", {})]
+    full = "You said: tell me about the ships that sail on the sea tonight"
+    assert len(repeated) == 1 and full.endswith(repeated[0]) and repeated[0] != full
+    assert any("inlineData" in p for f in out
+               for p in f.get("serverContent", {}).get("modelTurn", {}).get("parts", []))
+
+
+def test_a_connection_whose_tcp_gave_up_keeps_the_session_locked_until_reaped() -> None:
+    """L8: the server's TCP gives up (ETIMEDOUT): resumes are still refused (1011); once the
+    connection would have been reaped (L7), the handle is dead (1007)."""
+    em = Emulator(DEV, seed=4)
+    old, handle = open_session(em, 0.0)
+    old.peer_closed(120.0, timed_out=True)
+    attempt = em.connect(130.0)
+    attempt.receive(setup(handle), 130.0)
+    assert closes(attempt.poll(135.0)) == [(1011, "Internal error encountered.")]
+    late = em.connect(500.0)  # 480 s after the last client message
+    late.receive(setup(handle), 500.0)
+    assert closes(late.poll(505.0)) == [(1007, "Request contains an invalid argument.")]
+
+
+def test_a_status_line_alone_gets_the_model_to_say_where_the_job_stands() -> None:
+    """A restored session told "[status] book_slot(...): pending" says it is still booking;
+    "committed" that it is booked."""
+    for status, words in (("pending", "still booking"), ("committed", "is booked")):
+        em = Emulator(DEV, seed=11)
+        conn = em.connect(0.0)
+        conn.receive(setup(tools=BOOKING_TOOLS), 0.0)
+        conn.poll(1.0)
+        say(conn, "Book me the 3pm slot tomorrow, please.", 1.0, done=False)
+        say(conn, f"[status] book_slot(tomorrow at 3pm): {status}, booking B1", 1.0)
+        out = frames(conn.poll(5.0))
+        text = " ".join(p["text"] for f in out for p in f.get("serverContent", {}).get(
+            "modelTurn", {}).get("parts", []))
+        assert words in text and not any("toolCall" in f for f in out)

@@ -1,0 +1,94 @@
+"""The virtual microphone: real-time pacing, utterance events, stalls, an end after the tail."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from faultlab.emulator.audio import RATE_IN, read_wav
+from faultlab.errors import LabError
+from faultlab.events import EventBus, RunClock
+from faultlab.mic import VirtualMic, write_clips
+
+from .conftest import slack
+
+TONE = (np.sin(np.arange(RATE_IN) / RATE_IN * 2 * np.pi * 300) * 8000).astype(np.int16)  # 1 s
+
+
+async def read_for(socket: Path, seconds: float) -> tuple[bytes, list[float]]:
+    """What the microphone hands over in `seconds`, and when each piece arrived."""
+    reader, writer = await asyncio.open_unix_connection(str(socket))
+    data, times = b"", []
+    deadline = time.monotonic() + seconds
+    try:
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                piece = await asyncio.wait_for(reader.read(65536), left)
+            except TimeoutError:
+                break
+            if not piece:
+                break
+            data += piece
+            times.append(time.monotonic())
+    finally:
+        writer.close()
+    return data, times
+
+
+def test_the_microphone_speaks_at_real_time_rate_then_ends_after_the_tail(tmp_path: Path) -> None:
+    """gap, utterance, tail, EOF: every sample, at the wall clock's pace, with the utterance's
+    start announced."""
+    bus = EventBus(RunClock())
+
+    async def scenario() -> tuple[bytes, list[float]]:
+        mic = VirtualMic(["a tone"], [TONE], 0.2, 0.3, bus)
+        await mic.serve(tmp_path / "mic.sock")
+        try:
+            return await read_for(tmp_path / "mic.sock", 5.0)
+        finally:
+            await mic.close()
+
+    started = time.monotonic()
+    data, times = asyncio.run(scenario())
+    assert len(data) == 2 * int(1.5 * RATE_IN)  # 0.2 + 1.0 + 0.3 s
+    assert 1.4 <= times[-1] - started <= 1.5 + slack(0.3)
+    pcm = np.frombuffer(data, "<i2")
+    assert not pcm[: int(0.2 * RATE_IN)].any() and pcm[int(0.2 * RATE_IN):].any()
+    assert [e.name for e in bus.events] == ["mic.open", "mic.utterance", "mic.end"]
+
+
+def test_a_stall_hands_over_nothing_and_loses_that_audio(tmp_path: Path) -> None:
+    """While stalled, no piece arrives; afterwards the source goes on from the wall clock (the
+    stalled stretch is gone, as in a browser's empty buffers)."""
+    bus = EventBus(RunClock())
+
+    async def scenario() -> tuple[bytes, list[float]]:
+        mic = VirtualMic(["a tone"], [TONE], 0.0, None, bus)
+        await mic.serve(tmp_path / "mic.sock")
+        asyncio.get_running_loop().call_later(0.3, mic.stall, 0.6)
+        try:
+            return await read_for(tmp_path / "mic.sock", 1.5)
+        finally:
+            await mic.close()
+
+    data, times = asyncio.run(scenario())
+    gaps = np.diff(times)
+    assert max(gaps) >= 0.5  # the stall
+    assert len(data) / 2 / RATE_IN == pytest.approx(1.5 - 0.6, abs=slack(0.15))
+
+
+def test_clips_are_written_for_the_emulators_registry(tmp_path: Path) -> None:
+    (clip,) = write_clips(["Hello there."], tmp_path / "speech")
+    assert (tmp_path / "speech" / "01.txt").read_text() == "Hello there.\n"
+    pcm, rate = read_wav((tmp_path / "speech" / "01.wav").read_bytes())
+    assert rate == RATE_IN and len(pcm) == len(clip) > RATE_IN // 2
+
+
+def test_a_socket_path_too_long_is_a_clear_error(tmp_path: Path) -> None:
+    mic = VirtualMic(["a tone"], [TONE], 0.0, None, EventBus(RunClock()))
+    with pytest.raises(LabError, match="too long for a unix socket"):
+        asyncio.run(mic.serve(tmp_path / ("x" * 120)))
