@@ -41,6 +41,7 @@ lint: install
 bench: install
 	$(BIN)/python bench/bench.py
 	$(BIN)/python bench/proxy_bench.py
+	$(BIN)/python bench/recovery_bench.py
 
 clean:
 	rm -rf $(VENV) runs .mypy_cache .ruff_cache .pytest_cache
