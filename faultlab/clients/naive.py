@@ -139,8 +139,8 @@ class NaiveClient:
                 await asyncio.wait_for(stack.aclose(), 1.0)
 
     async def _tend_old(self, ws: Any, stack: AsyncExitStack) -> None:
-        """Close a parked connection (1000) `--close-old-after` after the loss was noticed, or once it
-        shows life again (a pong); then retry resuming at once: the close unlocks the session."""
+        """Close a parked connection (1000) `--close-old-after` after the loss was noticed, or
+        once it shows life again (a pong); then retry at once: the close unlocks the session."""
         lost_at = time.monotonic()
         if self.args.close_old_after is not None:
             await asyncio.sleep(self.args.close_old_after)
@@ -192,7 +192,7 @@ class NaiveClient:
                     waiter = await ws.ping()
                 except Exception:
                     return  # the connection is closing: the receiver reports it
-                waiter.add_done_callback(self._pong)
+                waiter.add_done_callback(lambda f, s=session: self._pong(f, s))
                 pinged = now
             quiet = now - self._last_alive
             if quiet > self.args.lost_after:
@@ -201,8 +201,9 @@ class NaiveClient:
             self._suspect(quiet)
             await asyncio.sleep(WATCH_TICK_S)
 
-    def _pong(self, waiter: asyncio.Future[Any]) -> None:
-        if not waiter.cancelled() and waiter.exception() is None:
+    def _pong(self, waiter: asyncio.Future[Any], session: Any) -> None:
+        """A pong is a sign of life of the connection in use (not of one given up on)."""
+        if session is self.session and not waiter.cancelled() and waiter.exception() is None:
             self._last_alive = time.monotonic()
 
     def _suspect(self, quiet_s: float) -> None:

@@ -10,7 +10,7 @@ if TYPE_CHECKING:
 
 # Events worth a line in the summary's timeline (the rest stay in events.jsonl).
 NOTABLE = ("lab.ready", "target.ready", "process.start", "process.exit", "fault.", "tcp.",
-           "client.", "server.", "run.")
+           "client.", "server.", "run.", "resume.", "recovery.", "backend.", "mic.", "uplink.")
 
 
 def _is_notable(name: str) -> bool:
