@@ -17,9 +17,18 @@ TIME_SCALE = float(os.environ.get("FAULTLAB_TEST_TIME_SCALE", "1"))
 
 
 def faultlab(*args: str, cwd: Path = REPO, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """Run the faultlab command as a user would."""
-    return subprocess.run([sys.executable, "-m", "faultlab", *args], capture_output=True,
-                          text=True, cwd=cwd, timeout=timeout, check=False)
+    """Run the faultlab command as a user would; past `timeout` it is stopped as a user would
+    (SIGTERM, so the lab is torn down) and the test fails."""
+    argv = [sys.executable, "-m", "faultlab", *args]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          cwd=cwd) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.terminate()
+            out, err = proc.communicate(timeout=30)
+            pytest.fail(f"faultlab {' '.join(args)} ran over {timeout:g}s:\n{out[-3000:]}{err}")
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 def slack(seconds: float) -> float:
