@@ -2,7 +2,8 @@
 
 A profile's `mic` names what the user says; faultlab speaks each line with espeak-ng (16 kHz),
 registers the clips with the emulator's transcript registry (so it "hears" those words), and
-serves the audio on a unix socket whose path the client gets as `FAULTLAB_MIC`: 16-bit mono PCM
+serves the audio on a unix socket (in the run folder) whose path the client gets as
+`FAULTLAB_MIC`: 16-bit mono PCM
 in 20 ms pieces, paced by the wall clock from the moment the client connects. Silence comes
 before each utterance (`gap`); after the last one the source goes on handing silence, like an open
 microphone, or ends with EOF after `tail`. `stall` stops the pieces for a while, the way a browser
@@ -13,6 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import shutil
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,13 +24,23 @@ from pathlib import Path
 import numpy as np
 
 from faultlab.emulator.audio import RATE_IN, Samples, synthesise, write_wav
-from faultlab.errors import LabError
 from faultlab.events import EventBus
 
 PIECE_S = 0.02
 PIECE_BYTES = int(RATE_IN * PIECE_S) * 2
 # Longest unix socket path (sun_path is 108 bytes with its terminating NUL).
 MAX_SOCKET_PATH = 107
+SPARE_DIR_PREFIX = "faultlab-mic-"
+
+
+def leftover_mic_dirs() -> list[Path]:
+    """Spare microphone folders whose run (the pid in the name) is gone."""
+    out = []
+    for folder in Path(tempfile.gettempdir()).glob(f"{SPARE_DIR_PREFIX}*"):
+        pid = folder.name.removeprefix(SPARE_DIR_PREFIX).split("-")[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            out.append(folder)
+    return out
 
 
 def write_clips(lines: Sequence[str], folder: Path) -> list[Samples]:
@@ -59,14 +73,19 @@ class VirtualMic:
         self.endless = tail_s is None
         self._stalled_until = 0.0
         self._server: asyncio.AbstractServer | None = None
+        self._own_dir: Path | None = None
         self._streams: set[asyncio.Task[None]] = set()
 
-    async def serve(self, path: Path) -> None:
+    async def serve(self, folder: Path) -> Path:
+        """Listen in `folder` (the run folder); where that path is too long for a unix socket,
+        in a private folder of the temp dir instead (`faultlab-mic-<pid>-*`, removed on close,
+        and by `faultlab lab gc` after a SIGKILL). Returns the socket's path."""
+        path = folder.absolute() / "mic.sock"
         if len(str(path)) > MAX_SOCKET_PATH:
-            raise LabError(f"the microphone's socket path is too long for a unix socket "
-                           f"({len(str(path))} > {MAX_SOCKET_PATH}): {path}; use a shorter "
-                           f"--runs-dir")
+            self._own_dir = Path(tempfile.mkdtemp(prefix=f"{SPARE_DIR_PREFIX}{os.getpid()}-"))
+            path = self._own_dir / "mic.sock"
         self._server = await asyncio.start_unix_server(self._stream, str(path))
+        return path
 
     async def close(self) -> None:
         for task in self._streams:
@@ -75,6 +94,8 @@ class VirtualMic:
             self._server.close()
             with contextlib.suppress(Exception):
                 await self._server.wait_closed()
+        if self._own_dir is not None:
+            shutil.rmtree(self._own_dir, ignore_errors=True)
 
     def stall(self, seconds: float) -> None:
         """Hand over nothing for `seconds`; what the source says meanwhile is lost."""

@@ -173,6 +173,7 @@ class Run:
         self._tasks: set[asyncio.Task[None]] = set()
         self._alive_at_end: frozenset[str] = frozenset()
         self._lab_ca: LabCA | None = None
+        self._mic_path: Path | None = None
 
     async def execute(self) -> RunResult:
         p = self.profile
@@ -272,7 +273,7 @@ class Run:
                 else:
                     argv = self._emulator_argv(p.target.emulator, lab, port)
                     env["SSLKEYLOGFILE"] = str(self.run_dir / "emulator-keys.log")
-        if role == "client" and p.mic is not None:
+        if role == "client" and self._mic_path is not None:
             env["FAULTLAB_MIC"] = str(self._mic_path)
         env.update(program.env)
         ns = lab.client if role == "client" else lab.server
@@ -317,18 +318,14 @@ class Run:
         assert mic is not None
         clips = await asyncio.to_thread(write_clips, mic.utterances, self._speech_dir)
         virtual = VirtualMic(mic.utterances, clips, mic.gap, mic.tail, self.bus)
-        await virtual.serve(self._mic_path)
         stack.push_async_callback(virtual.close)
+        self._mic_path = await virtual.serve(self.run_dir)
         return virtual
 
     @property
     def _speech_dir(self) -> Path:
         """The microphone's clips, also registered with an emulator target."""
         return self.run_dir / "speech"
-
-    @property
-    def _mic_path(self) -> Path:
-        return self.run_dir.absolute() / "mic.sock"
 
     def _emulator_argv(self, emulator: EmulatorTarget, lab: NetnsLab, port: int) -> list[str]:
         argv = [sys.executable, "-m", "faultlab", "emulator", "serve", "--host",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -10,9 +12,8 @@ import numpy as np
 import pytest
 
 from faultlab.emulator.audio import RATE_IN, read_wav
-from faultlab.errors import LabError
 from faultlab.events import EventBus, RunClock
-from faultlab.mic import VirtualMic, write_clips
+from faultlab.mic import VirtualMic, leftover_mic_dirs, write_clips
 
 from .conftest import slack
 
@@ -46,9 +47,9 @@ def test_the_microphone_speaks_at_real_time_rate_then_ends_after_the_tail(tmp_pa
 
     async def scenario() -> tuple[bytes, list[float]]:
         mic = VirtualMic(["a tone"], [TONE], 0.2, 0.3, bus)
-        await mic.serve(tmp_path / "mic.sock")
+        socket = await mic.serve(tmp_path)
         try:
-            return await read_for(tmp_path / "mic.sock", 5.0)
+            return await read_for(socket, 5.0)
         finally:
             await mic.close()
 
@@ -68,10 +69,10 @@ def test_a_stall_hands_over_nothing_and_loses_that_audio(tmp_path: Path) -> None
 
     async def scenario() -> tuple[bytes, list[float]]:
         mic = VirtualMic(["a tone"], [TONE], 0.0, None, bus)
-        await mic.serve(tmp_path / "mic.sock")
+        socket = await mic.serve(tmp_path)
         asyncio.get_running_loop().call_later(0.3, mic.stall, 0.6)
         try:
-            return await read_for(tmp_path / "mic.sock", 1.5)
+            return await read_for(socket, 1.5)
         finally:
             await mic.close()
 
@@ -88,7 +89,33 @@ def test_clips_are_written_for_the_emulators_registry(tmp_path: Path) -> None:
     assert rate == RATE_IN and len(pcm) == len(clip) > RATE_IN // 2
 
 
-def test_a_socket_path_too_long_is_a_clear_error(tmp_path: Path) -> None:
+def test_a_run_folder_too_deep_for_a_socket_gets_a_spare_folder(tmp_path: Path) -> None:
+    """A unix socket path has at most 107 bytes: a deep run folder gets its socket in a private
+    folder of the temp dir, removed when the microphone closes."""
     mic = VirtualMic(["a tone"], [TONE], 0.0, None, EventBus(RunClock()))
-    with pytest.raises(LabError, match="too long for a unix socket"):
-        asyncio.run(mic.serve(tmp_path / ("x" * 120)))
+    deep = tmp_path / ("x" * 120)
+    deep.mkdir()
+
+    async def scenario() -> Path:
+        socket = await mic.serve(deep)
+        assert socket.is_socket() and len(str(socket)) <= 107
+        data, _ = await read_for(socket, 0.2)
+        assert data
+        await mic.close()
+        return socket
+
+    socket = asyncio.run(scenario())
+    assert socket.parent.name.startswith(f"faultlab-mic-{os.getpid()}-")
+    assert not socket.parent.exists()
+
+
+def test_spare_folders_of_dead_runs_are_found_for_gc() -> None:
+    """`lab gc` removes spare microphone folders whose run is gone, never a live run's."""
+    dead = Path(tempfile.mkdtemp(prefix="faultlab-mic-4194304999-"))  # no such pid
+    live = Path(tempfile.mkdtemp(prefix=f"faultlab-mic-{os.getpid()}-"))
+    try:
+        found = leftover_mic_dirs()
+        assert dead in found and live not in found
+    finally:
+        dead.rmdir()
+        live.rmdir()

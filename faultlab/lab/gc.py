@@ -1,7 +1,8 @@
 """`faultlab lab gc`: remove what SIGKILLed runs left behind, and nothing that is not faultlab's.
 
-Only namespaces named with faultlab's prefix are touched; a lab whose lease names a live faultlab
-process belongs to a running run and is spared. Processes still inside a leftover namespace are
+Only namespaces named with faultlab's prefix (and spare microphone folders in the temp dir,
+`faultlab-mic-<pid>-*`, once that pid is gone) are touched; a lab whose lease names a live
+faultlab process belongs to a running run and is spared. Processes still inside a leftover namespace are
 killed by PID before it is removed. Veths and iptables rules live inside the namespaces and go
 with them; the host's own network is never changed by a run.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -18,6 +20,7 @@ from faultlab.errors import PrivilegeError
 from faultlab.lab.namespace import remove_namespace
 from faultlab.lab.netns import LAB_NAME, LEASE_DIR, ROOT_NETNS_DIR, lab_owner, lease_path
 from faultlab.lab.privilege import in_user_namespace
+from faultlab.mic import leftover_mic_dirs
 
 
 def _pids_in(inodes: dict[tuple[int, int], str]) -> dict[int, str]:
@@ -70,6 +73,9 @@ def collect() -> list[str]:
         match = LAB_NAME.match(name)
         if match is not None:
             lease_path(int(match.group(1))).unlink(missing_ok=True)
+    for folder in leftover_mic_dirs():
+        shutil.rmtree(folder, ignore_errors=True)
+        report.append(f"removed {folder}")
     if LEASE_DIR.is_dir():
         for lease in LEASE_DIR.glob("lab-*.pid"):
             slot = int(lease.stem.removeprefix("lab-"))

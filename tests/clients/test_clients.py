@@ -121,8 +121,7 @@ def test_speaking_through_the_lab_microphone(start_emulator: Start, tmp_path: Pa
     async def scenario() -> tuple[int, list[Event]]:
         bus = EventBus(RunClock())
         mic = VirtualMic([line], clips, 0.5, None, bus)
-        socket = tmp_path / "mic.sock"
-        await mic.serve(socket)
+        socket = await mic.serve(tmp_path)
         args = ["--mic", "--ask", "", "--model", NATIVE, "--duration", "15s"]
         if not keep_alive:
             args.append("--no-keep-alive")

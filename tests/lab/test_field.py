@@ -29,7 +29,9 @@ def test_the_field_suite_reproduces_every_scenario(tmp_path: Path) -> None:
     done = faultlab("run", "-q", "--runs-dir", str(tmp_path), str(PROFILES / "field"),
                     timeout=SUITE_TIMEOUT_S)
     failed = re.findall(r"== (\S+): (?:FAIL|ERROR)", done.stdout)
-    assert done.returncode == 0 and not failed, done.stdout[-6000:] + done.stderr
+    problems = [line for line in done.stdout.splitlines()
+                if "FAIL" in line or "ERROR" in line or line.startswith("|")]
+    assert done.returncode == 0 and not failed, "\n".join(problems) + done.stderr
     assert f"# faultlab suite: {len(SCENARIOS)} of {len(SCENARIOS)} runs passed" in done.stdout
     (table,) = tmp_path.glob("suite-*.md")
     rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
