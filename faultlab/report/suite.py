@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from faultlab.events import Event
-from faultlab.expect.session import user_told
+from faultlab.expect.session import delivered_audio, user_told
 
 if TYPE_CHECKING:
     from faultlab.runner import RunResult
 
 COLUMNS = ("scenario", "runs", "verdicts", "resumes refused", "detected", "resumed",
-           "recovered", "bookings", "user told")
+           "recovered", "bookings", "user told", "audio ratio")
 
 
 # Events of other processes are stamped by their own clocks: a consequence may carry a time a
@@ -32,12 +32,12 @@ def since_fault(events: Sequence[Event], name: str) -> float | None:
                  if e.name == name and e.t >= fault - CLOCK_SKEW_S), None)
 
 
-def _span(values: Sequence[float | None]) -> str:
+def _span(values: Sequence[float | None], unit: str = " s") -> str:
     seen = [v for v in values if v is not None]
     if not seen:
         return "-"
     low, high = min(seen), max(seen)
-    return f"{low:.2f} s" if high - low < 0.005 else f"{low:.2f}-{high:.2f} s"
+    return f"{low:.2f}{unit}" if high - low < 0.005 else f"{low:.2f}-{high:.2f}{unit}"
 
 
 def _counts(values: Sequence[str]) -> str:
@@ -57,6 +57,11 @@ def _refusals(events: Sequence[Event]) -> str:
     return f"{sum(codes.values())}/{attempts}" + (f" ({refused})" if refused else "")
 
 
+def _audio_ratio(events: Sequence[Event]) -> float | None:
+    measured = delivered_audio(events)
+    return None if measured is None else measured[0] / measured[1]
+
+
 def _row(name: str, runs: Sequence[RunResult]) -> list[str]:
     observed = [r.observed for r in runs]
 
@@ -72,6 +77,7 @@ def _row(name: str, runs: Sequence[RunResult]) -> list[str]:
         span("client.lost"), span("resume.ok"), span("client.recovered"),
         each(lambda ev: str(len({e.fields.get("booking") for e in ev if e.name == "backend.job"}))),
         each(lambda ev: user_told(ev)[0]),
+        _span([_audio_ratio(events) for events in observed], ""),
     ]
 
 
@@ -90,7 +96,8 @@ def render_suite(results: Sequence[RunResult]) -> str:
         f"# faultlab suite: {passed} of {len(results)} runs passed", "",
         "Times are seconds from the first fault applied: detected (client.lost), resumed "
         "(resume.ok), recovered (the model's first output after the loss, client.recovered). "
-        "Resumes refused: refused/attempts (close codes).", "",
+        "Resumes refused: refused/attempts (close codes). Audio ratio: uplink audio seconds over "
+        "wall seconds of the session.", "",
         line(COLUMNS), line(["-" * w for w in widths]), *(line(r) for r in rows), "",
     ])
 

@@ -34,10 +34,15 @@ def test_the_field_suite_reproduces_every_scenario(tmp_path: Path) -> None:
     assert done.returncode == 0 and not failed, "\n".join(problems) + done.stderr
     assert f"# faultlab suite: {len(SCENARIOS)} of {len(SCENARIOS)} runs passed" in done.stdout
     (table,) = tmp_path.glob("suite-*.md")
-    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
-            for line in table.read_text().splitlines() if line.startswith("| field-")}
+    lines = [line for line in table.read_text().splitlines() if line.startswith("| ")]
+    header = [c.strip() for c in lines[0].split("|")[1:-1]]
+    rows = {cells[0]: dict(zip(header, cells, strict=True))
+            for cells in ([c.strip() for c in line.split("|")[1:-1]] for line in lines[2:])}
     assert sorted(rows) == sorted(f"field-{s}" for s in SCENARIOS)
     # A few cells, as the field table has them.
-    assert rows["field-B1"][-1] == "never told" and rows["field-R2"][-1] == "untrue"
-    assert rows["field-BR1"][-2:] == ["1", "truth"]
-    assert "x1007" in rows["field-P4"][2]  # refused as a dead handle once reaped
+    assert rows["field-B1"]["user told"] == "never told"
+    assert rows["field-R2"]["user told"] == "untrue"
+    assert (rows["field-BR1"]["bookings"], rows["field-BR1"]["user told"]) == ("1", "truth")
+    assert "x1007" in rows["field-P4"]["resumes refused"]  # refused as a dead handle once reaped
+    assert float(rows["field-A4"]["audio ratio"]) >= 0.95
+    assert float(rows["field-A4-no-keepalive"]["audio ratio"]) < 0.8
