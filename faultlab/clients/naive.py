@@ -387,6 +387,9 @@ class NaiveClient:
         except errors.APIError as exc:
             self.events.emit("client.refused", code=exc.code, reason=str(exc)[:200])
             return 2
+        except OSError as exc:  # unreachable, reset, TLS refused: no WebSocket at all
+            self.events.emit("client.refused", code=None, reason=f"{type(exc).__name__}: {exc}")
+            return 2
         self.events.emit("client.connected")
         if self.args.mic:
             self.uplink = Uplink(self, self.args.keep_alive, self.args.stream_end, self.events)

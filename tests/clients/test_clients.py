@@ -9,6 +9,7 @@ import asyncio
 import itertools
 import json
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -106,6 +107,19 @@ def test_a_refused_first_connection_exits_2(start_emulator: Start, tmp_path: Pat
     assert refused.fields["code"] == 1007
 
 
+def test_an_unreachable_service_exits_2(tmp_path: Path) -> None:
+    """Nothing listening: client.refused with the socket's error, exit 2, no traceback."""
+    with socket.socket() as probe:  # a loopback port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        unused_tcp_port = probe.getsockname()[1]
+    code, events = run_client("naive", tmp_path, env={
+        "GOOGLE_API_KEY": "test-key-not-a-secret",
+        "GOOGLE_GEMINI_BASE_URL": f"https://127.0.0.1:{unused_tcp_port}"})
+    assert code == 2
+    refused = next(e for e in events if e.name == "client.refused")
+    assert refused.fields["code"] is None and "ConnectionRefusedError" in refused.fields["reason"]
+
+
 @pytest.mark.parametrize("keep_alive", [True, False])
 def test_speaking_through_the_lab_microphone(start_emulator: Start, tmp_path: Path,
                                              keep_alive: bool) -> None:
@@ -121,12 +135,12 @@ def test_speaking_through_the_lab_microphone(start_emulator: Start, tmp_path: Pa
     async def scenario() -> tuple[int, list[Event]]:
         bus = EventBus(RunClock())
         mic = VirtualMic([line], clips, 0.5, None, bus)
-        socket = await mic.serve(tmp_path)
+        mic_path = await mic.serve(tmp_path)
         args = ["--mic", "--ask", "", "--model", NATIVE, "--duration", "15s"]
         if not keep_alive:
             args.append("--no-keep-alive")
         client = asyncio.create_task(asyncio.to_thread(
-            run_client, "naive", tmp_path, *args, env={"FAULTLAB_MIC": str(socket)}))
+            run_client, "naive", tmp_path, *args, env={"FAULTLAB_MIC": str(mic_path)}))
         while not any(e.name == "mic.utterance" for e in bus.events):
             await asyncio.sleep(0.05)
         await asyncio.sleep(1.0)
