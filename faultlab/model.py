@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
 from faultlab.units import parse_duration
+
+if TYPE_CHECKING:
+    from faultlab.events import Event
 
 
 class Model(BaseModel):
@@ -29,3 +33,7 @@ class EventMatch(Model):
     def describe(self) -> str:
         fields = ", ".join(f"{k}={v!r}" for k, v in self.where.items())
         return f"{self.event}({fields})" if fields else self.event
+
+    def first(self, events: Iterable[Event]) -> Event | None:
+        """The first of `events` that matches."""
+        return next((e for e in events if e.matches(self.event, self.where)), None)

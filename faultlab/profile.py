@@ -392,9 +392,10 @@ def parse_profile(text: str, source: str = "<profile>", path: Path | None = None
     steps = _check_steps(raw.timeline, problems)
     if raw.mic is None:
         for i, step in enumerate(raw.timeline):
-            if step.do.get("fault") == "mic_stall":
-                problems.add(("timeline", i, "do", "fault"),
-                             "mic_stall needs the lab's microphone: give the profile a 'mic'")
+            fault = FAULTS.get(str(step.do.get("fault")))
+            if fault is not None and fault.layer == "client":
+                problems.add(("timeline", i, "do", "fault"), f"{fault.name} acts on the lab's "
+                             "microphone: give the profile a 'mic'")
     expectations = _check_expectations(raw.expect, problems)
     problems.raise_if_any()
     return Profile(

@@ -166,3 +166,14 @@ def test_frame_triggers_before_or_by_content_need_an_app_fault() -> None:
     (bad,) = problems(text.replace("forward: before", "regex: {tool_call.id: '('}").replace(
         "fault: drop", "fault: freeze"))
     assert "bad regular expression" in bad
+
+
+def test_a_client_side_fault_needs_the_microphone() -> None:
+    """mic_stall without a `mic` is a profile error at the step's line."""
+    text = ("name: x\nclient: {builtin: naive}\ntimeline:\n"
+            "  - {when: {at: 1s}, do: {fault: mic_stall, for: 1s}}\n")
+    with pytest.raises(ProfileError) as err:
+        parse_profile(text, "p.yaml")
+    assert err.value.problems == [
+        "p.yaml:4: timeline[0].do.fault: mic_stall acts on the lab's microphone: give the "
+        "profile a 'mic'"]

@@ -40,6 +40,13 @@ from faultlab.events import EventWriter
 from faultlab.units import parse_duration
 
 WATCH_TICK_S = 0.05
+# A set-up connection: the stack that closes it, and the SDK's session on it.
+Connection = tuple[AsyncExitStack, Any]
+
+
+def answered(pong_waiter: asyncio.Future[Any]) -> bool:
+    """Whether a ping's waiter ended with its pong (not cancelled or failed by a close)."""
+    return not pong_waiter.cancelled() and pong_waiter.exception() is None
 
 
 class NaiveClient:
@@ -88,7 +95,7 @@ class NaiveClient:
             output_audio_transcription=types.AudioTranscriptionConfig() if audio else None,
             tools=[tool], session_resumption=types.SessionResumptionConfig(handle=handle))
 
-    async def _connect(self, handle: str | None) -> tuple[AsyncExitStack, Any]:
+    async def _connect(self, handle: str | None) -> Connection:
         """A new connection (resuming `handle`, or a new session), set up but not yet in use."""
         stack = AsyncExitStack()
         try:
@@ -148,7 +155,7 @@ class NaiveClient:
             back = asyncio.Event()
 
             def pong(waiter: asyncio.Future[Any]) -> None:
-                if not waiter.cancelled() and waiter.exception() is None:
+                if answered(waiter):
                     back.set()
 
             while not back.is_set():
@@ -203,7 +210,7 @@ class NaiveClient:
 
     def _pong(self, waiter: asyncio.Future[Any], session: Any) -> None:
         """A pong is a sign of life of the connection in use (not of one given up on)."""
-        if session is self.session and not waiter.cancelled() and waiter.exception() is None:
+        if session is self.session and answered(waiter):
             self._last_alive = time.monotonic()
 
     def _suspect(self, quiet_s: float) -> None:
@@ -213,6 +220,7 @@ class NaiveClient:
 
     def _on_message(self, message: Any) -> None:
         now = time.monotonic()
+        kind = kind_of(message)
         self._last_message = self._last_alive = now
         update = message.session_resumption_update
         if update and update.new_handle:
@@ -224,7 +232,7 @@ class NaiveClient:
             self.speaking = True
         if output and self._lost_at is not None:
             self.events.emit("client.recovered", since_loss_s=round(now - self._lost_at, 3),
-                             kind=kind_of(message))
+                             kind=kind)
             self._lost_at = None
         if message.tool_call and message.tool_call.function_calls:
             for call in message.tool_call.function_calls:
@@ -252,8 +260,8 @@ class NaiveClient:
                 self.replied = True
                 if self.asked:
                     self.answered.set()
-        if kind_of(message) not in ("session_resumption_update", "usage_metadata"):
-            self.events.emit("client.received", kind=kind_of(message))
+        if kind not in ("session_resumption_update", "usage_metadata"):
+            self.events.emit("client.received", kind=kind)
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.create_task(coro)
@@ -303,8 +311,7 @@ class NaiveClient:
             await asyncio.wait_for(self._retry_now.wait(), max(0.0, min(self.args.retry_after, left)))
         self._retry_now.clear()
 
-    async def _resume_attempts(self, lost_at: float,
-                               window_s: float) -> tuple[AsyncExitStack, Any] | None:
+    async def _resume_attempts(self, lost_at: float, window_s: float) -> Connection | None:
         """Resume attempts with the last handle until one is set up (returned, not installed) or
         `window_s` since the loss has passed (None)."""
         from google.genai import errors

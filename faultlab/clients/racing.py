@@ -15,15 +15,12 @@ import argparse
 import asyncio
 import contextlib
 import time
-from contextlib import AsyncExitStack
 from typing import Any
 
-from faultlab.clients.naive import main, parser_for
+from faultlab.clients.naive import Connection, main, parser_for
 from faultlab.clients.recovery import RecoveryClient, add_recovery_arguments
 from faultlab.events import EventWriter
 from faultlab.units import parse_duration
-
-Connection = tuple[AsyncExitStack, Any]
 
 
 class RacingClient(RecoveryClient):

@@ -15,11 +15,9 @@ import argparse
 import asyncio
 import contextlib
 import time
-from contextlib import AsyncExitStack
-from typing import Any
 
 from faultlab.clients.backend import Booking
-from faultlab.clients.naive import NaiveClient, main, parser_for
+from faultlab.clients.naive import Connection, NaiveClient, main, parser_for
 from faultlab.units import parse_duration
 
 
@@ -41,7 +39,7 @@ class RecoveryClient(NaiveClient):
         await self._restore(await self._connect(None), lost_at)
         return True
 
-    async def _restore(self, connection: tuple[AsyncExitStack, Any], lost_at: float) -> None:
+    async def _restore(self, connection: Connection, lost_at: float) -> None:
         """Make a new session the one in use and tell it what the user asked and what the
         backend has done; ask the question with it when its answer is known."""
         self.generation += 1

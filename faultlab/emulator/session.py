@@ -301,16 +301,17 @@ class Connection:
         p, em = self.p, self.em
         assert setup.handle is not None
         session = em.sessions.get(setup.handle)
-        if session is not None and session.holder is not None:
-            session.holder.holds(now)  # a connection held past its TCP's end may be reaped now
+        # Asked first: a connection held past its TCP's end may be reaped now, killing the handle.
+        holder = session.holder if session is not None else None
+        held = holder is not None and holder.holds(now)
         if session is None or em.expired(session, now):
             self._close(now + em.draw(p.invalid_argument_s), 1007, INVALID_ARGUMENT,
                         "unknown or dead handle")
             return
         why = None
-        if session.holder is not None and session.holder.holds(now):
-            why = f"the old connection {session.holder.number} is still " + (
-                "held (its TCP gave up)" if session.holder.closed else "open")
+        if held and holder is not None:
+            why = f"the old connection {holder.number} is still " + (
+                "held (its TCP gave up)" if holder.closed else "open")
         elif (session.dropped_at is not None and not session.dropped_speaking
               and session.dropped_at - session.last_activity <= em.scaled(p.release_after_activity_s)
               and now - session.dropped_at < em.scaled(p.release_window_s)):

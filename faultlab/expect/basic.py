@@ -82,8 +82,7 @@ class Occurs(Expectation):
     def check(self, facts: RunFacts) -> Outcome:
         t0 = 0.0
         if self.after is not None:
-            ref = next((e for e in facts.events
-                        if e.matches(self.after.event, self.after.where)), None)
+            ref = self.after.first(facts.events)
             if ref is None:
                 return self._outcome(False, f"{self.after.describe()} never happened")
             t0 = ref.t

@@ -126,7 +126,7 @@ class Recovered(Expectation):
         return f"recovered within {self.recovered_within:g}s of {self.after.describe()}"
 
     def check(self, facts: RunFacts) -> Outcome:
-        ref = next((e for e in facts.events if e.matches(self.after.event, self.after.where)), None)
+        ref = self.after.first(facts.events)
         if ref is None:
             return self._outcome(False, f"{self.after.describe()} never happened")
         hit = next((e for e in facts.events if e.name == "client.recovered" and e.t >= ref.t),
@@ -227,7 +227,7 @@ class NoReply(Expectation):
         w = self.no_reply
         t0 = 0.0
         if w.after is not None:
-            ref = next((e for e in facts.events if e.matches(w.after.event, w.after.where)), None)
+            ref = w.after.first(facts.events)
             if ref is None:
                 return self._outcome(False, f"{w.after.describe()} never happened")
             t0 = ref.t
