@@ -59,6 +59,12 @@ def _obj(value: Any, where: str) -> dict[str, Any]:
     return value
 
 
+def _list(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise ProtocolError(f"{INVALID_JSON} Invalid value at '{where}'.")
+    return value
+
+
 def _check_fields(value: dict[str, Any], allowed: set[str], where: str) -> None:
     for key in value:
         if key not in allowed:
@@ -154,9 +160,7 @@ def _text_of(content: Any, where: str) -> str:
         return ""
     if isinstance(content, str):
         return content
-    parts = _obj(content, where).get("parts", [])
-    if not isinstance(parts, list):
-        raise ProtocolError(f"{INVALID_JSON} Invalid value at '{where}.parts'.")
+    parts = _list(_obj(content, where).get("parts", []), f"{where}.parts")
     return " ".join(str(p.get("text", "")) for p in parts if isinstance(p, dict))
 
 
@@ -174,10 +178,8 @@ def _int(value: Any, where: str) -> int | None:
 def _functions(tools: Any, where: str) -> tuple[FunctionDecl, ...]:
     if tools is None:
         return ()
-    if not isinstance(tools, list):
-        raise ProtocolError(f"{INVALID_JSON} Invalid value at '{where}'.")
     out = []
-    for tool in tools:
+    for tool in _list(tools, where):
         for decl in _obj(tool, where).get("function_declarations") or []:
             d = _obj(decl, f"{where}.function_declarations")
             if not isinstance(d.get("name"), str):
@@ -294,10 +296,7 @@ def parse_client_content(body: Any) -> ClientContent:
     c = _obj(body, "client_content")
     _check_fields(c, {"turns", "turn_complete"}, "client_content")
     turns = []
-    raw_turns = c.get("turns") or []
-    if not isinstance(raw_turns, list):
-        raise ProtocolError(f"{INVALID_JSON} Invalid value at 'client_content.turns'.")
-    for turn in raw_turns:
+    for turn in _list(c.get("turns") or [], "client_content.turns"):
         t = _obj(turn, "client_content.turns")
         turns.append((str(t.get("role", "user")), _text_of(t, "client_content.turns")))
     return ClientContent(tuple(turns), bool(c.get("turn_complete", False)))
@@ -307,10 +306,7 @@ def parse_tool_response(body: Any) -> ToolResponse:
     t = _obj(body, "tool_response")
     _check_fields(t, {"function_responses"}, "tool_response")
     out = []
-    responses = t.get("function_responses") or []
-    if not isinstance(responses, list):
-        raise ProtocolError(f"{INVALID_JSON} Invalid value at 'tool_response.function_responses'.")
-    for item in responses:
+    for item in _list(t.get("function_responses") or [], "tool_response.function_responses"):
         f = _obj(item, "tool_response.function_responses")
         if not isinstance(f.get("id"), str):
             raise ProtocolError("Request contains an invalid argument.")
