@@ -107,7 +107,8 @@ def run(paths: tuple[Path, ...], runs_dir: Path, quiet: bool, repeat: int) -> No
     from faultlab.lab.privilege import reexec_in_user_namespace
     from faultlab.profile import Profile, load_profile, profile_paths
     from faultlab.report.suite import write_suite
-    from faultlab.runner import Run, RunResult
+    from faultlab.result import RunResult
+    from faultlab.runner import Run
 
     files = profile_paths(paths)
     if not files:

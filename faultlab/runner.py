@@ -9,7 +9,6 @@ import sys
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from faultlab.capture.live import ConnectionTable, LiveCapture
 from faultlab.emulator.server import client_environment
 from faultlab.errors import FaultlabError, LabError
 from faultlab.events import Event, EventBus, EventFileTail, RunClock
-from faultlab.expect import Outcome, RunFacts, evaluate
+from faultlab.expect import RunFacts, evaluate
 from faultlab.faults import FAULTS, Fault
 from faultlab.lab.netns import Addressing, NetnsLab
 from faultlab.lab.process import LabProcess, listening
@@ -28,46 +27,15 @@ from faultlab.profile import EmulatorTarget, Profile, Program, Step
 from faultlab.proxy.control import ProxyControl
 from faultlab.proxy.launch import launch_proxy
 from faultlab.report.summary import write_summary
+from faultlab.result import RunResult
 from faultlab.timeline import Due, Timeline
 from faultlab.tls import LabCA
 
 TAIL_POLL_S = 0.01
 TARGET_POLL_S = 0.02
-EXIT_OK, EXIT_EXPECTATION, EXIT_LAB = 0, 1, 3
 # Names the client resolves to an emulator target, so the SDK's default endpoints reach it.
 EMULATED_HOSTS = ["generativelanguage.googleapis.com", "aiplatform.googleapis.com",
                   "us-central1-aiplatform.googleapis.com", "europe-west4-aiplatform.googleapis.com"]
-
-
-@dataclass
-class RunResult:
-    """What a run produced: its folder, the expectations' outcomes, and any failure of the lab."""
-
-    profile: Profile
-    run_dir: Path
-    started: datetime
-    duration_s: float = 0.0
-    outcomes: list[Outcome] = field(default_factory=list)
-    exit_codes: dict[str, int | None] = field(default_factory=dict)
-    error: str | None = None
-    unfired: list[str] = field(default_factory=list)
-    events: Sequence[Event] = ()
-    # The end of what expectations judge: teardown's own consequences come after it.
-    observed_until: float = float("inf")
-
-    @property
-    def observed(self) -> list[Event]:
-        return [e for e in self.events if e.t <= self.observed_until]
-
-    @property
-    def exit_code(self) -> int:
-        if self.error is not None:
-            return EXIT_LAB
-        return EXIT_OK if all(o.held for o in self.outcomes) else EXIT_EXPECTATION
-
-    @property
-    def verdict(self) -> str:
-        return {EXIT_OK: "PASS", EXIT_EXPECTATION: "FAIL", EXIT_LAB: "ERROR"}[self.exit_code]
 
 
 class FaultRuntime:

@@ -10,7 +10,7 @@ from faultlab.events import Event
 from faultlab.expect import Outcome
 from faultlab.profile import parse_profile
 from faultlab.report.suite import render_suite
-from faultlab.runner import RunResult
+from faultlab.result import RunResult
 
 PROFILE = parse_profile("name: field-X\nclient: {command: [x]}\n")
 

@@ -12,7 +12,7 @@ from faultlab.events import Event
 from faultlab.expect.session import delivered_audio, user_told
 
 if TYPE_CHECKING:
-    from faultlab.runner import RunResult
+    from faultlab.result import RunResult
 
 COLUMNS = ("scenario", "runs", "verdicts", "resumes refused", "detected", "resumed",
            "recovered", "bookings", "user told", "audio ratio")

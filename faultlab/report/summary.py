@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from faultlab.runner import RunResult
+    from faultlab.result import RunResult
 
 # Events worth a line in the summary's timeline (the rest stay in events.jsonl).
 NOTABLE = ("lab.ready", "target.ready", "process.start", "process.exit", "fault.", "tcp.",

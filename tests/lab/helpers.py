@@ -9,7 +9,8 @@ from pathlib import Path
 
 from faultlab.events import Event
 from faultlab.profile import parse_profile
-from faultlab.runner import Run, RunResult
+from faultlab.result import RunResult
+from faultlab.runner import Run
 
 
 def run_profile(text: str, runs_dir: Path) -> RunResult:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from faultlab.capture.pcap import read_segments
-from faultlab.runner import RunResult
+from faultlab.result import RunResult
 
 from ..conftest import slack
 from .helpers import failed, first, peers, run_profile
