@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import signal
 import sys
+import textwrap
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -34,16 +36,30 @@ def main() -> None:
     """Network fault injection for WebSocket and Live API clients."""
 
 
+def _profile_files(paths: tuple[str, ...]) -> list[Path]:
+    """The files that PATH arguments (files, folders, profile names) name; exit 2 when none."""
+    from faultlab.profile import resolve_profiles
+
+    try:
+        files = resolve_profiles(paths)
+    except ProfileError as exc:
+        for line in exc.problems:
+            click.echo(line, err=True)
+        sys.exit(2)
+    if not files:
+        _fail("no profiles found in " + ", ".join(paths), 2)
+    return files
+
+
 @main.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
-def validate(paths: tuple[Path, ...]) -> None:
-    """Check profiles; print every problem as file:line: field: message."""
-    from faultlab.profile import load_profile, profile_paths
+@click.argument("paths", nargs=-1, required=True, metavar="PATH_OR_NAME...")
+def validate(paths: tuple[str, ...]) -> None:
+    """Check profiles (files, folders, or names such as silent-loss); print every problem as
+    file:line: field: message."""
+    from faultlab.profile import load_profile
 
     problems: list[str] = []
-    files = profile_paths(paths)
-    if not files:
-        _fail("no profiles found in " + ", ".join(map(str, paths)), 2)
+    files = _profile_files(paths)
     for path in files:
         try:
             load_profile(path)
@@ -93,26 +109,26 @@ def _run_cancellable(coro: Any) -> Any:
 
 
 @main.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, required=True, metavar="PATH_OR_NAME...")
 @click.option("--runs-dir", type=click.Path(path_type=Path), default=Path("runs"),
               show_default=True, help="Where run folders are written.")
 @click.option("-q", "--quiet", is_flag=True, help="Print only the verdicts.")
 @click.option("--repeat", type=click.IntRange(1, 1000), default=1, show_default=True,
               help="Run each profile this many times.")
-def run(paths: tuple[Path, ...], runs_dir: Path, quiet: bool, repeat: int) -> None:
-    """Run profiles (files or folders of them) and check their expectations.
+def run(paths: tuple[str, ...], runs_dir: Path, quiet: bool, repeat: int) -> None:
+    """Run profiles (files, folders of them, or names such as silent-loss) and check their
+    expectations.
 
     With several runs, a table in the field study's style (outcomes and latency ranges per
     scenario) is printed and written to RUNS_DIR/suite-TIME.md."""
+    # Before the runner's imports, so that a misspelt name is answered at once.
+    files = _profile_files(paths)
     from faultlab.lab.privilege import reexec_in_user_namespace
-    from faultlab.profile import Profile, load_profile, profile_paths
+    from faultlab.profile import Profile, load_profile
     from faultlab.report.suite import write_suite
     from faultlab.result import RunResult
     from faultlab.runner import Run
 
-    files = profile_paths(paths)
-    if not files:
-        _fail("no profiles found in " + ", ".join(map(str, paths)), 2)
     try:
         profiles = [load_profile(f) for f in files]
     except ProfileError as exc:
@@ -157,6 +173,23 @@ def run(paths: tuple[Path, ...], runs_dir: Path, quiet: bool, repeat: int) -> No
         table = runs_dir / f"suite-{datetime.now():%Y%m%d-%H%M%S}.md"
         click.echo("\n" + write_suite(results, table) + f"\n(written to {table})")
     sys.exit(code)
+
+
+@main.command()
+def profiles() -> None:
+    """List the profiles that run and validate take by name, each with its first sentence."""
+    from faultlab.profile import profile_catalogue, profile_summary
+
+    shelves = profile_catalogue()
+    width = max((len(name) for _, names in shelves for name in names), default=0)
+    indent = "  " if len(shelves) > 1 else ""
+    room = max(shutil.get_terminal_size((110, 24)).columns - len(indent) - width - 2, 30)
+    for heading, names in shelves:
+        if indent:
+            click.echo(f"{heading}:")
+        for name, path in names.items():
+            summary = textwrap.shorten(profile_summary(path), room, placeholder=" ...")
+            click.echo(f"{indent}{name:<{width}}  {summary}".rstrip())
 
 
 @main.group()

@@ -7,10 +7,12 @@ register, so adding either never touches this file.
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any, ClassVar, Literal, NoReturn
 
@@ -18,9 +20,10 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from faultlab.emulator.personality import DEFAULT_PERSONALITY, PERSONALITIES, personality_with
-from faultlab.errors import ProfileError
+from faultlab.errors import FaultlabError, ProfileError
 from faultlab.expect import EXPECTATIONS, Expectation
-from faultlab.faults import FAULTS, FaultParams
+from faultlab.faults import FAULTS, FaultParams, Need
+from faultlab.frames import FrameMatch
 from faultlab.model import Duration, Model
 from faultlab.peers import BUILTINS
 
@@ -133,38 +136,9 @@ class Network(Model):
         return value
 
 
-class FrameMatch(Model):
-    """A WebSocket message: who sent it, its Live API kind (`toolCall`,
-    `serverContent.turnComplete`), fields by dotted path (`equals`, `regex`), the n-th such message,
-    on the k-th connection; `forward`: whether the step's fault acts before the matching message
-    is relayed (only app-level faults can) or after it."""
-
-    sender: Literal["client", "server", "either"] = Field(default="either", alias="from")
-    kind: str | None = None
-    equals: dict[str, Any] = Field(default_factory=dict)
-    regex: dict[str, str] = Field(default_factory=dict)
-    nth: int = Field(default=1, ge=1)
-    connection: int | None = Field(default=None, ge=1)
-    forward: Literal["before", "after"] = "after"
-
-    @field_validator("regex")
-    @classmethod
-    def _patterns(cls, value: dict[str, str]) -> dict[str, str]:
-        for pattern in value.values():
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"bad regular expression {pattern!r}: {exc}") from None
-        return value
-
-    def describe(self) -> str:
-        return f"{self.kind or 'message'} from {self.sender}" + (
-            f" #{self.nth}" if self.nth > 1 else "")
-
-
 class Trigger(Model):
-    """When a step fires: at a time, after another step, on an event, on the k-th connection, or
-    on a WebSocket message (`frame`)."""
+    """When a step fires: at a time since the client started, after another step, on an event,
+    on the k-th connection, or on a WebSocket message (`frame`)."""
 
     at: Duration | None = None
     step: str | None = None
@@ -270,6 +244,10 @@ class Step:
     fault: str
     params: FaultParams
 
+    @property
+    def needs(self) -> frozenset[Need]:
+        return FAULTS[self.fault].needs
+
 
 @dataclass(frozen=True)
 class Profile:
@@ -289,6 +267,21 @@ class Profile:
     expect: tuple[Expectation, ...]
     timeout: float
     settle: float
+
+    @property
+    def needs(self) -> frozenset[Need]:
+        """What the run starts: whatever a step's fault needs, and what the profile asks for."""
+        asked: set[Need] = {"proxy"} if self.proxy else set()
+        asked |= {"mic"} if self.mic is not None else set()
+        return frozenset(asked).union(*(s.needs for s in self.timeline))
+
+
+# Why a profile cannot give what a fault needs, if it cannot.
+PROVIDERS: dict[Need, tuple[str, str]] = {
+    "proxy": ("target", "needs the proxy, which stands in front of a target: give the profile a "
+                        "'target'"),
+    "mic": ("mic", "acts on the lab's microphone: give the profile a 'mic'"),
+}
 
 
 Loc = tuple[str | int, ...]
@@ -390,12 +383,7 @@ def parse_profile(text: str, source: str = "<profile>", path: Path | None = None
         _check_parts(data, problems)
         problems.fail()
     steps = _check_steps(raw.timeline, problems)
-    if raw.mic is None:
-        for i, step in enumerate(raw.timeline):
-            fault = FAULTS.get(str(step.do.get("fault")))
-            if fault is not None and fault.layer == "client":
-                problems.add(("timeline", i, "do", "fault"), f"{fault.name} acts on the lab's "
-                             "microphone: give the profile a 'mic'")
+    _check_needs(raw, steps, problems)
     expectations = _check_expectations(raw.expect, problems)
     problems.raise_if_any()
     return Profile(
@@ -454,16 +442,31 @@ def _check_steps(raw_steps: Iterable[RawStep], problems: _Problems) -> list[Step
             continue
         name, params = checked
         frame = raw.when.frame
-        if frame is not None and FAULTS[name].layer != "app" and (
-                frame.forward == "before" or frame.equals or frame.regex):
+        if frame is not None and frame.reads_content and "proxy" not in FAULTS[name].needs:
             problems.add(("timeline", i, "when", "frame"),
-                         "'forward: before', 'equals' and 'regex' need an app-level fault (the "
-                         "proxy fires those); a packet fault can follow a frame's kind only")
+                         "'forward: before', 'equals' and 'regex' need a fault that lives in the "
+                         "proxy (the proxy fires those); others follow a frame's kind only")
         for ref in params.referenced_steps():
             if ref not in ids:
                 problems.add(("timeline", i, "do"), f"no step has the id {ref!r}")
         steps.append(Step(ids[i], raw.when, raw.after, name, params))
     return steps
+
+
+def _check_needs(raw: RawProfile, steps: Sequence[Step], problems: _Problems) -> None:
+    """Every step's needs can be met, and frame triggers have a frame log to follow: the proxy's,
+    or else an emulator target's."""
+    proxy = raw.proxy or any("proxy" in s.needs for s in steps)
+    emulator = raw.target is not None and raw.target.emulator is not None
+    for i, step in enumerate(steps):
+        for need in sorted(step.needs):
+            field, why = PROVIDERS[need]
+            if getattr(raw, field) is None:
+                problems.add(("timeline", i, "do", "fault"), f"{step.fault} {why}")
+        if step.when.frame is not None and not (proxy or emulator):
+            problems.add(("timeline", i, "when", "frame"),
+                         "a frame trigger follows the proxy's frame log (proxy: true, or a fault "
+                         "that lives in the proxy) or an emulator target's")
 
 
 def _check_expectations(raw: list[dict[str, Any]], problems: _Problems) -> list[Expectation]:
@@ -490,13 +493,104 @@ def load_profile(path: str | Path) -> Profile:
     return parse_profile(text, str(p), p)
 
 
+PROFILE_SUFFIXES = (".yaml", ".yml")
+# Looked up before the shipped profiles, relative to the current folder.
+LOCAL_PROFILES = Path("profiles")
+_SENTENCE_END = re.compile(r"[.!?][\"')\]]*(?=\s+[A-Z`]|\s*$)")
+
+
 def profile_paths(paths: Iterable[str | Path]) -> list[Path]:
     """The profile files named: a file as is, a folder as every *.yaml/*.yml below it, sorted."""
     out: list[Path] = []
     for item in paths:
         p = Path(item)
         if p.is_dir():
-            out.extend(sorted(q for q in p.rglob("*") if q.suffix in (".yaml", ".yml")))
+            out.extend(sorted(q for q in p.rglob("*") if q.suffix in PROFILE_SUFFIXES))
         else:
             out.append(p)
     return out
+
+
+def shipped_profiles() -> Path:
+    """The folder of the profiles installed with faultlab (`faultlab/profiles` in the wheel)."""
+    root = resources.files("faultlab") / "profiles"
+    if not isinstance(root, Path):
+        # Only a zip import has no real path; profiles are read, and named in events, as files.
+        raise FaultlabError(f"faultlab's shipped profiles are not files on disk ({root})")
+    return root
+
+
+def profile_names(folder: Path) -> dict[str, Path]:
+    """Every profile below `folder` by name: its path there without the suffix (`field/BR1`)."""
+    names: dict[str, Path] = {}
+    for path in profile_paths([folder]) if folder.is_dir() else []:
+        names.setdefault(path.relative_to(folder).with_suffix("").as_posix(), path)
+    return {name: names[name] for name in sorted(names, key=lambda n: (n.count("/"), n))}
+
+
+def _is_name(item: str) -> bool:
+    """`silent-loss`, `field/BR1`: relative, no .yaml/.yml suffix, and no file or folder there."""
+    parts = item.split("/")
+    return (bool(item) and not item.startswith("/") and all(p not in ("", ".", "..") for p in parts)
+            and Path(item).suffix not in PROFILE_SUFFIXES and not Path(item).exists())
+
+
+def _find_named(name: str) -> Path | None:
+    for folder in (LOCAL_PROFILES, shipped_profiles()):
+        for suffix in PROFILE_SUFFIXES:
+            path = folder / f"{name}{suffix}"
+            if path.is_file():
+                return path
+    return None
+
+
+def _unknown_name(name: str) -> str:
+    known = {k.lower(): k for k in sorted({*profile_names(LOCAL_PROFILES),
+                                           *profile_names(shipped_profiles())})}
+    # `BR1` for `field/BR1`: a folder is easy to forget, and difflib alone scores it low.
+    close = [k for low, k in known.items() if low.rsplit("/", 1)[-1] == name.lower()]
+    close += [known[low] for low in difflib.get_close_matches(name.lower(), known, n=3)
+              if known[low] not in close]
+    hint = f"close matches: {', '.join(close)}" if close else "`faultlab profiles` lists them"
+    return f"{name}: no such file, nor a profile of that name in ./profiles or shipped with faultlab; {hint}"
+
+
+def resolve_profiles(items: Iterable[str | Path]) -> list[Path]:
+    """The profile files a command line names, in order: existing files and folders as
+    `profile_paths` reads them, and names (`silent-loss`, `field/BR1`) looked up in ./profiles,
+    then among the shipped profiles. Every unknown name is one line of the ProfileError."""
+    out: list[Path] = []
+    unknown: list[str] = []
+    for item in items:
+        if not _is_name(str(item)):
+            out += profile_paths([item])
+        elif (found := _find_named(str(item))) is not None:
+            out.append(found)
+        else:
+            unknown.append(_unknown_name(str(item)))
+    if unknown:
+        raise ProfileError(unknown)
+    return out
+
+
+def profile_summary(path: Path) -> str:
+    """A profile's description cut to its first sentence (or line), for listings."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return "(unreadable; `faultlab validate` says why)"
+    description = data.get("description") if isinstance(data, dict) else None
+    lines = str(description or "").strip().splitlines()
+    first = lines[0].strip() if lines else ""
+    end = _SENTENCE_END.search(first)
+    return first[:end.end()] if end else first
+
+
+def profile_catalogue() -> list[tuple[str, dict[str, Path]]]:
+    """The profiles known by name, by where they are found: ./profiles (when it is not the
+    shipped folder itself, as in a checkout of faultlab) first, then the shipped ones."""
+    shipped = shipped_profiles()
+    shelves = [("shipped with faultlab", profile_names(shipped))]
+    if LOCAL_PROFILES.is_dir() and LOCAL_PROFILES.resolve() != shipped.resolve():
+        shelves.insert(0, ("in ./profiles (looked up first)", profile_names(LOCAL_PROFILES)))
+    return shelves

@@ -1,20 +1,31 @@
-"""When steps fire: triggers watch the run's events and say when each step is due.
+"""When steps fire: triggers watch the run's events and frames and say when each step is due.
 
-Sans-I/O: `Timeline` takes events and returns the steps that became due, with their due time on
-the run clock; the runner sleeps until then and applies the fault. Each step fires at most once.
+Sans-I/O: `Timeline` takes events and frames and returns the steps that became due, with their
+due time on the run clock; the run sleeps until then and applies the fault. Each step fires at
+most once. Time triggers (`at`) count from the client's start, the first moment a profile's
+author can reason about: the lab, the target and the proxy take longer on a loaded machine, but
+they are all ready before the client starts.
+
+Steps whose fault lives in the proxy and that fire on a frame are armed in the proxy instead,
+which fires them inside its message hook (`in_proxy`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from faultlab.events import Event
-from faultlab.kinds import frame_sender, kind_matches
+from faultlab.frames import Frame, FrameWatch
 from faultlab.profile import Step
 
-# The events the runner emits when a step has fired; `when: {step: ID}` waits for this.
+# The event a step's fault emits once applied; `when: {step: ID}` waits for it.
 STEP_APPLIED = "fault.applied"
+
+
+def in_proxy(step: Step) -> bool:
+    """Whether the proxy fires this step: it fires on a frame, and its fault lives there."""
+    return step.when.frame is not None and "proxy" in step.needs
 
 
 @dataclass(frozen=True)
@@ -32,46 +43,45 @@ class Timeline:
     def __init__(self, steps: Iterable[Step]) -> None:
         self.steps = list(steps)
         self._waiting = {s.id: s for s in self.steps}
-        self._frames_seen: dict[str, int] = {}
+        self._watches = {s.id: FrameWatch(s.when.frame) for s in self.steps
+                         if s.when.frame is not None}
 
     @property
     def waiting(self) -> list[Step]:
         """Steps whose trigger has not happened (yet)."""
         return list(self._waiting.values())
 
-    def start(self) -> list[Due]:
-        """Steps with a time trigger, due from the run's start."""
+    def start(self, client_started: float) -> list[Due]:
+        """Steps with a time trigger, due from the client's start."""
         out = []
         for step in self.steps:
             if step.when.at is not None:
-                out.append(Due(step, step.when.at + step.after, step.when.describe()))
+                out.append(Due(step, client_started + step.when.at + step.after,
+                               step.when.describe()))
                 del self._waiting[step.id]
         return out
 
     def observe(self, event: Event) -> list[Due]:
         """Steps whose trigger `event` is; each is due `after` its trigger."""
+        return self._fire(event.t, lambda step: _triggers(step, event))
+
+    def observe_frame(self, frame: Frame, t: float) -> list[Due]:
+        """Steps whose frame trigger this frame (seen at `t`) completes: its n-th match."""
+        return self._fire(t, lambda step: step.id in self._watches
+                          and self._watches[step.id].offer(frame))
+
+    def _fire(self, t: float, fires: Callable[[Step], bool]) -> list[Due]:
         out = []
         for step in list(self._waiting.values()):
-            if _triggers(step, event, self._frames_seen):
-                out.append(Due(step, event.t + step.after, step.when.describe()))
+            if fires(step):
+                out.append(Due(step, t + step.after, step.when.describe()))
                 del self._waiting[step.id]
         return out
 
 
-def _triggers(step: Step, event: Event, counts: dict[str, int]) -> bool:
+
+def _triggers(step: Step, event: Event) -> bool:
     when = step.when
-    if when.frame is not None:
-        frame = when.frame
-        sender = frame_sender(event)
-        if sender is None or frame.sender not in ("either", sender):
-            return False
-        k = event.fields.get("k", event.fields.get("conn"))
-        if frame.connection is not None and k != frame.connection:
-            return False
-        if frame.kind and not kind_matches(str(event.fields.get("kind", "")), frame.kind):
-            return False
-        counts[step.id] = counts.get(step.id, 0) + 1
-        return counts[step.id] == frame.nth
     if when.step is not None:
         return event.matches(STEP_APPLIED, {"step": when.step})
     if when.event is not None:

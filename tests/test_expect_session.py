@@ -8,16 +8,8 @@ import pytest
 from pydantic import ValidationError
 
 from faultlab.events import Event
-from faultlab.expect import (
-    Bookings,
-    DeliveredAudioRatio,
-    NoReply,
-    Recovered,
-    ResumesRefused,
-    RunFacts,
-    Truthful,
-)
-from faultlab.expect.session import claim_of
+from faultlab.expect import DeliveredAudioRatio, NoReply, Recovered, ResumesRefused, RunFacts
+from faultlab.scenarios.booking import Bookings, Truthful, claim_of
 
 
 def ev(t: float, name: str, source: str = "client", **fields: Any) -> Event:

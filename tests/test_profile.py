@@ -156,7 +156,7 @@ def test_emulator_target_defaults_and_checks() -> None:
 
 def test_frame_triggers_before_or_by_content_need_an_app_fault() -> None:
     """`forward: before` and content matches are the proxy's: a packet fault cannot use them."""
-    text = ("name: f\nclient: {command: [a]}\ntarget: {builtin: ws-echo-server, port: 1}\n"
+    text = ("name: f\nclient: {command: [a]}\ntarget: {emulator: {}}\n"
             "timeline:\n  - when: {frame: {kind: toolCall, forward: before}}\n"
             "    do: {fault: drop}\n")
     (line,) = problems(text)
@@ -166,6 +166,24 @@ def test_frame_triggers_before_or_by_content_need_an_app_fault() -> None:
     (bad,) = problems(text.replace("forward: before", "regex: {tool_call.id: '('}").replace(
         "fault: drop", "fault: freeze"))
     assert "bad regular expression" in bad
+
+
+def test_a_frame_trigger_needs_a_frame_log() -> None:
+    """A packet fault on a frame needs the proxy's or an emulator's frame log to follow."""
+    text = ("name: f\nclient: {command: [a]}\ntarget: {builtin: ws-echo-server, port: 1}\n"
+            "timeline:\n  - when: {frame: {kind: toolCall}}\n    do: {fault: drop}\n")
+    (line,) = problems(text)
+    assert line.startswith("p.yaml:5: timeline[0].when.frame: a frame trigger follows the proxy")
+    assert parse_profile(text.replace("timeline:", "proxy: true\ntimeline:")).timeline
+    assert parse_profile(text.replace("{builtin: ws-echo-server, port: 1}", "{emulator: {}}"))
+
+
+def test_an_app_fault_needs_a_target_for_its_proxy() -> None:
+    """A fault that lives in the proxy needs a target for the proxy to stand in front of."""
+    (line,) = problems("name: x\nclient: {command: [a]}\ntimeline:\n"
+                       "  - {when: {at: 1s}, do: {fault: freeze}}\n")
+    assert line == ("p.yaml:4: timeline[0].do.fault: freeze needs the proxy, which stands in "
+                    "front of a target: give the profile a 'target'")
 
 
 def test_a_client_side_fault_needs_the_microphone() -> None:

@@ -1,6 +1,9 @@
+from faultlab.capture.live import ConnectionTable
 from faultlab.events import Event
+from faultlab.frames import Frame
 from faultlab.profile import parse_profile
-from faultlab.timeline import Timeline
+from faultlab.sources import FrameSource
+from faultlab.timeline import Timeline, in_proxy
 
 PROFILE = """\
 name: t
@@ -17,18 +20,18 @@ def timeline() -> Timeline:
     return Timeline(parse_profile(PROFILE).timeline)
 
 
-def test_time_triggers_are_due_from_the_start() -> None:
-    """A time trigger is due at its time plus `after`."""
+def test_time_triggers_are_due_from_the_clients_start() -> None:
+    """A time trigger is due at its time plus `after`, counted from the client's start."""
     t = timeline()
-    (due,) = t.start()
-    assert due.step.id == "a" and due.t == 1.5 and due.cause == "at 1s"
+    (due,) = t.start(client_started=0.75)
+    assert due.step.id == "a" and due.t == 2.25 and due.cause == "at 1s"
     assert [s.id for s in t.waiting] == ["b", "c", "d"]
 
 
 def test_step_trigger_follows_the_applied_event() -> None:
     """`when: {step: a}` fires when a's fault has been applied, then waits `after`."""
     t = timeline()
-    t.start()
+    t.start(0.0)
     assert t.observe(Event(1.6, "faultlab", "fault.applied", {"step": "x"})) == []
     (due,) = t.observe(Event(1.6, "faultlab", "fault.applied", {"step": "a"}))
     assert due.step.id == "b" and due.t == 3.6
@@ -61,17 +64,56 @@ def test_each_step_fires_once() -> None:
 FRAMES = """\
 name: f
 client: {command: [sleep, "1"]}
+target: {emulator: {}}
 timeline:
   - {id: on-call, when: {frame: {from: server, kind: toolCall, nth: 2}}, after: 1s, do: {fault: drop}}
 """
 
 
-def test_frame_trigger_follows_the_frame_log_of_proxy_or_emulator() -> None:
-    """A packet fault on a frame fires on the n-th matching frame event, from either log."""
+def test_frame_trigger_fires_on_the_nth_matching_frame() -> None:
+    """A packet fault on a frame fires on the n-th frame that matches sender and kind."""
     t = Timeline(parse_profile(FRAMES).timeline)
-    assert t.observe(Event(1.0, "proxy", "proxy.frame", {"dir": "client->server",
-                                                         "kind": "tool_call"})) == []
-    assert t.observe(Event(1.1, "proxy", "proxy.frame", {"dir": "server->client",
-                                                         "kind": "tool_call"})) == []
-    (due,) = t.observe(Event(2.0, "target", "emulator.frame", {"dir": "out", "kind": "tool_call"}))
+    assert t.observe_frame(Frame("client", 1, "tool_call"), 1.0) == []
+    assert t.observe_frame(Frame("server", 1, "tool_call"), 1.1) == []
+    (due,) = t.observe_frame(Frame("server", 1, "tool_call"), 2.0)
     assert due.step.id == "on-call" and due.t == 3.0
+
+
+def test_one_frame_log_per_run_so_nth_counts_messages_not_log_lines() -> None:
+    """With a proxy and an emulator both logging, `nth: 2` fires on the second message: the run
+    follows the proxy's log only."""
+    t = Timeline(parse_profile(FRAMES).timeline)
+    source = FrameSource.for_run(True, True, ConnectionTable("198.18.0.6"), 443)
+    assert source is not None
+    fired = []
+    for n, (proxy_t, emulator_t) in enumerate([(1.0, 1.01), (2.0, 2.01), (3.0, 3.01)], 1):
+        for event in (Event(emulator_t, "target", "emulator.frame",
+                            {"conn": 1, "dir": "out", "kind": "tool_call"}),
+                      Event(proxy_t, "proxy", "proxy.frame",
+                            {"k": 1, "dir": "server->client", "kind": "tool_call"})):
+            frame = source.frame(event)
+            if frame is not None:
+                fired += [(n, due.t) for due in t.observe_frame(frame, event.t)]
+    assert fired == [(2, 3.0)]
+
+
+def test_emulator_frames_are_numbered_as_the_router_saw_the_connections() -> None:
+    """An emulator connection is numbered by the client's SYN order, so a connection whose SYN
+    the path dropped (never reaching the emulator) still counts."""
+    table = ConnectionTable("198.18.0.6")
+    for port in (40001, 40002, 40003):
+        table.observe_syn("198.18.0.2", port, 443, 0.0)
+    source = FrameSource.for_run(False, True, table, 443)
+    assert source is not None
+    source.frame(Event(0.1, "target", "emulator.connect", {"conn": 1, "client_port": 40001}))
+    source.frame(Event(0.5, "target", "emulator.connect", {"conn": 2, "client_port": 40003}))
+    frame = source.frame(Event(0.6, "target", "emulator.frame",
+                               {"conn": 2, "dir": "in", "kind": "setup"}))
+    assert frame == Frame("client", 3, "setup")
+
+
+def test_frame_steps_with_proxy_faults_are_armed_in_the_proxy() -> None:
+    """A frame-triggered step whose fault lives in the proxy fires there; others in the run."""
+    profile = parse_profile(FRAMES.replace("{fault: drop}", "{fault: freeze}"))
+    assert [in_proxy(s) for s in profile.timeline] == [True]
+    assert [in_proxy(s) for s in parse_profile(FRAMES).timeline] == [False]

@@ -205,6 +205,7 @@ def render_text(report: PcapReport) -> str:
             for fr in frames:
                 close = (f"  code={fr['close_code']} reason={fr['close_reason']!r}"
                          if fr["opcode"] == "close" else "")
+                close += f"  kind={fr['kind']}" if fr.get("kind") else ""
                 lines.append(f"    t={fr['t']:.6f}  {fr['direction']:<15} {fr['opcode']:<12}"
                              f" len={fr['length']}{close}")
     return "\n".join(lines)

@@ -14,17 +14,17 @@ import os
 import shutil
 import signal
 from dataclasses import dataclass
-from ipaddress import IPv4Address
 from pathlib import Path
 from types import TracebackType
 from typing import Self
 
 from faultlab.capture.pcap import ACK, FIN, RST, SYN, PcapStream, decode_tcp
+from faultlab.connections import ConnectionChoice, choose
 from faultlab.errors import MechanismError
 from faultlab.events import EventBus
-from faultlab.lab.namespace import Namespace
+from faultlab.lab.base import Lab
 from faultlab.lab.privilege import in_user_namespace
-from faultlab.lab.process import spawn, terminate
+from faultlab.lab.process import terminate
 
 READY_TIMEOUT_S = 5.0
 DRAIN_QUIET_S = 0.1
@@ -33,7 +33,7 @@ DRAIN_MAX_S = 1.0
 
 @dataclass(frozen=True)
 class Connection:
-    """A TCP connection from the client to the target, numbered from 1 in the order seen."""
+    """A TCP connection from the client to the target, numbered as faultlab.connections says."""
 
     k: int
     client: str
@@ -64,33 +64,23 @@ class ConnectionTable:
     def lookup(self, client_port: int, server_port: int) -> Connection | None:
         return self._by_ports.get((client_port, server_port))
 
-    def select(self, which: str | int) -> Connection | None:
-        """`first`, `latest`, or the k-th connection (1-based); None if not seen yet."""
-        if not self.connections:
-            return None
-        if which == "first":
-            return self.connections[0]
-        if which == "latest":
-            return self.connections[-1]
-        if isinstance(which, int) and 1 <= which <= len(self.connections):
-            return self.connections[which - 1]
-        return None
+    def select(self, which: ConnectionChoice) -> Connection | None:
+        """`first`, `latest`, or connection k; None if not seen yet."""
+        return choose(self.connections, which)
 
 
 class LiveCapture:
-    """tcpdump in `ns` on `iface`, saved to `pcap_path` (or only watched when it is None)."""
+    """tcpdump on the router's link toward the client, saved to `pcap_path` (or only watched
+    when it is None)."""
 
-    def __init__(
-        self, ns: Namespace, iface: str, pcap_path: Path | None, snaplen_bytes: int,
-        bus: EventBus, client: IPv4Address, target: IPv4Address,
-    ) -> None:
-        self.ns = ns
-        self.iface = iface
+    def __init__(self, lab: Lab, pcap_path: Path | None, snaplen_bytes: int, bus: EventBus) -> None:
+        self.lab = lab
+        self.iface = lab.client_link
         self.pcap_path = pcap_path
         self.snaplen_bytes = snaplen_bytes
         self.bus = bus
-        self.client = str(client)
-        self.table = ConnectionTable(str(target))
+        self.client = str(lab.client_address)
+        self.table = ConnectionTable(str(lab.server_address))
         self.packets = 0
         self._proc: asyncio.subprocess.Process | None = None
         self._reader: asyncio.Task[None] | None = None
@@ -105,7 +95,7 @@ class LiveCapture:
         if os.geteuid() == 0 and not in_user_namespace():
             # As root, tcpdump drops to the `tcpdump` user, who cannot write the run's files.
             argv += ["-Z", "root"]
-        self._proc = await spawn(self.ns, argv, os.environ, stdout=asyncio.subprocess.PIPE,
+        self._proc = await self.lab.spawn("router", argv, os.environ, stdout=asyncio.subprocess.PIPE,
                                  stderr=asyncio.subprocess.PIPE)
         await self._wait_listening()
         self._reader = asyncio.create_task(self._read())

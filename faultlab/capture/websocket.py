@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+
+from faultlab.livewire import kind_of
 
 OPCODES = {0: "continuation", 1: "text", 2: "binary", 8: "close", 9: "ping", 10: "pong"}
 MAX_HEADER_BYTES = 16384
@@ -19,6 +22,8 @@ class WsFrame:
     masked: bool
     close_code: int | None = None
     close_reason: str | None = None
+    # A whole text message's Live API kind (faultlab.livewire), when it is one.
+    kind: str | None = None
 
 
 class WsStreamDecoder:
@@ -77,17 +82,28 @@ class WsStreamDecoder:
             start = key_at + (4 if masked else 0)
             if len(buf) < start + length:
                 break
-            opcode = b0 & 0x0F
-            code = reason = None
-            if opcode == 8 and length >= 2:
+            opcode, fin = b0 & 0x0F, bool(b0 & 0x80)
+            code = reason = kind = None
+            if (opcode == 8 and length >= 2) or (opcode == 1 and fin):
                 payload = bytes(buf[start : start + length])
                 if masked:
                     key = buf[key_at : key_at + 4]
                     payload = bytes(b ^ key[i % 4] for i, b in enumerate(payload))
-                code = int.from_bytes(payload[:2])
-                reason = payload[2:].decode(errors="replace")
-            out.append(WsFrame(ts, OPCODES.get(opcode, f"0x{opcode:x}"), length, bool(b0 & 0x80),
-                               masked, code, reason))
+                if opcode == 8:
+                    code = int.from_bytes(payload[:2])
+                    reason = payload[2:].decode(errors="replace")
+                else:
+                    kind = _kind(payload)
+            out.append(WsFrame(ts, OPCODES.get(opcode, f"0x{opcode:x}"), length, fin, masked,
+                               code, reason, kind))
             pos = start + length
         del buf[:pos]
         return out
+
+
+def _kind(payload: bytes) -> str | None:
+    try:
+        data = json.loads(payload)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return kind_of(data) if isinstance(data, dict) else None

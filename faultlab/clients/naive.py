@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from faultlab.clients.backend import Booking, BookingBackend
-from faultlab.clients.probe import kind_of
 from faultlab.clients.uplink import Uplink
 from faultlab.events import EventWriter
+from faultlab.livewire import kind_of
 from faultlab.units import parse_duration
 
 WATCH_TICK_S = 0.05
@@ -220,7 +220,7 @@ class NaiveClient:
 
     def _on_message(self, message: Any) -> None:
         now = time.monotonic()
-        kind = kind_of(message)
+        kind = kind_of(message.model_dump(exclude_none=True))
         self._last_message = self._last_alive = now
         update = message.session_resumption_update
         if update and update.new_handle:

@@ -16,15 +16,8 @@ import sys
 from typing import Any
 
 from faultlab.events import EventWriter
+from faultlab.livewire import kind_of
 from faultlab.units import parse_duration
-
-
-def kind_of(message: Any) -> str:
-    data = message.model_dump(exclude_none=True)
-    keys = [k for k in data if k != "usage_metadata"] or list(data)
-    if keys and keys[0] == "server_content":
-        return "server_content." + "+".join(data["server_content"])
-    return keys[0] if keys else "empty"
 
 
 async def probe(args: argparse.Namespace, events: EventWriter) -> int:
@@ -47,7 +40,7 @@ async def probe(args: argparse.Namespace, events: EventWriter) -> int:
             async def listen() -> None:
                 while True:
                     async for message in session.receive():
-                        fields: dict[str, Any] = {"kind": kind_of(message)}
+                        fields: dict[str, Any] = {"kind": kind_of(message.model_dump(exclude_none=True))}
                         if message.tool_call and message.tool_call.function_calls:
                             fields["ids"] = [c.id for c in message.tool_call.function_calls]
                             fields["names"] = [c.name for c in message.tool_call.function_calls]

@@ -15,7 +15,6 @@ import re
 import ssl
 from collections.abc import Callable
 from http import HTTPStatus
-from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from websockets.asyncio.server import Server, ServerConnection, serve
@@ -23,7 +22,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from faultlab.emulator.session import Emulator
-from faultlab.kinds import snake
+from faultlab.livewire import kind_of
 
 MAX_CLIENT_FRAME = 16 * 1024 * 1024
 SHUTDOWN_S = 0.5
@@ -51,14 +50,6 @@ def has_identity(request: Request) -> bool:
         return True
     query = parse_qs(urlsplit(request.path).query)
     return bool(query.get("key") or query.get("access_token"))
-
-
-def frame_kind(frame: dict[str, Any]) -> str:
-    """The kind of a server frame, spelt as the proxy's frame log spells it."""
-    key = next(iter(frame))
-    if key == "serverContent":
-        return f"server_content.{'+'.join(snake(k) for k in frame[key])}"
-    return snake(key)
 
 
 class EmulatorServer:
@@ -104,7 +95,9 @@ class EmulatorServer:
         loop = asyncio.get_running_loop()
         request = ws.request
         assert request is not None
-        conn = self.emulator.connect(loop.time(), api_of(request.path) or "developer")
+        peer = ws.remote_address
+        conn = self.emulator.connect(loop.time(), api_of(request.path) or "developer",
+                                     client_port=int(peer[1]) if peer else None)
         if not has_identity(request):
             conn.peer_closed(loop.time())
             await ws.close(1008, NO_IDENTITY[:123])
@@ -136,7 +129,7 @@ class EmulatorServer:
                         text = json.dumps(action.frame, separators=(",", ":"))
                         await ws.send(text)
                         self.emit("emulator.frame", conn=conn.number, dir="out",
-                                  kind=frame_kind(action.frame), bytes=len(text),
+                                  kind=kind_of(action.frame), bytes=len(text),
                                   **({"audio_s": round(action.audio_s, 4)} if action.audio_s else {}))
                     else:
                         await ws.close(action.code, action.reason)

@@ -94,9 +94,12 @@ class Emulator:
         """A server delay from the personality's measured range, time-scaled."""
         return self.scaled(self.rng.uniform(*span))
 
-    def connect(self, now: float, api: str = "developer") -> Connection:
+    def connect(self, now: float, api: str = "developer",
+                client_port: int | None = None) -> Connection:
+        """A new connection; `client_port`, the peer's, lets the run number it as the router
+        saw it (faultlab.connections)."""
         self._forget_expired(now)
-        return Connection(self, next(self._conn_ids), now, api)
+        return Connection(self, next(self._conn_ids), now, api, client_port)
 
     def expired(self, session: Session, now: float) -> bool:
         """Dead, or dropped longer ago than a handle lives (2 hours after the session ended)."""
@@ -118,7 +121,8 @@ class Emulator:
 class Connection:
     """One WebSocket connection's protocol state."""
 
-    def __init__(self, emulator: Emulator, number: int, now: float, api: str) -> None:
+    def __init__(self, emulator: Emulator, number: int, now: float, api: str,
+                 client_port: int | None = None) -> None:
         self.em = emulator
         self.p = emulator.personality
         self.number = number
@@ -137,7 +141,8 @@ class Connection:
         self._setup_seen = False
         self._gone = False
         self.held_after_timeout = False
-        self.em.emit("emulator.connect", conn=number, api=api)
+        self.em.emit("emulator.connect", conn=number, api=api,
+                     **({"client_port": client_port} if client_port is not None else {}))
         self._lifetime_end: float | None = None
         if self.p.connection_lifetime_s is not None:
             self._lifetime_end = now + self.em.scaled(self.p.connection_lifetime_s)

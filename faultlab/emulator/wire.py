@@ -14,13 +14,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from faultlab.kinds import snake
+from faultlab.livewire import kind_of, snake_keys
 
 INVALID_JSON = "Invalid JSON payload received."
 CLOSE_REASON_BYTES = 123
-# Sub-objects whose keys are the user's data, not protocol fields.
-OPAQUE = frozenset({"args", "response", "parameters", "parameters_json_schema", "response_schema",
-                    "response_json_schema", "data"})
 # Developer API `models/<id>`; Vertex `publishers/google/models/<id>`, optionally under
 # `projects/<p>/locations/<l>/`.
 MODEL_NAME = re.compile(
@@ -34,19 +31,6 @@ class ProtocolError(Exception):
         super().__init__(reason)
         self.code = code
         self.reason = reason.encode()[:CLOSE_REASON_BYTES].decode(errors="ignore")
-
-
-def snake_keys(obj: Any) -> Any:
-    """`obj` with every protocol key in snake_case (data payloads untouched)."""
-    if isinstance(obj, dict):
-        out = {}
-        for k, v in obj.items():
-            key = snake(k) if isinstance(k, str) else k
-            out[key] = v if key in OPAQUE else snake_keys(v)
-        return out
-    if isinstance(obj, list):
-        return [snake_keys(v) for v in obj]
-    return obj
 
 
 def _unknown(name: str, where: str) -> ProtocolError:
@@ -327,16 +311,17 @@ def parse_frame(frame: str | bytes) -> Parsed:
     if not isinstance(data, dict) or len(data) != 1:
         raise ProtocolError(f"{INVALID_JSON} A message has exactly one of: setup, clientContent, "
                             "realtimeInput, toolResponse.")
+    raw_kind = kind_of(data)
     data = snake_keys(data)
     kind, body = next(iter(data.items()))
     if kind == "setup":
-        return Parsed(parse_setup(body), kind)
+        return Parsed(parse_setup(body), raw_kind)
     if kind == "realtime_input":
-        return Parsed(parse_realtime(body), kind)
+        return Parsed(parse_realtime(body), raw_kind)
     if kind == "client_content":
-        return Parsed(parse_client_content(body), kind)
+        return Parsed(parse_client_content(body), raw_kind)
     if kind == "tool_response":
-        return Parsed(parse_tool_response(body), kind)
+        return Parsed(parse_tool_response(body), raw_kind)
     if kind == "context_update":
-        return Parsed(parse_context_update(body), kind)
+        return Parsed(parse_context_update(body), raw_kind)
     raise _unknown(kind, "")

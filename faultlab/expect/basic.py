@@ -7,11 +7,13 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from faultlab.expect.base import Expectation, Outcome, RunFacts
+from faultlab.expect.registry import register
 from faultlab.model import Duration, EventMatch
 
 ProcessRole = Literal["client", "target"]
 
 
+@register
 class ExitCode(Expectation):
     """The client (or target) exited with this code."""
 
@@ -28,6 +30,7 @@ class ExitCode(Expectation):
         return self._outcome(code == self.exit_code, seen)
 
 
+@register
 class Count(Expectation):
     """The number of matching events compares as stated."""
 
@@ -56,6 +59,7 @@ class Count(Expectation):
         return self._outcome(held, f"{n}")
 
 
+@register
 class Occurs(Expectation):
     """A matching event happens, within a deadline counted from the start or from another event."""
 
@@ -96,6 +100,7 @@ class Occurs(Expectation):
         return self._outcome(held, f"at +{first:.3f}s")
 
 
+@register
 class Alive(Expectation):
     """The process is still running when the run ends."""
 

@@ -1,15 +1,14 @@
-"""Expectations on a streaming session: what the user was told, what the backend did, how the
-session recovered, and how much audio reached the server.
+"""Expectations on any Live API session: how resumes were refused, how the session recovered,
+how much audio reached the server, and whether the model kept quiet.
 
 They read the events that faultlab's reference clients (`client.*`, `resume.*`, `recovery.*`), the
-booking backend (`backend.*`), the emulator (`emulator.frame`) and the proxy (`proxy.frame`) write;
-a client of one's own that writes the same events gets the same checks (README: "Write your own
-client").
+emulator (`emulator.frame`) and the proxy (`proxy.frame`) write; a client of one's own that writes
+the same events gets the same checks (README: "Write your own client"). A scenario's own events
+are judged by the expectations its pack registers (faultlab/scenarios/).
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Sequence
 
@@ -17,80 +16,15 @@ from pydantic import Field, model_validator
 
 from faultlab.events import Event
 from faultlab.expect.base import Expectation, Outcome, RunFacts
-from faultlab.kinds import frame_sender, kind_matches
+from faultlab.expect.registry import register
+from faultlab.frames import sender_of
+from faultlab.livewire import kind_matches
 from faultlab.model import Duration, EventMatch, Model
 
-# What an answer claims about the booking, tried in order.
-CLAIMS = (
-    ("pending", re.compile(r"\b(in progress|booking it|still)\b", re.I)),
-    ("failed", re.compile(r"\b(failed|couldn't|could not)\b", re.I)),
-    ("none", re.compile(r"\b(haven't booked|not booked|nothing)\b", re.I)),
-    ("committed", re.compile(r"\bbooked\b", re.I)),
-)
 REPLY_KINDS = ("serverContent.modelTurn", "toolCall")
 
 
-def claim_of(text: str) -> str:
-    """What an answer says about the booking: committed, pending, failed, none or unclear."""
-    return next((claim for claim, pattern in CLAIMS if pattern.search(text)), "unclear")
-
-
-def backend_truth(events: Sequence[Event], until: float) -> str:
-    """What the backend had done by `until`: committed, pending or none."""
-    done = [e for e in events if e.t <= until]
-    if any(e.name == "backend.commit" for e in done):
-        return "committed"
-    return "pending" if any(e.name == "backend.job" for e in done) else "none"
-
-
-def user_told(events: Sequence[Event]) -> tuple[str, str]:
-    """Whether the user was told the truth: the model's first answer after the user asked
-    (`client.ask`) against the backend's ledger at that moment. Returns the verdict (`truth`,
-    `untrue`, `never told` (no answer, or never asked though a booking was made), or `not asked`)
-    and what was seen."""
-    ask = next((e for e in events if e.name == "client.ask"), None)
-    if ask is None:
-        if any(e.name == "backend.job" for e in events):
-            return "never told", "the user never got to ask about the booking"
-        return "not asked", "the user never asked"
-    answer = next((e for e in events if e.name == "client.answer" and e.t >= ask.t), None)
-    if answer is None:
-        return "never told", "asked, never answered"
-    text = str(answer.fields.get("text", ""))
-    claim, truth = claim_of(text), backend_truth(events, answer.t)
-    return ("truth" if claim == truth else "untrue"), f"{text!r} ({claim}); backend: {truth}"
-
-
-class Truthful(Expectation):
-    """The model's first answer after the user asks (`client.ask`) agrees with the backend's ledger
-    at that moment (`true`), or does not, or never comes (`false`: the user is not told)."""
-
-    truthful: bool
-
-    def describe(self) -> str:
-        return "the user is told the truth" if self.truthful else "the user is not told the truth"
-
-    def check(self, facts: RunFacts) -> Outcome:
-        verdict, seen = user_told(facts.events)
-        return self._outcome((verdict == "truth") == self.truthful, seen)
-
-
-class Bookings(Expectation):
-    """The backend made exactly this many bookings (a deduplicated call joins its booking)."""
-
-    bookings: int = Field(ge=0)
-
-    def describe(self) -> str:
-        return f"the backend holds {self.bookings} booking(s)"
-
-    def check(self, facts: RunFacts) -> Outcome:
-        made = {e.fields.get("booking") for e in facts.events if e.name == "backend.job"}
-        committed = {e.fields.get("booking") for e in facts.events if e.name == "backend.commit"}
-        deduped = sum(1 for e in facts.events if e.name == "backend.deduped")
-        return self._outcome(len(made) == self.bookings,
-                             f"{len(made)} ({len(committed)} committed, {deduped} deduplicated)")
-
-
+@register
 class ResumesRefused(Expectation):
     """Resume attempts were refused with this close code: at least `at_least` of them, and with
     `every`, every attempt before the first successful one."""
@@ -115,6 +49,7 @@ class ResumesRefused(Expectation):
         return self._outcome(held, seen + ("" if ok == float("inf") else ", then resumed"))
 
 
+@register
 class Recovered(Expectation):
     """The client recovered (`client.recovered`: the model's first output after a loss) within
     this long of the reference event (by default the first fault applied)."""
@@ -162,7 +97,7 @@ def delivered_audio(events: Sequence[Event]) -> tuple[float, float] | None:
     the emulator's frames (or else the proxy's): from its first audio message to its end (or the
     end of the run)."""
     for source in ("emulator.frame", "proxy.frame"):
-        frames = [e for e in events if e.name == source and frame_sender(e) == "client"
+        frames = [e for e in events if e.name == source and sender_of(e) == "client"
                   and isinstance(e.fields.get("audio_s"), int | float)]
         if frames:
             break
@@ -181,6 +116,7 @@ def delivered_audio(events: Sequence[Event]) -> tuple[float, float] | None:
     return sum(float(e.fields["audio_s"]) for e in audio), max(end - start, 1e-9)
 
 
+@register
 class DeliveredAudioRatio(Expectation):
     """Uplink audio seconds over wall seconds of the session (about 1.0 for a client that keeps
     streaming at real-time rate; lower when it stops sending)."""
@@ -207,10 +143,11 @@ class Window(Model):
 
 def is_reply(event: Event) -> bool:
     """A message in which the model says something or calls a tool."""
-    return frame_sender(event) == "server" and any(
+    return sender_of(event) == "server" and any(
         kind_matches(str(event.fields.get("kind", "")), k) for k in REPLY_KINDS)
 
 
+@register
 class NoReply(Expectation):
     """The model says nothing and calls nothing within `within` of `after` (both optional: by
     default, never, from the start), as seen in the emulator's or the proxy's frames."""

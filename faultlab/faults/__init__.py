@@ -1,30 +1,17 @@
-"""Faults, one module each, registered by name. See README's fault catalogue."""
+"""Faults, one module each, registered by name. See README's fault catalogue.
+
+Every module of this package is imported here; a fault module registers its class with
+`@register`, so adding a fault touches nothing but its own module.
+"""
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
-from typing import Any
 
-from faultlab.faults.base import Fault, FaultContext, FaultParams, LabView, Layer
+from faultlab.faults.base import FAULTS, Fault, FaultContext, FaultParams, Layer, Need, ProxyChannel, register
 
-FAULTS: dict[str, type[Fault[Any]]] = {}
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
 
-
-def register[F: type[Fault[Any]]](cls: F) -> F:
-    """Class decorator: make a fault available to profiles under `cls.name`."""
-    if cls.name in FAULTS:
-        raise RuntimeError(f"two faults are named {cls.name!r}")
-    FAULTS[cls.name] = cls
-    return cls
-
-
-def _discover() -> None:
-    for module in pkgutil.iter_modules(__path__):
-        if module.name not in ("base", "iptables", "flows", "app"):
-            importlib.import_module(f"{__name__}.{module.name}")
-
-
-_discover()
-
-__all__ = ["FAULTS", "Fault", "FaultContext", "FaultParams", "LabView", "Layer", "register"]
+__all__ = ["FAULTS", "Fault", "FaultContext", "FaultParams", "Layer", "Need", "ProxyChannel", "register"]

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from faultlab.faults import register
 from faultlab.faults.app import AppFault, AppParams
+from faultlab.faults.base import register
 
 if TYPE_CHECKING:
-    from faultlab.proxy.state import ProxyState
+    from faultlab.faults.app import ProxyView
 
 
 class AbortParams(AppParams):
@@ -29,7 +29,7 @@ class Abort(AppFault[AbortParams]):
     Params = AbortParams
     reversible: ClassVar[bool] = False
 
-    def engage(self, proxy: ProxyState) -> dict[str, Any]:
+    def engage(self, proxy: ProxyView) -> dict[str, Any]:
         from faultlab.proxy import internals
 
         legs = self.params.legs

@@ -1,65 +1,90 @@
-"""What app-level faults share: they act inside the proxy process, on WebSocket messages.
+"""What app-level faults share: they live in the proxy process and act on WebSocket messages.
 
-The runner's side of every app-level fault is the same: it asks the proxy to engage or disengage
-the fault, by step id, name and parameters. In the proxy process the fault's own hooks then see
-each message (`on_message`) and each control frame (`on_control`) of the flows it chose.
+The run's side of every app-level fault is the same: it asks the proxy to engage one (by step id,
+name and parameters, typed messages over the control channel) and records the answer; the proxy
+owns the fault from then on and reverts it when asked. In the proxy process the fault's hooks
+see each message (`on_message`) and each control frame (`on_control`) of the flows it chose.
 """
 
 from __future__ import annotations
 
 from abc import abstractmethod
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from pydantic import Field
 
+from faultlab.connections import ConnectionChoice
 from faultlab.errors import MechanismError
-from faultlab.faults.base import Fault, FaultContext, FaultParams, Layer
-from faultlab.faults.flows import ConnectionChoice, Direction
+from faultlab.faults.base import Fault, FaultContext, FaultParams, Layer, Need
+from faultlab.faults.flows import Direction
 
 if TYPE_CHECKING:
     from mitmproxy import http, websocket
+    from mitmproxy.addons.proxyserver import Proxyserver
     from wsproto.events import Event as WsEvent
 
-    from faultlab.proxy.state import ProxyState
+    from faultlab.events import EventWriter
+
 
 def heading(direction: Direction, from_client: bool) -> bool:
     """Whether a message from the client (or the server) goes the fault's `direction`."""
     return direction == "both" or (direction == "to_server") == from_client
 
 
+class ProxyView(Protocol):
+    """What an app-level fault sees of the proxy process."""
+
+    @property
+    def server(self) -> Proxyserver: ...
+    @property
+    def events(self) -> EventWriter: ...
+    @property
+    def active(self) -> Mapping[str, AppFault[Any]]:
+        """The engaged faults, by step id."""
+
+    def disengage(self, step: str) -> None: ...
+
+
 class AppParams(FaultParams):
-    """`connection`: which WebSocket flow, in the order the proxy saw them (`first`, `latest`,
-    k); all flows live when the fault is applied when absent (connections made later, such as a
-    client's resume, are not hurt)."""
+    """`connection`: which connection's WebSocket (`first`, `latest`, k; see
+    faultlab.connections); all flows live when the fault is applied when absent (connections made
+    later, such as a client's resume, are not hurt)."""
 
     connection: ConnectionChoice | None = Field(default=None)
 
 
 class AppFault[P: AppParams](Fault[P]):
-    """A fault the proxy applies; the runner only relays."""
+    """A fault the proxy applies, holds and reverts; the run only asks."""
 
     layer: ClassVar[Layer] = "app"
+    needs: ClassVar[frozenset[Need]] = frozenset({"proxy"})
 
     async def apply(self, ctx: FaultContext) -> dict[str, Any]:
         if ctx.proxy is None:
             raise MechanismError(f"{self.name} needs the proxy, which this run has not started")
-        return await ctx.proxy.request("apply", self.step_id, self.name,
-                                       self.params.model_dump(mode="json", by_alias=True))
+        return await ctx.proxy.apply(self.step_id, self.name, self.params)
 
     async def revert(self, ctx: FaultContext) -> None:
-        if ctx.proxy is not None and self.reversible:
-            await ctx.proxy.request("revert", self.step_id, self.name, {})
+        if ctx.proxy is not None:
+            await ctx.proxy.revert([self.step_id])
+
+    @property
+    def held_by_run(self) -> bool:
+        return False
 
     # In the proxy process.
 
+    chosen: list[http.HTTPFlow]
+
     @abstractmethod
-    def engage(self, proxy: ProxyState) -> dict[str, Any]:
+    def engage(self, proxy: ProxyView) -> dict[str, Any]:
         """Start hurting; returns the details of the `fault.applied` event."""
 
-    def disengage(self, proxy: ProxyState) -> None:
+    def disengage(self, proxy: ProxyView) -> None:
         """Stop hurting (what `revert` and `restore` do)."""
 
-    def on_message(self, proxy: ProxyState, flow: http.HTTPFlow,
+    def on_message(self, proxy: ProxyView, flow: http.HTTPFlow,
                    message: websocket.WebSocketMessage, kind: str) -> None:
         """A data message (of Live API `kind`, or "") the proxy is about to relay;
         `message.drop()` keeps it from its peer."""
@@ -73,8 +98,6 @@ class AppFault[P: AppParams](Fault[P]):
         whole, unseen even by the message hooks."""
         return False
 
-    chosen: list[http.HTTPFlow]
-
-    def hits(self, proxy: ProxyState, flow: http.HTTPFlow) -> bool:
+    def hits(self, flow: http.HTTPFlow) -> bool:
         """Whether `flow` is one this fault chose when it was applied."""
         return flow in self.chosen

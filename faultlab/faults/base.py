@@ -8,18 +8,18 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from ipaddress import IPv4Address
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 from faultlab.model import Model
 
 if TYPE_CHECKING:
     from faultlab.capture.live import ConnectionTable
-    from faultlab.lab.namespace import Namespace
+    from faultlab.lab.base import Lab
     from faultlab.mic import VirtualMic
-    from faultlab.proxy.control import ProxyControl
 
 Layer = Literal["packet", "app", "client"]
+# What a fault may need the run to start for it: the proxy, the virtual microphone.
+Need = Literal["proxy", "mic"]
 
 
 class FaultParams(Model):
@@ -30,39 +30,22 @@ class FaultParams(Model):
         return ()
 
 
-class LabView(Protocol):
-    """The parts of a lab a fault may touch."""
+class ProxyChannel(Protocol):
+    """What a fault may ask of the run's proxy, which holds every app-level fault."""
 
-    @property
-    def client(self) -> Namespace: ...
-    @property
-    def router(self) -> Namespace: ...
-    @property
-    def server(self) -> Namespace: ...
-    @property
-    def client_link(self) -> str:
-        """The router's interface toward the client."""
-    @property
-    def server_link(self) -> str:
-        """The router's interface toward the server."""
-    @property
-    def client_iface(self) -> str:
-        """The client's own interface."""
-    @property
-    def client_address(self) -> IPv4Address: ...
-    @property
-    def server_address(self) -> IPv4Address: ...
+    async def apply(self, step: str, fault: str, params: FaultParams) -> dict[str, Any]: ...
+    async def revert(self, steps: list[str] | None) -> list[str]: ...
 
 
 class FaultContext(Protocol):
     """What the runner hands a fault when it applies or reverts it."""
 
     @property
-    def lab(self) -> LabView: ...
+    def lab(self) -> Lab: ...
     @property
     def connections(self) -> ConnectionTable: ...
     @property
-    def proxy(self) -> ProxyControl | None:
+    def proxy(self) -> ProxyChannel | None:
         """The proxy's control channel, when the run has a proxy."""
     @property
     def mic(self) -> VirtualMic | None:
@@ -76,9 +59,13 @@ class Fault[P: FaultParams](ABC):
     """A way to hurt the path. `apply` returns the details recorded in its `fault.applied` event."""
 
     name: ClassVar[str]
+    # Where it hurts, for the catalogue and the `fault.applied` event; the core never branches on it.
     layer: ClassVar[Layer]
     Params: ClassVar[type[FaultParams]]
-    # False for faults with nothing to undo (restore itself); the runner keeps only the others.
+    # What the run starts for it (the proxy, the microphone); a profile that cannot provide it is
+    # refused.
+    needs: ClassVar[frozenset[Need]] = frozenset()
+    # False for faults with nothing to undo (restore itself); the run keeps only the others.
     reversible: ClassVar[bool] = True
 
     def __init__(self, step_id: str, params: P) -> None:
@@ -92,3 +79,20 @@ class Fault[P: FaultParams](ABC):
     @abstractmethod
     async def revert(self, ctx: FaultContext) -> None:
         """Undo `apply`; the network is as before the fault."""
+
+    @property
+    def held_by_run(self) -> bool:
+        """Whether the run keeps this fault once applied, to revert it later (a fault that lives
+        in another process, like the proxy's, is reverted by asking that process)."""
+        return self.reversible
+
+
+FAULTS: dict[str, type[Fault[Any]]] = {}
+
+
+def register[F: type[Fault[Any]]](cls: F) -> F:
+    """Class decorator: make a fault available to profiles under `cls.name`."""
+    if cls.name in FAULTS:
+        raise RuntimeError(f"two faults are named {cls.name!r}")
+    FAULTS[cls.name] = cls
+    return cls

@@ -6,11 +6,11 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from faultlab.faults import register
 from faultlab.faults.app import AppFault, AppParams
+from faultlab.faults.base import register
 
 if TYPE_CHECKING:
-    from faultlab.proxy.state import ProxyState
+    from faultlab.faults.app import ProxyView
 
 
 class CloseParams(AppParams):
@@ -37,7 +37,7 @@ class Close(AppFault[CloseParams]):
     Params = CloseParams
     reversible: ClassVar[bool] = False
 
-    def engage(self, proxy: ProxyState) -> dict[str, Any]:
+    def engage(self, proxy: ProxyView) -> dict[str, Any]:
         from faultlab.proxy import internals
 
         p = self.params

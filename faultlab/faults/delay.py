@@ -6,15 +6,15 @@ import asyncio
 import random
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from faultlab.faults import register
 from faultlab.faults.app import AppFault, AppParams, heading
+from faultlab.faults.base import register
 from faultlab.faults.flows import Direction
 from faultlab.model import Duration
 
 if TYPE_CHECKING:
     from mitmproxy import http, websocket
 
-    from faultlab.proxy.state import ProxyState
+    from faultlab.faults.app import ProxyView
 
 
 class DelayParams(AppParams):
@@ -33,12 +33,12 @@ class Delay(AppFault[DelayParams]):
     name: ClassVar[str] = "delay"
     Params = DelayParams
 
-    def engage(self, proxy: ProxyState) -> dict[str, Any]:
+    def engage(self, proxy: ProxyView) -> dict[str, Any]:
         self._release: dict[tuple[str, bool], float] = {}
         return {"direction": self.params.direction, "delay_s": self.params.delay,
                 "jitter_s": self.params.jitter}
 
-    def on_message(self, proxy: ProxyState, flow: http.HTTPFlow,
+    def on_message(self, proxy: ProxyView, flow: http.HTTPFlow,
                    message: websocket.WebSocketMessage, kind: str) -> None:
         p = self.params
         if message.injected or not heading(p.direction, message.from_client):

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from faultlab.faults import register
-from faultlab.faults.base import Fault, FaultContext, Layer
+from faultlab.faults.base import Fault, FaultContext, Layer, register
 from faultlab.faults.flows import Direction, FlowParams, iptables_matches
 from faultlab.faults.iptables import chain_name, install, uninstall
 from faultlab.lab.namespace import Namespace

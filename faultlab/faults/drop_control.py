@@ -6,14 +6,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import wsproto.events
 
-from faultlab.faults import register
 from faultlab.faults.app import AppFault, AppParams
+from faultlab.faults.base import register
 from faultlab.faults.flows import Direction
 
 if TYPE_CHECKING:
     from mitmproxy import http
 
-    from faultlab.proxy.state import ProxyState
+    from faultlab.faults.app import ProxyView
 
 
 class DropControlParams(AppParams):
@@ -30,7 +30,7 @@ class DropControl(AppFault[DropControlParams]):
     name: ClassVar[str] = "drop_control"
     Params = DropControlParams
 
-    def engage(self, proxy: ProxyState) -> dict[str, Any]:
+    def engage(self, proxy: ProxyView) -> dict[str, Any]:
         return {"frames": self.params.frames, "direction": self.params.direction}
 
     def on_control(self, flow: http.HTTPFlow, to_client: bool, event: wsproto.events.Event) -> bool:

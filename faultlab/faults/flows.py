@@ -6,11 +6,11 @@ from typing import Literal
 
 from pydantic import Field
 
+from faultlab.connections import ConnectionChoice
 from faultlab.errors import MechanismError
 from faultlab.faults.base import FaultContext, FaultParams
 
 Direction = Literal["both", "to_server", "to_client"]
-ConnectionChoice = Literal["first", "latest"] | int
 
 
 class FlowParams(FaultParams):

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from faultlab.faults import register
 from faultlab.faults.app import AppFault, AppParams, heading
+from faultlab.faults.base import register
 from faultlab.faults.flows import Direction
 
 if TYPE_CHECKING:
     import wsproto.events
     from mitmproxy import http, websocket
 
-    from faultlab.proxy.state import ProxyState
+    from faultlab.faults.app import ProxyView
 
 
 class FreezeParams(AppParams):
@@ -36,12 +36,12 @@ class Freeze(AppFault[FreezeParams]):
     name: ClassVar[str] = "freeze"
     Params = FreezeParams
 
-    def engage(self, proxy: ProxyState) -> dict[str, Any]:
+    def engage(self, proxy: ProxyView) -> dict[str, Any]:
         self.held: list[tuple[http.HTTPFlow, bool, bytes, bool]] = []
         self.discard = False
         return {"mode": self.params.mode, "direction": self.params.direction}
 
-    def on_message(self, proxy: ProxyState, flow: http.HTTPFlow,
+    def on_message(self, proxy: ProxyView, flow: http.HTTPFlow,
                    message: websocket.WebSocketMessage, kind: str) -> None:
         if heading(self.params.direction, message.from_client):
             message.drop()  # type: ignore[no-untyped-call]
@@ -54,7 +54,7 @@ class Freeze(AppFault[FreezeParams]):
     def holds_events(self, flow: http.HTTPFlow, from_client: bool) -> bool:
         return self.params.mode == "network" and heading(self.params.direction, from_client)
 
-    def disengage(self, proxy: ProxyState) -> None:
+    def disengage(self, proxy: ProxyView) -> None:
         from faultlab.proxy import internals
 
         held, self.held = self.held, []

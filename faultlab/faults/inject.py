@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from faultlab.faults import register
 from faultlab.faults.app import AppFault, AppParams
+from faultlab.faults.base import register
 
 if TYPE_CHECKING:
-    from faultlab.proxy.state import ProxyState
+    from faultlab.faults.app import ProxyView
 
 
 class InjectParams(AppParams):
@@ -28,7 +28,7 @@ class Inject(AppFault[InjectParams]):
     Params = InjectParams
     reversible: ClassVar[bool] = False
 
-    def engage(self, proxy: ProxyState) -> dict[str, Any]:
+    def engage(self, proxy: ProxyView) -> dict[str, Any]:
         p = self.params
         text = p.message if isinstance(p.message, str) else json.dumps(p.message)
         flows = self.chosen

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from faultlab.faults import register
-from faultlab.faults.base import Fault, FaultContext, FaultParams, Layer
+from faultlab.faults.base import Fault, FaultContext, FaultParams, Layer, register
 
 
 class LinkDownParams(FaultParams):

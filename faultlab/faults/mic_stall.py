@@ -7,8 +7,7 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from faultlab.errors import LabError
-from faultlab.faults import register
-from faultlab.faults.base import Fault, FaultContext, FaultParams, Layer
+from faultlab.faults.base import Fault, FaultContext, FaultParams, Layer, Need, register
 from faultlab.model import Duration
 
 
@@ -25,6 +24,7 @@ class MicStall(Fault[MicStallParams]):
 
     name: ClassVar[str] = "mic_stall"
     layer: ClassVar[Layer] = "client"
+    needs: ClassVar[frozenset[Need]] = frozenset({"mic"})
     Params = MicStallParams
     reversible: ClassVar[bool] = False  # the stall ends by itself
 

@@ -7,8 +7,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from faultlab.faults import register
-from faultlab.faults.base import Fault, FaultContext, FaultParams, Layer
+from faultlab.faults.base import Fault, FaultContext, FaultParams, Layer, register
 
 
 class RestoreParams(FaultParams):

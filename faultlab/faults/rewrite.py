@@ -7,15 +7,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
 
-from faultlab.faults import register
 from faultlab.faults.app import AppFault, AppParams, heading
+from faultlab.faults.base import register
 from faultlab.faults.flows import Direction
-from faultlab.kinds import kind_matches
+from faultlab.livewire import kind_matches
 
 if TYPE_CHECKING:
     from mitmproxy import http, websocket
 
-    from faultlab.proxy.state import ProxyState
+    from faultlab.faults.app import ProxyView
 
 
 class RewriteParams(AppParams):
@@ -47,12 +47,12 @@ class Rewrite(AppFault[RewriteParams]):
     name: ClassVar[str] = "rewrite"
     Params = RewriteParams
 
-    def engage(self, proxy: ProxyState) -> dict[str, Any]:
+    def engage(self, proxy: ProxyView) -> dict[str, Any]:
         self.rewritten = 0
         return {"direction": self.params.direction, "kind": self.params.kind,
                 "fields": sorted(self.params.fields)}
 
-    def on_message(self, proxy: ProxyState, flow: http.HTTPFlow,
+    def on_message(self, proxy: ProxyView, flow: http.HTTPFlow,
                    message: websocket.WebSocketMessage, kind: str) -> None:
         p = self.params
         if not heading(p.direction, message.from_client) or (

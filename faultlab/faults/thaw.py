@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
 
-from faultlab.faults import register
 from faultlab.faults.app import AppFault, AppParams
+from faultlab.faults.base import register
 from faultlab.faults.freeze import Freeze
 
 if TYPE_CHECKING:
-    from faultlab.proxy.state import ProxyState
+    from faultlab.faults.app import ProxyView
 
 
 class ThawParams(AppParams):
@@ -34,7 +34,7 @@ class Thaw(AppFault[ThawParams]):
     Params = ThawParams
     reversible: ClassVar[bool] = False
 
-    def engage(self, proxy: ProxyState) -> dict[str, Any]:
+    def engage(self, proxy: ProxyView) -> dict[str, Any]:
         steps = [s for s, f in proxy.active.items() if isinstance(f, Freeze)
                  and (not self.params.faults or s in self.params.faults)]
         held = 0

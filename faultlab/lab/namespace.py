@@ -15,12 +15,17 @@ import ctypes
 import errno
 import functools
 import os
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import IO, Any
 
 from pyroute2 import IPRoute
 
+from faultlab.errors import LabError
+
+ENTER = Path(__file__).with_name("enter.py")
 MS_BIND = 0x1000
 MNT_DETACH = 2
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -60,6 +65,21 @@ class Namespace:
 
     async def set_link_state(self, ifname: str, up: bool) -> None:
         await self.run(_set_link_state, ifname, up)
+
+    async def spawn(self, argv: Sequence[str], env: Mapping[str, str], hosts: Path | None = None,
+                    stdout: int | IO[Any] | None = None,
+                    stderr: int | IO[Any] | None = None) -> asyncio.subprocess.Process:
+        """Start `argv` inside the namespace (with `hosts` as its /etc/hosts), in a session of
+        its own."""
+        command = [sys.executable, "-I", "-S", str(ENTER), str(os.getpid()), str(self.path),
+                   str(hosts or "-"), "--", *argv]
+        try:
+            return await asyncio.create_subprocess_exec(
+                *command, env=dict(env), stdin=asyncio.subprocess.DEVNULL,
+                stdout=stdout, stderr=stderr, start_new_session=True,
+            )
+        except OSError as exc:
+            raise LabError(f"cannot start {argv[0]!r} in {self.role}: {exc}") from None
 
     def close(self) -> None:
         self._executor.shutdown(wait=True, cancel_futures=True)

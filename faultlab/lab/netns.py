@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 from pathlib import Path
 from types import TracebackType
-from typing import Literal, Self
+from typing import Any, ClassVar, Self
 
 from pyroute2 import IPRoute
 
 from faultlab.errors import LabError
+from faultlab.lab.base import Lab, LabSpec, Role
 from faultlab.lab.namespace import Namespace, remove_namespace, write_sysctl
 from faultlab.lab.privilege import in_user_namespace
 
@@ -72,18 +73,19 @@ class Addressing:
         return self._host(self.server_net, 2)
 
 
-class NetnsLab:
+class NetnsLab(Lab):
     """Three namespaces wired in a line; an async context manager that always tears down."""
 
-    client_link = "c0"
-    server_link = "s0"
-    client_iface = "eth0"
-    server_iface = "eth0"
+    backend: ClassVar[str] = "netns"
+    client_link: ClassVar[str] = "c0"
+    server_link: ClassVar[str] = "s0"
+    client_iface: ClassVar[str] = "eth0"
+    server_iface: ClassVar[str] = "eth0"
 
     def __init__(
         self,
         addressing: Addressing | None = None,
-        sysctl: Mapping[Literal["client", "router", "server"], Mapping[str, str | int]] | None = None,
+        sysctl: Mapping[Role, Mapping[str, str | int]] | None = None,
     ) -> None:
         self._fixed_addressing = addressing
         self.sysctl = sysctl or {}
@@ -93,18 +95,15 @@ class NetnsLab:
         self._paths: list[Path] = []
         self._private_dir: Path | None = None
 
-    # The view faults and the runner use.
-    @property
-    def client(self) -> Namespace:
-        return self.namespaces["client"]
+    @classmethod
+    def build(cls, spec: LabSpec) -> Self:
+        return cls(Addressing(*spec.subnets) if spec.subnets else None, spec.sysctl)
 
-    @property
-    def router(self) -> Namespace:
-        return self.namespaces["router"]
+    def place(self, role: Role) -> Namespace:
+        return self.namespaces[role]
 
-    @property
-    def server(self) -> Namespace:
-        return self.namespaces["server"]
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "slot": self.slot}
 
     @property
     def client_address(self) -> IPv4Address:

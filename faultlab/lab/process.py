@@ -6,36 +6,13 @@ import asyncio
 import contextlib
 import os
 import signal
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from faultlab.errors import LabError
 from faultlab.events import EventBus
-from faultlab.lab.namespace import Namespace
-
-ENTER = Path(__file__).with_name("enter.py")
-
-
-async def spawn(
-    ns: Namespace,
-    argv: Sequence[str],
-    env: Mapping[str, str],
-    hosts: Path | None = None,
-    stdout: int | IO[Any] | None = None,
-    stderr: int | IO[Any] | None = None,
-) -> asyncio.subprocess.Process:
-    """Start `argv` inside `ns` (with `hosts` as its /etc/hosts), in a session of its own."""
-    command = [sys.executable, "-I", "-S", str(ENTER), str(os.getpid()), str(ns.path),
-               str(hosts or "-"), "--", *argv]
-    try:
-        return await asyncio.create_subprocess_exec(
-            *command, env=dict(env), stdin=asyncio.subprocess.DEVNULL,
-            stdout=stdout, stderr=stderr, start_new_session=True,
-        )
-    except OSError as exc:
-        raise LabError(f"cannot start {argv[0]!r} in {ns.role}: {exc}") from None
+from faultlab.lab.base import Lab, Role
 
 
 async def terminate(proc: asyncio.subprocess.Process, grace_s: float) -> int:
@@ -65,11 +42,32 @@ def listening(pid: int, port: int) -> bool:
 
 
 
+READY_POLL_S = 0.02
+
+
+async def wait_listening(proc: LabProcess, port: int, timeout_s: float, log: Path) -> None:
+    """Return once `proc`'s network has a socket listening on `port`; a process that exits or
+    takes longer than `timeout_s` fails the run, pointing at its `log`."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not listening(proc.proc.pid, port):
+        if not proc.alive:
+            raise LabError(f"the {proc.role} exited with code {proc.returncode} before listening "
+                           f"on port {port}; see {log}")
+        if loop.time() > deadline:
+            raise LabError(f"the {proc.role} did not listen on port {port} within {timeout_s:g}s;"
+                           f" see {log}")
+        await asyncio.sleep(READY_POLL_S)
+
+
 class LabProcess:
     """The client or the target: started in its namespace, its exit put on the event bus."""
 
-    def __init__(self, role: str, proc: asyncio.subprocess.Process, bus: EventBus) -> None:
+    def __init__(self, role: str, proc: asyncio.subprocess.Process, bus: EventBus,
+                 started_at: float) -> None:
         self.role = role
+        # When it was started, on the run clock.
+        self.started_at = started_at
         self.proc = proc
         self.bus = bus
         self.stopped_by_run = False
@@ -77,13 +75,15 @@ class LabProcess:
 
     @classmethod
     async def start(
-        cls, role: str, ns: Namespace, argv: Sequence[str], env: Mapping[str, str],
+        cls, role: str, lab: Lab, where: Role, argv: Sequence[str], env: Mapping[str, str],
         hosts: Path | None, log: Path, bus: EventBus,
     ) -> LabProcess:
+        """Start `argv` as `role` (client, target, proxy) in the lab's `where`, output to `log`."""
         with log.open("ab") as out:
-            proc = await spawn(ns, argv, env, hosts, stdout=out, stderr=asyncio.subprocess.STDOUT)
-        bus.emit("faultlab", "process.start", role=role, pid=proc.pid, argv=list(argv))
-        return cls(role, proc, bus)
+            proc = await lab.spawn(where, argv, env, hosts, stdout=out,
+                                   stderr=asyncio.subprocess.STDOUT)
+        started = bus.emit("faultlab", "process.start", role=role, pid=proc.pid, argv=list(argv))
+        return cls(role, proc, bus, started.t)
 
     async def _watch_exit(self) -> None:
         code = await self.proc.wait()

@@ -1,7 +1,10 @@
-"""The runner's end of the proxy's control channel: JSON lines over a unix socket.
+"""The proxy's control channel: typed requests and replies as JSON lines over a unix socket.
 
-A unix socket is a path in the file system, so it joins the runner (host namespace) and the proxy
-(router namespace) without any network.
+The run asks, the proxy owns: `arm` hands over the steps that fire on frames inside the proxy,
+`apply` engages a fault now, `revert` disengages faults by step id (all when `steps` is null).
+Both ends validate every message with these models, and a fault's parameters with the fault's
+own model. A unix socket is a path in the file system, so it joins the run (host namespace) and
+the proxy (router namespace) without any network.
 """
 
 from __future__ import annotations
@@ -9,14 +12,76 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, ValidationError
 
 from faultlab.errors import MechanismError
+from faultlab.faults import FAULTS, Fault, FaultParams
+from faultlab.frames import FrameMatch
+from faultlab.model import Model
+
+CONNECT_POLL_S = 0.02
+
+
+class FaultOrder(Model):
+    """One step's fault: its id, the fault's name and its parameters (as JSON)."""
+
+    step: str
+    fault: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def of(cls, step: str, fault: str, params: FaultParams) -> FaultOrder:
+        return cls(step=step, fault=fault, params=params.model_dump(mode="json", by_alias=True))
+
+    def build(self) -> Fault[Any]:
+        """The fault itself, its parameters validated by its own model."""
+        cls = FAULTS.get(self.fault)
+        if cls is None:
+            raise ValueError(f"unknown fault {self.fault!r}")
+        return cls(self.step, cls.Params.model_validate(self.params))
+
+
+class ArmedStep(FaultOrder):
+    """A step that fires inside the proxy when `match` sees its message, `after_s` later."""
+
+    match: FrameMatch
+    after_s: float = Field(default=0.0, ge=0)
+
+
+class Arm(Model):
+    op: Literal["arm"] = "arm"
+    steps: list[ArmedStep]
+
+
+class Apply(Model):
+    op: Literal["apply"] = "apply"
+    order: FaultOrder
+
+
+class Revert(Model):
+    op: Literal["revert"] = "revert"
+    steps: list[str] | None = None
+
+
+class Request(Model):
+    id: int
+    body: Annotated[Arm | Apply | Revert, Field(discriminator="op")]
+
+
+class Reply(Model):
+    id: int | None = None
+    ok: bool = True
+    error: str | None = None
+    details: dict[str, Any] = Field(default_factory=dict)
+    reverted: list[str] = Field(default_factory=list)
 
 
 class ProxyControl:
+    """The run's end of the channel."""
+
     def __init__(self, path: Path) -> None:
         self.path = path
         self._reader: asyncio.StreamReader | None = None
@@ -34,27 +99,37 @@ class ProxyControl:
             except OSError:
                 if loop.time() > deadline:
                     raise MechanismError(f"the proxy's control socket {self.path} never opened") from None
-                await asyncio.sleep(0.02)
+                await asyncio.sleep(CONNECT_POLL_S)
 
-    async def call(self, op: str, **fields: Any) -> dict[str, Any]:
+    async def call(self, body: Arm | Apply | Revert) -> Reply:
         """Send one request and wait for its reply; a refusal raises MechanismError."""
         if self._reader is None or self._writer is None:
             raise MechanismError("the proxy's control channel is not connected")
+        request = Request(id=next(self._ids), body=body)
         async with self._lock:
-            self._writer.write((json.dumps({"id": next(self._ids), "op": op, **fields}) + "\n").encode())
+            self._writer.write((request.model_dump_json(by_alias=True) + "\n").encode())
             await self._writer.drain()
             line = await self._reader.readline()
         if not line:
             raise MechanismError("the proxy closed its control channel (see proxy.log)")
-        reply: dict[str, Any] = json.loads(line)
-        if not reply.get("ok"):
-            raise MechanismError(f"the proxy refused {op}: {reply.get('error')}")
+        try:
+            reply = Reply.model_validate_json(line)
+        except ValidationError as exc:
+            raise MechanismError(f"the proxy answered {body.op} with nonsense: {exc}") from None
+        if not reply.ok:
+            raise MechanismError(f"the proxy refused {body.op}: {reply.error}")
         return reply
 
-    async def request(self, op: str, step: str, fault: str, params: dict[str, Any]) -> dict[str, Any]:
-        reply = await self.call(op, step=step, fault=fault, params=params)
-        details: dict[str, Any] = reply.get("details", {})
-        return details
+    async def arm(self, steps: list[ArmedStep]) -> None:
+        await self.call(Arm(steps=steps))
+
+    async def apply(self, step: str, fault: str, params: FaultParams) -> dict[str, Any]:
+        """Engage a fault now; returns the details of its `fault.applied` event."""
+        return (await self.call(Apply(order=FaultOrder.of(step, fault, params)))).details
+
+    async def revert(self, steps: list[str] | None) -> list[str]:
+        """Disengage these steps' faults (all when None); returns the step ids reverted."""
+        return (await self.call(Revert(steps=steps))).reverted
 
     async def close(self) -> None:
         if self._writer is not None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import sys
@@ -10,23 +9,20 @@ import tempfile
 from contextlib import AsyncExitStack
 from pathlib import Path
 
-from faultlab.errors import LabError
 from faultlab.events import EventBus
 from faultlab.faults.iptables import redirect
-from faultlab.lab.netns import NetnsLab
-from faultlab.lab.process import LabProcess, listening
+from faultlab.lab.base import Lab
+from faultlab.lab.process import LabProcess, wait_listening
 from faultlab.proxy.control import ProxyControl
 from faultlab.tls import LabCA
 
 PROXY_PORT = 8080
-# mitmproxy takes ~0.7 s to import and start here.
+# mitmproxy takes ~0.7 s to import and start here (several seconds on a loaded machine).
 READY_S = 15.0
-POLL_S = 0.02
 
 
-async def launch_proxy(lab: NetnsLab, target_port: int, ca: LabCA, work_dir: Path,
-                       events_file: Path, bus: EventBus, stack: AsyncExitStack,
-                       verify_with_lab_ca: bool) -> ProxyControl:
+async def launch_proxy(lab: Lab, target_port: int, ca: LabCA, work_dir: Path, events_file: Path,
+                       bus: EventBus, stack: AsyncExitStack, verify_with_lab_ca: bool) -> ProxyControl:
     """mitmproxy in the router, fed the client's connections to `target_port` by a REDIRECT;
     everything it leaves is stopped and removed by `stack`."""
     await redirect(lab.router, lab.client_link, target_port, PROXY_PORT)
@@ -40,15 +36,10 @@ async def launch_proxy(lab: NetnsLab, target_port: int, ca: LabCA, work_dir: Pat
         argv += ["--upstream-ca", str(ca.cert_path)]
     env = dict(os.environ, FAULTLAB_EVENTS=str(events_file),
                MITMPROXY_SSLKEYLOGFILE=str(work_dir / "keys.log"))
-    proxy = await LabProcess.start("proxy", lab.router, argv, env, None, work_dir / "proxy.log",
-                                   bus)
+    log = work_dir / "proxy.log"
+    proxy = await LabProcess.start("proxy", lab, "router", argv, env, None, log, bus)
     stack.push_async_callback(proxy.stop)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + READY_S
-    while not listening(proxy.proc.pid, PROXY_PORT):
-        if not proxy.alive or loop.time() > deadline:
-            raise LabError(f"the proxy did not start; see {work_dir / 'proxy.log'}")
-        await asyncio.sleep(POLL_S)
+    await wait_listening(proxy, PROXY_PORT, READY_S, log)
     control = ProxyControl(control_path)
     await control.connect(READY_S)
     stack.push_async_callback(control.close)

@@ -1,26 +1,34 @@
 """The suite's table, in the field study's style: per scenario, the runs, how they ended, and the
-ranges of what was measured (from the first fault applied, the moment the path was hurt)."""
+ranges of what was measured (from the first fault applied, the moment the path was hurt).
+
+After scenario, runs and verdicts, the columns are registered (faultlab.report.registry): the Live
+API's here, a scenario's by its pack.
+"""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from faultlab.events import Event
-from faultlab.expect.session import delivered_audio, user_told
+from faultlab.expect.session import delivered_audio
+from faultlab.report.registry import columns, counts, register_column, span
 
 if TYPE_CHECKING:
     from faultlab.result import RunResult
 
-COLUMNS = ("scenario", "runs", "verdicts", "resumes refused", "detected", "resumed",
-           "recovered", "bookings", "user told", "audio ratio")
-
+__all__ = ["CLOCK_SKEW_S", "register_column", "render_suite", "since_fault", "write_suite"]
 
 # Events of other processes are stamped by their own clocks: a consequence may carry a time a
 # hair before the fault's (the proxy reports an abort once done; the client saw it meanwhile).
 CLOCK_SKEW_S = 0.05
+
+LEGEND = ("Times are seconds from the first fault applied: detected (client.lost), resumed "
+          "(resume.ok), recovered (the model's first output after the loss, client.recovered). "
+          "Resumes refused: refused/attempts (close codes). Audio ratio: uplink audio seconds over "
+          "wall seconds of the session.")
 
 
 def since_fault(events: Sequence[Event], name: str) -> float | None:
@@ -32,22 +40,7 @@ def since_fault(events: Sequence[Event], name: str) -> float | None:
                  if e.name == name and e.t >= fault - CLOCK_SKEW_S), None)
 
 
-def _span(values: Sequence[float | None], unit: str = " s") -> str:
-    seen = [v for v in values if v is not None]
-    if not seen:
-        return "-"
-    low, high = min(seen), max(seen)
-    return f"{low:.2f}{unit}" if high - low < 0.005 else f"{low:.2f}-{high:.2f}{unit}"
-
-
-def _counts(values: Sequence[str]) -> str:
-    """One value when every run agrees, else each value with its count."""
-    counts = Counter(values)
-    if len(counts) == 1:
-        return values[0]
-    return ", ".join(f"{n}x {v}" for v, n in counts.most_common())
-
-
+@register_column("resumes refused", rank=10, combine=counts)
 def _refusals(events: Sequence[Event]) -> str:
     codes = Counter(str(e.fields.get("code")) for e in events if e.name == "resume.refused")
     attempts = sum(1 for e in events if e.name == "resume.attempt")
@@ -57,48 +50,53 @@ def _refusals(events: Sequence[Event]) -> str:
     return f"{sum(codes.values())}/{attempts}" + (f" ({refused})" if refused else "")
 
 
+@register_column("detected", rank=20, combine=span)
+def _detected(events: Sequence[Event]) -> float | None:
+    return since_fault(events, "client.lost")
+
+
+@register_column("resumed", rank=30, combine=span)
+def _resumed(events: Sequence[Event]) -> float | None:
+    return since_fault(events, "resume.ok")
+
+
+@register_column("recovered", rank=40, combine=span)
+def _recovered(events: Sequence[Event]) -> float | None:
+    return since_fault(events, "client.recovered")
+
+
+def _ratio_span(values: Sequence[float | None]) -> str:
+    return span(values, unit="")
+
+
+@register_column("audio ratio", rank=90, combine=_ratio_span)
 def _audio_ratio(events: Sequence[Event]) -> float | None:
     measured = delivered_audio(events)
     return None if measured is None else measured[0] / measured[1]
-
-
-def _row(name: str, runs: Sequence[RunResult]) -> list[str]:
-    observed = [r.observed for r in runs]
-
-    def span(event: str) -> str:
-        return _span([since_fault(events, event) for events in observed])
-
-    def each(cell: Callable[[Sequence[Event]], str]) -> str:
-        return _counts([cell(events) for events in observed])
-
-    return [
-        name, str(len(runs)),
-        f"{sum(1 for r in runs if r.verdict == 'PASS')}/{len(runs)} PASS", each(_refusals),
-        span("client.lost"), span("resume.ok"), span("client.recovered"),
-        each(lambda ev: str(len({e.fields.get("booking") for e in ev if e.name == "backend.job"}))),
-        each(lambda ev: user_told(ev)[0]),
-        _span([_audio_ratio(events) for events in observed], ""),
-    ]
 
 
 def render_suite(results: Sequence[RunResult]) -> str:
     by_profile: dict[str, list[RunResult]] = {}
     for result in results:
         by_profile.setdefault(result.profile.name, []).append(result)
-    rows = [_row(name, runs) for name, runs in by_profile.items()]
-    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(COLUMNS)]
+    registered = columns()
+    headings = ["scenario", "runs", "verdicts", *(c.heading for c in registered)]
+    rows = []
+    for name, runs in by_profile.items():
+        observed = [r.observed for r in runs]
+        rows.append([name, str(len(runs)),
+                     f"{sum(1 for r in runs if r.verdict == 'PASS')}/{len(runs)} PASS",
+                     *(c.render(observed) for c in registered)])
+    widths = [max([len(c), *(len(r[i]) for r in rows)]) for i, c in enumerate(headings)]
 
     def line(cells: Sequence[str]) -> str:
         return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
 
     passed = sum(1 for r in results if r.verdict == "PASS")
+    legend = " ".join([LEGEND, *(c.note for c in registered if c.note)])
     return "\n".join([
-        f"# faultlab suite: {passed} of {len(results)} runs passed", "",
-        "Times are seconds from the first fault applied: detected (client.lost), resumed "
-        "(resume.ok), recovered (the model's first output after the loss, client.recovered). "
-        "Resumes refused: refused/attempts (close codes). Audio ratio: uplink audio seconds over "
-        "wall seconds of the session.", "",
-        line(COLUMNS), line(["-" * w for w in widths]), *(line(r) for r in rows), "",
+        f"# faultlab suite: {passed} of {len(results)} runs passed", "", legend, "",
+        line(headings), line(["-" * w for w in widths]), *(line(r) for r in rows), "",
     ])
 
 

@@ -5,16 +5,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from faultlab.report.registry import summary_events
+
 if TYPE_CHECKING:
     from faultlab.result import RunResult
 
-# Events worth a line in the summary's timeline (the rest stay in events.jsonl).
+# Events worth a line in the summary's timeline (the rest stay in events.jsonl); scenario packs
+# add their own (faultlab.report.registry.register_summary_events).
 NOTABLE = ("lab.ready", "target.ready", "process.start", "process.exit", "fault.", "tcp.",
-           "client.", "server.", "run.", "resume.", "recovery.", "backend.", "mic.", "uplink.")
+           "client.", "server.", "run.", "resume.", "recovery.", "mic.", "uplink.")
 
 
-def _is_notable(name: str) -> bool:
-    return any(name == n or (n.endswith(".") and name.startswith(n)) for n in NOTABLE)
+def _is_notable(name: str, notable: tuple[str, ...]) -> bool:
+    return any(name == n or (n.endswith(".") and name.startswith(n)) for n in notable)
 
 
 def render_summary(result: RunResult) -> str:
@@ -45,7 +48,8 @@ def render_summary(result: RunResult) -> str:
         lines += ["", "## Expectations", "", "| | expectation | seen |", "|---|---|---|"]
         for o in result.outcomes:
             lines.append(f"| {'held' if o.held else '**FAILED**'} | {o.expectation} | {o.seen} |")
-    notable = sorted((e for e in result.events if _is_notable(e.name)), key=lambda e: e.t)
+    names = (*NOTABLE, *summary_events())
+    notable = sorted((e for e in result.events if _is_notable(e.name, names)), key=lambda e: e.t)
     if notable:
         lines += ["", "## Timeline", "", "| t (s) | source | event | fields |", "|---:|---|---|---|"]
         for e in notable[:200]:

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from faultlab.events import Event, EventBus, RunClock
-from faultlab.expect.session import user_told
 from faultlab.mic import VirtualMic, write_clips
 from faultlab.peers import BUILTINS
+from faultlab.scenarios.booking import user_told
 
 from ..conftest import REPO
 from ..emulator.conftest import RunningEmulator

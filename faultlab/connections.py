@@ -1,0 +1,30 @@
+"""The one numbering of a run's connections, and the one way to choose among them.
+
+Connection k is the k-th TCP connection the client opened toward the target, counted from 1 in the
+order the router first saw its SYN (a retransmitted SYN is the same connection). Every part of a
+run numbers so: the capture (`tcp.connect` k), packet faults (`connection: k`), the proxy (it
+accepts the client's connections in that same order, so its flow k is connection k) and frame
+triggers (emulator frames are mapped onto this numbering by the client's port). A connection
+whose SYN the path dropped still has its number, though no server ever saw it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+ConnectionChoice = Literal["first", "latest"] | int
+
+
+def choose[T](connections: Sequence[T], which: ConnectionChoice) -> T | None:
+    """`first`, `latest`, or the k-th (1-based) of `connections`, in the order seen; None when
+    there is no such connection (yet)."""
+    if not connections:
+        return None
+    if which == "first":
+        return connections[0]
+    if which == "latest":
+        return connections[-1]
+    if isinstance(which, int) and 1 <= which <= len(connections):
+        return connections[which - 1]
+    return None

@@ -1,0 +1,130 @@
+"""Frames: the WebSocket messages of a run, and the one way a profile matches them.
+
+A frame comes from exactly one log per run: the proxy's (`proxy.frame`) when the run has a proxy,
+else the emulator's (`emulator.frame`). `FrameWatch` counts a `FrameMatch`'s hits, so `nth: 2`
+fires on the second matching message, whichever process it runs in.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from faultlab.events import Event
+from faultlab.livewire import kind_matches, snake_keys
+from faultlab.model import Model
+
+Sender = Literal["client", "server"]
+# The frame events of each log, and how each spells who sent the message.
+FRAME_EVENTS = {"proxy.frame": ("dir", "client->server"), "emulator.frame": ("dir", "in")}
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One message: who sent it, on which connection (see faultlab.connections; 0 unknown), its
+    Live API kind, and its content where the log has it (the proxy does, events do not)."""
+
+    sender: Sender
+    connection: int
+    kind: str
+    content: bytes | str | None = None
+    _data: list[Any] = field(default_factory=list, compare=False, repr=False)
+
+    def data(self) -> Any:
+        """The content as JSON with snake_case protocol keys (None when it is not JSON)."""
+        if not self._data:
+            try:
+                self._data.append(snake_keys(json.loads(self.content or "")))
+            except (ValueError, UnicodeDecodeError):
+                self._data.append(None)
+        return self._data[0]
+
+
+def sender_of(event: Event) -> Sender | None:
+    """Who sent the message a frame event logs; None for any other event."""
+    spelling = FRAME_EVENTS.get(event.name)
+    if spelling is None:
+        return None
+    key, from_client = spelling
+    return "client" if event.fields.get(key) == from_client else "server"
+
+
+def value_at(data: Any, path: str) -> Any:
+    """The value at a dotted path (`tool_call.function_calls.0.name`); None when absent."""
+    for part in path.split("."):
+        if isinstance(data, list) and part.isdigit() and int(part) < len(data):
+            data = data[int(part)]
+        elif isinstance(data, dict) and part in data:
+            data = data[part]
+        else:
+            return None
+    return data
+
+
+class FrameMatch(Model):
+    """A WebSocket message: who sent it, its Live API kind (`toolCall`,
+    `serverContent.turnComplete`), fields by dotted path (`equals`, `regex`), the n-th such message,
+    on the k-th connection; `forward`: whether the step's fault acts before the matching message
+    is relayed (only faults that run in the proxy can) or after it."""
+
+    sender: Literal["client", "server", "either"] = Field(default="either", alias="from")
+    kind: str | None = None
+    equals: dict[str, Any] = Field(default_factory=dict)
+    regex: dict[str, str] = Field(default_factory=dict)
+    nth: int = Field(default=1, ge=1)
+    connection: int | None = Field(default=None, ge=1)
+    forward: Literal["before", "after"] = "after"
+
+    @field_validator("regex")
+    @classmethod
+    def _patterns(cls, value: dict[str, str]) -> dict[str, str]:
+        for pattern in value.values():
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"bad regular expression {pattern!r}: {exc}") from None
+        return value
+
+    @property
+    def reads_content(self) -> bool:
+        """Whether matching needs the message itself, which only the proxy has."""
+        return bool(self.equals or self.regex) or self.forward == "before"
+
+    def describe(self) -> str:
+        return f"{self.kind or 'message'} from {self.sender}" + (
+            f" #{self.nth}" if self.nth > 1 else "")
+
+    def matches(self, frame: Frame) -> bool:
+        """Whether `frame` is such a message (`nth` aside: `FrameWatch` counts)."""
+        if self.sender not in ("either", frame.sender):
+            return False
+        if self.connection is not None and frame.connection != self.connection:
+            return False
+        if self.kind and not kind_matches(frame.kind, self.kind):
+            return False
+        if self.equals or self.regex:
+            data = frame.data()
+            if any(value_at(data, path) != value for path, value in self.equals.items()):
+                return False
+            if any(not re.search(pattern, str(value_at(data, path)))
+                   for path, pattern in self.regex.items()):
+                return False
+        return True
+
+
+class FrameWatch:
+    """A `FrameMatch` watching one frame log: `offer` is true on its n-th matching frame only."""
+
+    def __init__(self, match: FrameMatch) -> None:
+        self.match = match
+        self.seen = 0
+
+    def offer(self, frame: Frame) -> bool:
+        if not self.match.matches(frame):
+            return False
+        self.seen += 1
+        return self.seen == self.match.nth

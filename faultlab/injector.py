@@ -1,0 +1,100 @@
+"""Applying a run's faults: each step's fault when it is due, reverts, and the return to health.
+
+The run holds the faults it applied itself; a fault that lives in another process (the proxy's)
+is held there, and the run asks that process to revert it. Whatever is still applied when the
+run ends is reverted before the lab goes, and a fault that fails ends the run as a lab failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from faultlab.capture.live import ConnectionTable
+from faultlab.errors import FaultlabError
+from faultlab.events import Event, EventBus
+from faultlab.faults import FAULTS, Fault, ProxyChannel
+from faultlab.lab.base import Lab
+from faultlab.mic import VirtualMic
+from faultlab.profile import Step
+from faultlab.timeline import Due
+
+
+class FaultRuntime:
+    """The faults a run has applied, and the context they are applied in (a `FaultContext`)."""
+
+    def __init__(self, lab: Lab, connections: ConnectionTable, bus: EventBus,
+                 proxy: ProxyChannel | None, mic: VirtualMic | None, steps: Sequence[Step],
+                 on_failure: Callable[[str], None]) -> None:
+        self.lab = lab
+        self.connections = connections
+        self.proxy = proxy
+        self.mic = mic
+        self.bus = bus
+        self.active: dict[str, Fault[Any]] = {}
+        self._faults = {s.id: s.fault for s in steps}
+        self._on_failure = on_failure
+        self._tasks: set[asyncio.Task[None]] = set()
+        bus.subscribe(self._watch_proxy)
+
+    def _watch_proxy(self, event: Event) -> None:
+        if event.source == "proxy" and event.name == "fault.failed":
+            # A step the proxy fired on a frame could not be applied: the lab failed.
+            self._on_failure(f"step {event.fields.get('step')} ({event.fields.get('fault')}):"
+                             f" {event.fields.get('error')}")
+
+    def schedule(self, due: Due) -> None:
+        """Apply `due`'s fault at its time (run clock)."""
+        async def fire() -> None:
+            await asyncio.sleep(max(0.0, due.t - self.bus.clock.now()))
+            try:
+                await self.apply(due)
+            except Exception as exc:  # any failure of a fault ends the run as a lab failure
+                message = str(exc) if isinstance(exc, FaultlabError) else repr(exc)
+                self.bus.emit("faultlab", "fault.failed", step=due.step.id,
+                              fault=due.step.fault, error=message)
+                self._on_failure(f"step {due.step.id} ({due.step.fault}): {message}")
+
+        task = asyncio.create_task(fire())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def apply(self, due: Due) -> None:
+        step = due.step
+        fired = time.perf_counter()
+        fault = FAULTS[step.fault](step.id, step.params)
+        details = await fault.apply(self)
+        applied_in_ms = (time.perf_counter() - fired) * 1000
+        if fault.held_by_run:
+            self.active[step.id] = fault
+        self.bus.emit("faultlab", "fault.applied", step=step.id, fault=step.fault,
+                      layer=fault.layer, trigger=due.cause, applied_in_ms=round(applied_in_ms, 3),
+                      **details)
+
+    async def revert(self, step_ids: Sequence[str] | None) -> list[str]:
+        """Revert the named faults (all when None), the latest first; the ids reverted."""
+        here = [s for s in self.active if step_ids is None or s in step_ids]
+        for step_id in reversed(here):
+            fault = self.active.pop(step_id)
+            await fault.revert(self)
+            self.bus.emit("faultlab", "fault.reverted", step=step_id, fault=fault.name)
+        elsewhere: list[str] = []
+        rest = None if step_ids is None else [s for s in step_ids if s not in here]
+        if self.proxy is not None and rest != []:
+            elsewhere = await self.proxy.revert(rest)
+            for step_id in elsewhere:
+                self.bus.emit("faultlab", "fault.reverted", step=step_id,
+                              fault=self._faults.get(step_id), by="proxy")
+        return here + elsewhere
+
+    async def close(self) -> None:
+        """At teardown: stop what is scheduled, undo what is still applied; a failure to undo
+        is recorded, not raised."""
+        for task in self._tasks:
+            task.cancel()
+        try:
+            await self.revert(None)
+        except FaultlabError as exc:
+            self.bus.emit("faultlab", "fault.revert_failed", error=str(exc))

@@ -1,0 +1,90 @@
+"""What every lab backend gives a run: three places on one path, their addresses, a way to run
+a process in each, and teardown.
+
+The client and the target sit at the two ends and the router between them; every fault acts on
+the router (or, for a few, on the client's own network), so a backend that wires a new kind of
+end (a container, an uplink to the real service) gets every fault for free. Each place is a
+`Namespace`: a network namespace with a worker thread in it, where faults change rules and links.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from ipaddress import IPv4Address, IPv4Network
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any, ClassVar, Literal, Self
+
+from faultlab.lab.namespace import Namespace
+
+Role = Literal["client", "router", "server"]
+
+
+@dataclass(frozen=True)
+class LabSpec:
+    """What a profile asks of any lab: the two links' subnets (client side, server side; None
+    picks free ones) and per-place sysctls."""
+
+    subnets: tuple[IPv4Network, IPv4Network] | None = None
+    sysctl: Mapping[Role, Mapping[str, str | int]] = field(default_factory=dict)
+
+
+class Lab(ABC):
+    """A lab: an async context manager that builds on enter and always tears down on exit."""
+
+    backend: ClassVar[str]
+    # The router's interfaces toward the client and the server, and the client's own.
+    client_link: ClassVar[str]
+    server_link: ClassVar[str]
+    client_iface: ClassVar[str]
+
+    @classmethod
+    @abstractmethod
+    def build(cls, spec: LabSpec) -> Self:
+        """A lab to enter, as `spec` asks."""
+
+    @abstractmethod
+    def place(self, role: Role) -> Namespace:
+        """The network of the client, the router or the server."""
+
+    @property
+    def client(self) -> Namespace:
+        return self.place("client")
+
+    @property
+    def router(self) -> Namespace:
+        return self.place("router")
+
+    @property
+    def server(self) -> Namespace:
+        return self.place("server")
+
+    @property
+    @abstractmethod
+    def client_address(self) -> IPv4Address: ...
+
+    @property
+    @abstractmethod
+    def server_address(self) -> IPv4Address: ...
+
+    def describe(self) -> dict[str, Any]:
+        """The fields of the run's `lab.ready` event."""
+        return {"backend": self.backend, "client": str(self.client_address),
+                "server": str(self.server_address)}
+
+    async def spawn(self, role: Role, argv: Sequence[str], env: Mapping[str, str],
+                    hosts: Path | None = None, stdout: int | IO[Any] | None = None,
+                    stderr: int | IO[Any] | None = None) -> asyncio.subprocess.Process:
+        """Start `argv` in `role`'s place (with `hosts` as its /etc/hosts), in a session of its
+        own so that it is stopped by its own process group."""
+        return await self.place(role).spawn(argv, env, hosts, stdout, stderr)
+
+    @abstractmethod
+    async def __aenter__(self) -> Self: ...
+
+    @abstractmethod
+    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
+                        tb: TracebackType | None) -> None: ...

@@ -1,0 +1,130 @@
+"""Live API messages as faultlab names them: one `kind_of` for every part that logs or matches.
+
+A kind is the message's top-level key in snake_case (`tool_call`, `setup_complete`), refined for
+two keys: `realtime_input.<part>` (`realtime_input.audio`), and `server_content.<parts>` with the
+parts it carries joined by `+` in one fixed order (`server_content.generation_complete+turn_complete`).
+The proxy, the emulator, the reference clients and the pcap inspector all spell kinds so, and
+profiles match them in either spelling (`toolCall`, `serverContent.turnComplete`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+_RATE = re.compile(r"rate=(\d+)")
+# Sub-objects whose keys are the user's data, not protocol fields.
+OPAQUE = frozenset({"args", "response", "parameters", "parameters_json_schema", "response_schema",
+                    "response_json_schema", "data"})
+# serverContent's parts in the order a kind names them; parts not listed follow, sorted.
+SERVER_CONTENT_PARTS = ("interrupted", "generation_complete", "turn_complete", "model_turn",
+                        "input_transcription", "output_transcription")
+
+
+def snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def snake_keys(obj: Any) -> Any:
+    """`obj` with every protocol key in snake_case (data payloads untouched)."""
+    if isinstance(obj, dict):
+        out = {}
+        for k, v in obj.items():
+            key = snake(k) if isinstance(k, str) else k
+            out[key] = v if key in OPAQUE else snake_keys(v)
+        return out
+    if isinstance(obj, list):
+        return [snake_keys(v) for v in obj]
+    return obj
+
+
+def kind_of(message: Mapping[str, Any]) -> str:
+    """The kind of one Live API message, a JSON object in either key spelling (`empty` for {});
+    `usage_metadata` names a message only when it carries nothing else."""
+    keys = [k for k in message if snake(k) != "usage_metadata"] or list(message)
+    if not keys:
+        return "empty"
+    key, body = snake(keys[0]), message[keys[0]]
+    if not isinstance(body, Mapping):
+        return key
+    if key == "realtime_input" and body:
+        return f"{key}.{snake(next(iter(body)))}"
+    if key == "server_content":
+        present = {snake(k) for k, v in body.items() if v}
+        parts = [p for p in SERVER_CONTENT_PARTS if p in present]
+        parts += sorted(present - set(SERVER_CONTENT_PARTS))
+        if parts:
+            return f"{key}.{'+'.join(parts)}"
+    return key
+
+
+def kind_matches(actual: str, wanted: str) -> bool:
+    """`toolCall` matches `tool_call`; `serverContent.turnComplete` matches a server_content
+    message carrying turn_complete among other things."""
+    want = ".".join(snake(part) for part in wanted.split("."))
+    if actual == want or actual.startswith(want + "."):
+        return True
+    head, _, sub = want.partition(".")
+    a_head, _, a_sub = actual.partition(".")
+    return bool(sub) and head == a_head and sub in a_sub.split("+")
+
+
+def _audio_seconds(blob: dict[str, Any], default_rate: int) -> float:
+    data = blob.get("data")
+    if not isinstance(data, str):
+        return 0.0
+    mime = str(blob.get("mime_type", ""))
+    match = _RATE.search(mime)
+    rate = int(match.group(1)) if match else default_rate
+    size = len(data) * 3 // 4 - data[-2:].count("=")
+    return size / 2 / rate
+
+
+def describe(content: bytes | str) -> dict[str, Any]:
+    """`kind` and a few details of one Live API message (empty when it is not one)."""
+    try:
+        data = json.loads(content)
+    except (ValueError, UnicodeDecodeError):
+        return {}
+    if not isinstance(data, dict) or not data:
+        return {}
+    out: dict[str, Any] = {"kind": kind_of(data)}
+    data = {snake(k): v for k, v in data.items()}
+    key = out["kind"].partition(".")[0]
+    body = snake_keys(data.get(key)) if isinstance(data.get(key), dict) else {}
+    if key == "setup":
+        resumption = body.get("session_resumption")
+        out["model"] = body.get("model")
+        if isinstance(resumption, dict) and resumption.get("handle"):
+            out["handle"] = resumption["handle"]
+    elif key == "realtime_input":
+        if isinstance(body.get("audio"), dict):
+            out["audio_s"] = round(_audio_seconds(body["audio"], 16000), 4)
+    elif key == "tool_call":
+        calls = body.get("function_calls") or []
+        out["ids"] = [c.get("id") for c in calls if isinstance(c, dict)]
+        out["names"] = [c.get("name") for c in calls if isinstance(c, dict)]
+    elif key == "tool_response":
+        responses = body.get("function_responses") or []
+        out["ids"] = [r.get("id") for r in responses if isinstance(r, dict)]
+    elif key == "session_resumption_update":
+        out["handle"] = body.get("new_handle")
+        out["resumable"] = body.get("resumable")
+    elif key == "go_away":
+        out["time_left"] = body.get("time_left")
+    elif key == "server_content":
+        parts = (body.get("model_turn") or {}).get("parts") or []
+        audio = sum(_audio_seconds(p["inline_data"], 24000) for p in parts
+                    if isinstance(p, dict) and isinstance(p.get("inline_data"), dict))
+        texts = [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]
+        if audio:
+            out["audio_s"] = round(audio, 4)
+        if texts:
+            out["text"] = " ".join(texts)[:200]
+        for field in ("input_transcription", "output_transcription"):
+            if isinstance(body.get(field), dict):
+                out[field] = str(body[field].get("text", ""))[:200]
+    return out
+

@@ -1,0 +1,94 @@
+"""What scenario packs add to reports: columns of the suite table, and events worth a line in a
+run's summary.
+
+A leaf module (it imports no expectation and no report), so a pack can import it while
+`faultlab.expect` is still loading the packs. A column's place is its `rank`, lowest first after
+scenario, runs and verdicts; the core's columns take 10 (resumes refused), 20 (detected),
+30 (resumed), 40 (recovered) and 90 (audio ratio).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from faultlab.events import Event
+
+type Cell[T] = Callable[[Sequence[Event]], T]
+
+
+@dataclass(frozen=True)
+class Column[T]:
+    """A column of the suite table: its heading, its cell for one run's observed events, how the
+    cells of a scenario's runs combine into one (`counts`, `span`), its place, and an optional
+    sentence for the table's legend."""
+
+    heading: str
+    rank: float
+    cell: Cell[T]
+    combine: Callable[[Sequence[T]], str]
+    note: str = ""
+
+    def render(self, runs: Sequence[Sequence[Event]]) -> str:
+        return self.combine([self.cell(events) for events in runs])
+
+
+COLUMNS: dict[str, Column[Any]] = {}
+# Event names, or prefixes ending in ".", that a pack wants in the summary's timeline.
+SUMMARY_EVENTS: list[str] = []
+
+
+def register_column[T](heading: str, *, rank: float, combine: Callable[[Sequence[T]], str],
+                       note: str = "") -> Callable[[Cell[T]], Cell[T]]:
+    """Function decorator: the function gives one run's cell of a new suite-table column."""
+
+    def add(cell: Cell[T]) -> Cell[T]:
+        if heading in COLUMNS:
+            raise RuntimeError(f"two suite columns are headed {heading!r}")
+        COLUMNS[heading] = Column(heading, rank, cell, combine, note)
+        return cell
+
+    return add
+
+
+def register_summary_events(*names: str) -> None:
+    """Show these events (a name, or a prefix ending in ".") in every run summary's timeline."""
+    SUMMARY_EVENTS.extend(n for n in names if n not in SUMMARY_EVENTS)
+
+
+def _load_packs() -> None:
+    # Imported by name when first needed: the packs import this module.
+    importlib.import_module("faultlab.scenarios")
+
+
+def columns() -> list[Column[Any]]:
+    """Every registered column, in table order: the packs' and, once faultlab.report.suite is
+    imported, the core's."""
+    _load_packs()
+    return sorted(COLUMNS.values(), key=lambda c: (c.rank, c.heading))
+
+
+def summary_events() -> tuple[str, ...]:
+    """The event names and prefixes the packs registered for the summary."""
+    _load_packs()
+    return tuple(SUMMARY_EVENTS)
+
+
+def counts(cells: Sequence[str]) -> str:
+    """One value when every run agrees, else each value with its count."""
+    tally = Counter(cells)
+    if len(tally) == 1:
+        return cells[0]
+    return ", ".join(f"{n}x {v}" for v, n in tally.most_common())
+
+
+def span(values: Sequence[float | None], unit: str = " s") -> str:
+    """The range of the measured values (a run without one does not count); "-" if none has one."""
+    seen = [v for v in values if v is not None]
+    if not seen:
+        return "-"
+    low, high = min(seen), max(seen)
+    return f"{low:.2f}{unit}" if high - low < 0.005 else f"{low:.2f}-{high:.2f}{unit}"

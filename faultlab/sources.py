@@ -1,0 +1,83 @@
+"""Where a run's events come from besides the run itself: the files other processes append to,
+and the one frame log that frame triggers follow.
+
+Clients, targets and the proxy append JSON lines to their own event files (`FAULTLAB_EVENTS`);
+`EventTails` puts them on the bus, their `ts` converted to the run clock. `FrameSource` reads the
+run's one frame log (the proxy's, else the emulator's) as frames numbered on the run's
+connections (faultlab.connections), so a frame is never counted twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from faultlab.capture.live import ConnectionTable
+from faultlab.events import Event, EventBus, EventFileTail
+from faultlab.frames import Frame, sender_of
+
+TAIL_POLL_S = 0.01
+
+
+class EventTails:
+    """The event files of the run's processes, read onto the bus as lines arrive."""
+
+    def __init__(self, bus: EventBus) -> None:
+        self.bus = bus
+        self._tails: list[EventFileTail] = []
+
+    def add(self, path: Path, source: str) -> Path:
+        """Follow `path` (created empty) as the events of `source`; returns the path."""
+        path.touch()
+        self._tails.append(EventFileTail(path, source))
+        return path
+
+    def drain(self) -> None:
+        """Put every complete line written so far on the bus."""
+        for tail in self._tails:
+            for data in tail.read_new():
+                name = str(data.pop("event"))
+                ts = data.pop("ts", None)
+                t = self.bus.clock.from_wall(ts) if isinstance(ts, int | float) else None
+                self.bus.record(tail.source, name, t, data)
+
+    async def follow(self) -> None:
+        """Drain every `TAIL_POLL_S` until cancelled."""
+        while True:
+            self.drain()
+            await asyncio.sleep(TAIL_POLL_S)
+
+
+class FrameSource:
+    """The run's one frame log, read as frames on the run's connection numbering."""
+
+    def __init__(self, log: str, connections: ConnectionTable, target_port: int) -> None:
+        self.log = log
+        self._connections = connections
+        self._target_port = target_port
+        self._client_ports: dict[object, int] = {}
+
+    @classmethod
+    def for_run(cls, proxy: bool, emulator: bool, connections: ConnectionTable,
+                target_port: int) -> FrameSource | None:
+        """The proxy's log when the run has a proxy, else the emulator's, else none."""
+        if not (proxy or emulator):
+            return None
+        return cls("proxy.frame" if proxy else "emulator.frame", connections, target_port)
+
+    def frame(self, event: Event) -> Frame | None:
+        """The frame `event` logs, if it is one of this log's."""
+        if event.name == "emulator.connect" and "client_port" in event.fields:
+            self._client_ports[event.fields.get("conn")] = int(event.fields["client_port"])
+        sender = sender_of(event)
+        if event.name != self.log or sender is None:
+            return None
+        return Frame(sender, self._number(event), str(event.fields.get("kind", "")))
+
+    def _number(self, event: Event) -> int:
+        if event.name == "proxy.frame":
+            # The proxy numbers connections as the client opened them already.
+            return int(event.fields.get("k") or 0)
+        port = self._client_ports.get(event.fields.get("conn"))
+        conn = None if port is None else self._connections.lookup(port, self._target_port)
+        return conn.k if conn is not None else 0
