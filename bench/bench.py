@@ -27,9 +27,9 @@ from faultlab.capture.flows import analyse
 from faultlab.capture.live import ConnectionTable
 from faultlab.capture.pcap import ACK, PSH, SYN, build_tcp_packet, read_segments, write_header, write_record
 from faultlab.events import EventBus, RunClock
+from faultlab.injector import FaultRuntime
 from faultlab.lab.netns import NetnsLab
 from faultlab.profile import parse_profile
-from faultlab.runner import FaultRuntime
 from faultlab.timeline import Due
 
 
@@ -62,7 +62,8 @@ async def bench_faults(n: int) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {s.fault: [] for s in steps}
     bus = EventBus(RunClock())
     async with NetnsLab() as lab:
-        runtime = FaultRuntime(lab, ConnectionTable(str(lab.server_address)), bus, None, None, steps)
+        runtime = FaultRuntime(lab, ConnectionTable(str(lab.server_address)), bus, None, None, steps,
+                               on_failure=print)
         for _ in range(n):
             for step in steps:
                 await runtime.apply(Due(step, 0.0, "bench"))

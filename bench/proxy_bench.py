@@ -20,7 +20,7 @@ from pathlib import Path
 
 from faultlab.events import EventBus, RunClock
 from faultlab.lab.netns import NetnsLab
-from faultlab.lab.process import listening, spawn, terminate
+from faultlab.lab.process import listening, terminate
 from faultlab.proxy.launch import launch_proxy
 from faultlab.tls import LabCA
 
@@ -31,9 +31,9 @@ SIZE = 4300
 
 async def load(lab: NetnsLab, args: argparse.Namespace) -> dict[str, float]:
     url = f"ws://{lab.server_address}:{PORT}/"
-    proc = await spawn(lab.client, [sys.executable, str(HERE / "proxy_load.py"), url,
-                                    str(args.round_trips), str(args.messages), str(SIZE)],
-                       os.environ, stdout=asyncio.subprocess.PIPE)
+    proc = await lab.client.spawn([sys.executable, str(HERE / "proxy_load.py"), url,
+                                   str(args.round_trips), str(args.messages), str(SIZE)],
+                                  os.environ, stdout=asyncio.subprocess.PIPE)
     out, _ = await proc.communicate()
     result: dict[str, float] = json.loads(out)
     return result
@@ -56,7 +56,7 @@ async def soak(lab: NetnsLab, minutes: float) -> None:
         "    while time.monotonic()<end:\n"
         f"      await ws.send('x'*{SIZE}); await ws.recv(); await asyncio.sleep(0.1)\n"
         "asyncio.run(m())\n")
-    client = await spawn(lab.client, [sys.executable, "-c", script], os.environ)
+    client = await lab.client.spawn([sys.executable, "-c", script], os.environ)
     proxy_pid = next(int(p) for p in os.listdir("/proc") if p.isdigit()
                      and b"faultlab.proxy" in Path(f"/proc/{p}/cmdline").read_bytes())
     for minute in range(int(minutes) + 1):
@@ -71,8 +71,8 @@ async def main(args: argparse.Namespace) -> None:
         work = Path(tmp)
         bus = EventBus(RunClock())
         async with NetnsLab() as lab, AsyncExitStack() as stack:
-            server = await spawn(lab.server, [sys.executable, "-m", "faultlab.peers.ws_server",
-                                              "--port", str(PORT), "--tick", "0s"], os.environ)
+            server = await lab.server.spawn([sys.executable, "-m", "faultlab.peers.ws_server",
+                                             "--port", str(PORT), "--tick", "0s"], os.environ)
             stack.push_async_callback(terminate, server, 2.0)
             while not listening(server.pid, PORT):
                 await asyncio.sleep(0.02)

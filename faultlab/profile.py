@@ -24,6 +24,7 @@ from faultlab.errors import FaultlabError, ProfileError
 from faultlab.expect import EXPECTATIONS, Expectation
 from faultlab.faults import FAULTS, FaultParams, Need
 from faultlab.frames import FrameMatch
+from faultlab.lab import LABS
 from faultlab.model import Duration, Model
 from faultlab.peers import BUILTINS
 
@@ -120,9 +121,16 @@ class Subnets(Model):
 class Network(Model):
     """How the lab is built."""
 
-    backend: Literal["netns"] = "netns"
+    backend: str = "netns"
     subnets: Subnets | None = None
     sysctl: dict[Role, dict[str, str | int]] = Field(default_factory=dict)
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, name: str) -> str:
+        if name not in LABS:
+            raise ValueError(f"unknown lab backend {name!r}; known: {', '.join(sorted(LABS))}")
+        return name
 
     @field_validator("sysctl")
     @classmethod

@@ -58,3 +58,15 @@ def test_alive_at_end() -> None:
     """Alive reads the snapshot taken when the run ended."""
     assert Alive(alive="target").check(FACTS).held
     assert not Alive(alive="client").check(FACTS).held
+
+
+def test_windows_without_a_reference_count_from_the_clients_start() -> None:
+    """`within` with no `after` counts from the client's start, not from the run's."""
+    started = [Event(1.5, "faultlab", "process.start", {"role": "target"}),
+               Event(1.8, "faultlab", "process.start", {"role": "client"}), *EVENTS[1:],
+               Event(3.5, "client", "client.connected", {"attempt": 2})]
+    facts = RunFacts(started)
+    outcome = Occurs.model_validate({"event": "client.connected", "within": "2s"}).check(facts)
+    assert outcome.held and outcome.seen == "at +1.700s"
+    assert not Occurs.model_validate({"event": "client.connected",
+                                      "within": "1.5s"}).check(facts).held

@@ -18,6 +18,13 @@ class RunFacts:
     exit_codes: Mapping[str, int | None] = field(default_factory=dict)
     alive_at_end: frozenset[str] = frozenset()
 
+    @property
+    def start(self) -> float:
+        """When the client started (run clock; 0 when it never did): "the start" of windows,
+        as of time triggers, so that neither moves with how long the lab took to build."""
+        return next((e.t for e in self.events
+                     if e.matches("process.start", {"role": "client"})), 0.0)
+
 
 @dataclass(frozen=True)
 class Outcome:

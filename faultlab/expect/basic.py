@@ -61,7 +61,7 @@ class Count(Expectation):
 
 @register
 class Occurs(Expectation):
-    """A matching event happens, within a deadline counted from the start or from another event."""
+    """A matching event happens, within a deadline counted from the client's start or from another event."""
 
     event: str = Field(min_length=1)
     where: dict[str, Any] = Field(default_factory=dict)
@@ -71,7 +71,7 @@ class Occurs(Expectation):
 
     def describe(self) -> str:
         what = EventMatch(event=self.event, where=self.where).describe()
-        since = f"{self.after.describe()}" if self.after else "the start"
+        since = f"{self.after.describe()}" if self.after else "the client's start"
         window = ""
         if self.not_before is not None and self.within is not None:
             window = f" {self.not_before:g}-{self.within:g}s after {since}"
@@ -84,7 +84,7 @@ class Occurs(Expectation):
         return f"{what} occurs{window}"
 
     def check(self, facts: RunFacts) -> Outcome:
-        t0 = 0.0
+        t0 = facts.start
         if self.after is not None:
             ref = self.after.first(facts.events)
             if ref is None:

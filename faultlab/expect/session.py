@@ -150,19 +150,19 @@ def is_reply(event: Event) -> bool:
 @register
 class NoReply(Expectation):
     """The model says nothing and calls nothing within `within` of `after` (both optional: by
-    default, never, from the start), as seen in the emulator's or the proxy's frames."""
+    default, never, from the client's start), as seen in the emulator's or the proxy's frames."""
 
     no_reply: Window
 
     def describe(self) -> str:
         w = self.no_reply
-        since = w.after.describe() if w.after else "the start"
+        since = w.after.describe() if w.after else "the client's start"
         return "no reply" + (f" within {w.within:g}s of {since}" if w.within is not None
                              else f" after {since}")
 
     def check(self, facts: RunFacts) -> Outcome:
         w = self.no_reply
-        t0 = 0.0
+        t0 = facts.start
         if w.after is not None:
             ref = w.after.first(facts.events)
             if ref is None:
