@@ -38,7 +38,7 @@ def main() -> None:
 
 def _profile_files(paths: tuple[str, ...]) -> list[Path]:
     """The files that PATH arguments (files, folders, profile names) name; exit 2 when none."""
-    from faultlab.profile import resolve_profiles
+    from faultlab.catalogue import resolve_profiles
 
     try:
         files = resolve_profiles(paths)
@@ -178,7 +178,7 @@ def run(paths: tuple[str, ...], runs_dir: Path, quiet: bool, repeat: int) -> Non
 @main.command()
 def profiles() -> None:
     """List the profiles that run and validate take by name, each with its first sentence."""
-    from faultlab.profile import profile_catalogue, profile_summary
+    from faultlab.catalogue import profile_catalogue, profile_summary
 
     shelves = profile_catalogue()
     width = max((len(name) for _, names in shelves for name in names), default=0)

@@ -11,9 +11,11 @@ whose SYN the path dropped still has its number, though no server ever saw it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Annotated, Literal
 
-ConnectionChoice = Literal["first", "latest"] | int
+from pydantic import Field
+
+ConnectionChoice = Literal["first", "latest"] | Annotated[int, Field(ge=1, strict=True)]
 
 
 def choose[T](connections: Sequence[T], which: ConnectionChoice) -> T | None:

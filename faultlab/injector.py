@@ -75,8 +75,8 @@ class FaultRuntime:
 
     async def revert(self, step_ids: Sequence[str] | None) -> list[str]:
         """Revert the named faults (all when None), the latest first; the ids reverted."""
-        here = [s for s in self.active if step_ids is None or s in step_ids]
-        for step_id in reversed(here):
+        here = [s for s in reversed(self.active) if step_ids is None or s in step_ids]
+        for step_id in here:
             fault = self.active.pop(step_id)
             await fault.revert(self)
             self.bus.emit("faultlab", "fault.reverted", step=step_id, fault=fault.name)

@@ -19,9 +19,15 @@ class Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def format_seconds(seconds: float) -> str:
+    """A duration as a profile writes it, read back as the same value (`0.00001s`, not `1e-05s`)."""
+    return f"{seconds:.9f}".rstrip("0").rstrip(".") + "s"
+
+
 # Seconds, written in a profile with a unit: `1.5s`, `200ms`, `2m` (and written back so in JSON).
 Duration = Annotated[float, BeforeValidator(parse_duration), Field(ge=0),
-                     PlainSerializer(lambda s: f"{s:g}s", return_type=str, when_used="json")]
+                     PlainSerializer(format_seconds, return_type=str, when_used="json")]
+
 
 
 class EventMatch(Model):

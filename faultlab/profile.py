@@ -7,26 +7,25 @@ register, so adding either never touches this file.
 
 from __future__ import annotations
 
-import difflib
 import ipaddress
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
-from typing import Any, ClassVar, Literal, NoReturn
+from typing import Any, ClassVar, Literal
 
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from faultlab.emulator.personality import DEFAULT_PERSONALITY, PERSONALITIES, personality_with
-from faultlab.errors import FaultlabError, ProfileError
+from faultlab.errors import ProfileError
 from faultlab.expect import EXPECTATIONS, Expectation
 from faultlab.faults import FAULTS, FaultParams, Need
 from faultlab.frames import FrameMatch
 from faultlab.lab import LABS
 from faultlab.model import Duration, Model
 from faultlab.peers import BUILTINS
+from faultlab.problems import Loc, Problems, line_map, message_of
 
 Role = Literal["client", "router", "server"]
 STEP_ID = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,23}$")
@@ -75,7 +74,7 @@ class EmulatorTarget(Model):
             personality_with(self.personality, self.overrides)
         except ValidationError as exc:
             raise ValueError("; ".join(
-                f"overrides.{'.'.join(map(str, e['loc']))}: {_message(e)}" for e in exc.errors()
+                f"overrides.{'.'.join(map(str, e['loc']))}: {message_of(e)}" for e in exc.errors()
             )) from None
         return self
 
@@ -292,72 +291,6 @@ PROVIDERS: dict[Need, tuple[str, str]] = {
 }
 
 
-Loc = tuple[str | int, ...]
-
-
-def _line_map(node: yaml.Node, path: Loc, lines: dict[Loc, int], problems: list[tuple[Loc, str]]) -> None:
-    """Record the line of every key and item under `node`; note duplicate keys."""
-    lines.setdefault(path, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
-        seen: set[Any] = set()
-        for key_node, value_node in node.value:
-            key = key_node.value
-            if key in seen:
-                lines[(*path, key)] = key_node.start_mark.line + 1
-                problems.append(((*path, key), "duplicate key"))
-            seen.add(key)
-            lines[(*path, key)] = key_node.start_mark.line + 1
-            _line_map(value_node, (*path, key), lines, problems)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            _line_map(item, (*path, i), lines, problems)
-
-
-def format_loc(loc: Sequence[str | int]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(profile)"
-
-
-def _message(error: Mapping[str, Any]) -> str:
-    if error["type"] == "extra_forbidden":
-        return "unknown field"
-    if error["type"] == "missing":
-        return "required field is missing"
-    return str(error["msg"]).removeprefix("Value error, ")
-
-
-class _Problems:
-    """Collects every problem of one file with its line, so `validate` reports them all at once."""
-
-    def __init__(self, source: str, lines: dict[Loc, int]) -> None:
-        self.source = source
-        self.lines = lines
-        self.items: list[tuple[int, str]] = []
-
-    def add(self, loc: Loc, message: str) -> None:
-        line = 1
-        for n in range(len(loc), -1, -1):
-            if loc[:n] in self.lines:
-                line = self.lines[loc[:n]]
-                break
-        self.items.append((line, f"{self.source}:{line}: {format_loc(loc)}: {message}"))
-
-    def add_validation(self, prefix: Loc, exc: ValidationError) -> None:
-        for error in exc.errors():
-            # Pydantic adds the model name for a failing model validator; the path is the prefix.
-            loc = tuple(p for p in error["loc"] if not (isinstance(p, str) and "[" in p))
-            self.add((*prefix, *loc), _message(error))
-
-    def fail(self) -> NoReturn:
-        raise ProfileError([text for _, text in sorted(self.items, key=lambda i: i[0])])
-
-    def raise_if_any(self) -> None:
-        if self.items:
-            self.fail()
-
-
 def parse_profile(text: str, source: str = "<profile>", path: Path | None = None) -> Profile:
     """Validate a profile's YAML text; every problem is reported as `source:line: field: message`."""
     try:
@@ -377,8 +310,8 @@ def parse_profile(text: str, source: str = "<profile>", path: Path | None = None
     lines: dict[Loc, int] = {}
     duplicates: list[tuple[Loc, str]] = []
     if node is not None:
-        _line_map(node, (), lines, duplicates)
-    problems = _Problems(source, lines)
+        line_map(node, (), lines, duplicates)
+    problems = Problems(source, lines)
     for loc, message in duplicates:
         problems.add(loc, message)
     if not isinstance(data, dict):
@@ -403,7 +336,7 @@ def parse_profile(text: str, source: str = "<profile>", path: Path | None = None
     )
 
 
-def _check_parts(data: dict[str, Any], problems: _Problems) -> None:
+def _check_parts(data: dict[str, Any], problems: Problems) -> None:
     """When the outer model fails, still check steps and expectations that parsed as mappings."""
     timeline = data.get("timeline")
     if isinstance(timeline, list):
@@ -415,7 +348,7 @@ def _check_parts(data: dict[str, Any], problems: _Problems) -> None:
         _check_expectations([e for e in expect if isinstance(e, dict)], problems)
 
 
-def _check_fault(index: int, do: dict[str, Any], problems: _Problems) -> tuple[str, FaultParams] | None:
+def _check_fault(index: int, do: dict[str, Any], problems: Problems) -> tuple[str, FaultParams] | None:
     loc: Loc = ("timeline", index, "do")
     name = do.get("fault")
     if not isinstance(name, str):
@@ -433,7 +366,7 @@ def _check_fault(index: int, do: dict[str, Any], problems: _Problems) -> tuple[s
     return name, params
 
 
-def _check_steps(raw_steps: Iterable[RawStep], problems: _Problems) -> list[Step]:
+def _check_steps(raw_steps: Iterable[RawStep], problems: Problems) -> list[Step]:
     steps: list[Step] = []
     raw_list = list(raw_steps)
     ids = [s.id or f"step{i + 1}" for i, s in enumerate(raw_list)]
@@ -461,7 +394,7 @@ def _check_steps(raw_steps: Iterable[RawStep], problems: _Problems) -> list[Step
     return steps
 
 
-def _check_needs(raw: RawProfile, steps: Sequence[Step], problems: _Problems) -> None:
+def _check_needs(raw: RawProfile, steps: Sequence[Step], problems: Problems) -> None:
     """Every step's needs can be met, and frame triggers have a frame log to follow: the proxy's,
     or else an emulator target's."""
     proxy = raw.proxy or any("proxy" in s.needs for s in steps)
@@ -477,7 +410,7 @@ def _check_needs(raw: RawProfile, steps: Sequence[Step], problems: _Problems) ->
                          "that lives in the proxy) or an emulator target's")
 
 
-def _check_expectations(raw: list[dict[str, Any]], problems: _Problems) -> list[Expectation]:
+def _check_expectations(raw: list[dict[str, Any]], problems: Problems) -> list[Expectation]:
     out: list[Expectation] = []
     for i, item in enumerate(raw):
         kind = next((k for k in item if k in EXPECTATIONS), None)
@@ -499,106 +432,3 @@ def load_profile(path: str | Path) -> Profile:
     except OSError as exc:
         raise ProfileError([f"{p}:0: (profile): cannot read: {exc.strerror or exc}"]) from None
     return parse_profile(text, str(p), p)
-
-
-PROFILE_SUFFIXES = (".yaml", ".yml")
-# Looked up before the shipped profiles, relative to the current folder.
-LOCAL_PROFILES = Path("profiles")
-_SENTENCE_END = re.compile(r"[.!?][\"')\]]*(?=\s+[A-Z`]|\s*$)")
-
-
-def profile_paths(paths: Iterable[str | Path]) -> list[Path]:
-    """The profile files named: a file as is, a folder as every *.yaml/*.yml below it, sorted."""
-    out: list[Path] = []
-    for item in paths:
-        p = Path(item)
-        if p.is_dir():
-            out.extend(sorted(q for q in p.rglob("*") if q.suffix in PROFILE_SUFFIXES))
-        else:
-            out.append(p)
-    return out
-
-
-def shipped_profiles() -> Path:
-    """The folder of the profiles installed with faultlab (`faultlab/profiles` in the wheel)."""
-    root = resources.files("faultlab") / "profiles"
-    if not isinstance(root, Path):
-        # Only a zip import has no real path; profiles are read, and named in events, as files.
-        raise FaultlabError(f"faultlab's shipped profiles are not files on disk ({root})")
-    return root
-
-
-def profile_names(folder: Path) -> dict[str, Path]:
-    """Every profile below `folder` by name: its path there without the suffix (`field/BR1`)."""
-    names: dict[str, Path] = {}
-    for path in profile_paths([folder]) if folder.is_dir() else []:
-        names.setdefault(path.relative_to(folder).with_suffix("").as_posix(), path)
-    return {name: names[name] for name in sorted(names, key=lambda n: (n.count("/"), n))}
-
-
-def _is_name(item: str) -> bool:
-    """`silent-loss`, `field/BR1`: relative, no .yaml/.yml suffix, and no file or folder there."""
-    parts = item.split("/")
-    return (bool(item) and not item.startswith("/") and all(p not in ("", ".", "..") for p in parts)
-            and Path(item).suffix not in PROFILE_SUFFIXES and not Path(item).exists())
-
-
-def _find_named(name: str) -> Path | None:
-    for folder in (LOCAL_PROFILES, shipped_profiles()):
-        for suffix in PROFILE_SUFFIXES:
-            path = folder / f"{name}{suffix}"
-            if path.is_file():
-                return path
-    return None
-
-
-def _unknown_name(name: str) -> str:
-    known = {k.lower(): k for k in sorted({*profile_names(LOCAL_PROFILES),
-                                           *profile_names(shipped_profiles())})}
-    # `BR1` for `field/BR1`: a folder is easy to forget, and difflib alone scores it low.
-    close = [k for low, k in known.items() if low.rsplit("/", 1)[-1] == name.lower()]
-    close += [known[low] for low in difflib.get_close_matches(name.lower(), known, n=3)
-              if known[low] not in close]
-    hint = f"close matches: {', '.join(close)}" if close else "`faultlab profiles` lists them"
-    return f"{name}: no such file, nor a profile of that name in ./profiles or shipped with faultlab; {hint}"
-
-
-def resolve_profiles(items: Iterable[str | Path]) -> list[Path]:
-    """The profile files a command line names, in order: existing files and folders as
-    `profile_paths` reads them, and names (`silent-loss`, `field/BR1`) looked up in ./profiles,
-    then among the shipped profiles. Every unknown name is one line of the ProfileError."""
-    out: list[Path] = []
-    unknown: list[str] = []
-    for item in items:
-        if not _is_name(str(item)):
-            out += profile_paths([item])
-        elif (found := _find_named(str(item))) is not None:
-            out.append(found)
-        else:
-            unknown.append(_unknown_name(str(item)))
-    if unknown:
-        raise ProfileError(unknown)
-    return out
-
-
-def profile_summary(path: Path) -> str:
-    """A profile's description cut to its first sentence (or line), for listings."""
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
-        return "(unreadable; `faultlab validate` says why)"
-    description = data.get("description") if isinstance(data, dict) else None
-    lines = str(description or "").strip().splitlines()
-    first = lines[0].strip() if lines else ""
-    end = _SENTENCE_END.search(first)
-    return first[:end.end()] if end else first
-
-
-def profile_catalogue() -> list[tuple[str, dict[str, Path]]]:
-    """The profiles known by name, by where they are found: ./profiles (when it is not the
-    shipped folder itself, as in a checkout of faultlab) first, then the shipped ones."""
-    shipped = shipped_profiles()
-    shelves = [("shipped with faultlab", profile_names(shipped))]
-    if LOCAL_PROFILES.is_dir() and LOCAL_PROFILES.resolve() != shipped.resolve():
-        shelves.insert(0, ("in ./profiles (looked up first)", profile_names(LOCAL_PROFILES)))
-    return shelves

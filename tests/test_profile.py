@@ -2,9 +2,10 @@ from pathlib import Path
 
 import pytest
 
+from faultlab.catalogue import profile_paths
 from faultlab.errors import ProfileError
 from faultlab.faults.drop import DropParams
-from faultlab.profile import load_profile, parse_profile, profile_paths
+from faultlab.profile import load_profile, parse_profile
 
 from .conftest import PROFILES
 

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from faultlab.catalogue import profile_names, resolve_profiles, shipped_profiles
 from faultlab.errors import ProfileError
-from faultlab.profile import load_profile, profile_names, resolve_profiles, shipped_profiles
+from faultlab.profile import load_profile
 
 from .conftest import REPO, faultlab
 

@@ -21,6 +21,16 @@ class CloseParams(AppParams):
     reason: str = ""
     to: Literal["client", "server", "both"] = "both"
 
+    @field_validator("code")
+    @classmethod
+    def _sendable(cls, code: int) -> int:
+        # RFC 6455 7.4: 1005, 1006 and 1015 never go on the wire (wsproto sends 1000 instead);
+        # 1004 and the rest below 3000 are unassigned, and a peer fails the connection (1002).
+        if not (1000 <= code <= 1003 or 1007 <= code <= 1014 or code >= 3000):
+            raise ValueError(f"{code} cannot be sent in a close frame: use 1000-1003, "
+                             "1007-1014 or 3000-4999")
+        return code
+
     @field_validator("reason")
     @classmethod
     def _short(cls, reason: str) -> str:

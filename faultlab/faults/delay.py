@@ -17,6 +17,9 @@ if TYPE_CHECKING:
     from faultlab.faults.app import ProxyView
 
 
+ORDER_GAP_S = 1e-6
+
+
 class DelayParams(AppParams):
     """`delay` per message, plus up to `jitter` at random; `direction`. Control frames are not
     delayed."""
@@ -45,8 +48,10 @@ class Delay(AppFault[DelayParams]):
             return
         loop = asyncio.get_running_loop()
         key = (flow.id, message.from_client)
-        # Never before the previous message of the same way: TCP does not reorder.
-        at = max(self._release.get(key, 0.0), loop.time() + p.delay + random.uniform(0, p.jitter))
+        # After the previous message of the same way, strictly (TCP does not reorder, and the
+        # loop's timer heap does not keep equal times in order).
+        at = max(self._release.get(key, 0.0) + ORDER_GAP_S,
+                 loop.time() + p.delay + random.uniform(0, p.jitter))
         self._release[key] = at
         message.drop()  # type: ignore[no-untyped-call]
         loop.call_at(at, proxy.server.inject_websocket, flow, not message.from_client,

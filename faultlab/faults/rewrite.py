@@ -31,13 +31,22 @@ class RewriteParams(AppParams):
 
 
 def set_at(data: dict[str, Any], path: str, value: Any) -> None:
+    """Set the value at a dotted path, list indexes included (`toolCall.functionCalls.0.name`);
+    missing mappings on the way are made."""
+    node: Any = data
     *parents, last = path.split(".")
     for part in parents:
-        child = data.get(part)
-        if not isinstance(child, dict):
-            child = data[part] = {}
-        data = child
-    data[last] = value
+        if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+            continue
+        child = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(child, dict | list):
+            child = node[part] = {}
+        node = child
+    if isinstance(node, list) and last.isdigit() and int(last) < len(node):
+        node[int(last)] = value
+    else:
+        node[last] = value
 
 
 @register

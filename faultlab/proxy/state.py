@@ -100,6 +100,8 @@ class ProxyState:
                 armed.fired = True
                 self._fire(armed.step, kind)
         for fault in list(self.active.values()):
+            if message.dropped:
+                return  # a fault took it (dropped, held or delayed): the others never see it
             if fault.hits(flow):
                 fault.on_message(self, flow, message, kind)
 

@@ -1,4 +1,5 @@
-"""Helpers for lab tests: run a profile in-process, snapshot the host's network, run the CLI."""
+"""Helpers for lab tests: run a profile in-process, snapshot the host's network, find what is left
+of one lab."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 from faultlab.events import Event
+from faultlab.lab.netns import LAB_NAME, NETNS_PREFIX, ROLES, ROOT_NETNS_DIR, lease_path
 from faultlab.profile import parse_profile
 from faultlab.result import RunResult
 from faultlab.runner import Run
@@ -32,7 +34,10 @@ def failed(result: RunResult) -> str:
 
 
 def host_network_state() -> str:
-    """The host's links, routes, rules and namespaces, as text that a run must leave unchanged."""
+    """The host's links, routes, rules and namespaces, as text that a run must leave unchanged.
+
+    Labs' namespaces are left out: other runs on the machine come and go with theirs; a test
+    judges its own lab's with `lab_traces`."""
     parts = []
     for argv in (["ip", "-d", "link"], ["ip", "route", "show", "table", "all"],
                  ["ip", "-6", "route", "show", "table", "all"], ["ip", "rule"],
@@ -41,8 +46,32 @@ def host_network_state() -> str:
         # iptables-save stamps the time and packet counters; neither is state.
         text = re.sub(r"^#.*$", "", done.stdout, flags=re.M)
         text = re.sub(r"\[\d+:\d+\]", "[]", text)
+        if argv[1:] == ["netns", "list"]:
+            text = "\n".join(line for line in text.splitlines()
+                              if not LAB_NAME.match(line.split(" ")[0]))
         parts.append(f"$ {' '.join(argv)}\n{text}")
     return "\n".join(parts)
+
+
+def lab_traces(slot: int, owner: int) -> list[str]:
+    """What is on the host of the lab that process `owner` built in `slot`: its namespaces and
+    its lease. Once another run has taken the slot (its lease names another pid), nothing
+    there is `owner`'s."""
+    lease = lease_path(slot)
+    try:
+        holder: int | None = int(lease.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        holder = None
+    if holder is not None and holder != owner:
+        return []
+    names = [f"{NETNS_PREFIX}{slot}-{role}" for role in ROLES]
+    return ([n for n in names if (ROOT_NETNS_DIR / n).exists()]
+            + ([str(lease)] if holder == owner else []))
+
+
+def lab_slot(result: RunResult) -> int:
+    """The slot of the lab a run built (its `lab.ready` event)."""
+    return int(first(result, "lab.ready").fields["slot"])
 
 
 PEERS = """\

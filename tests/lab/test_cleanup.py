@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from faultlab.lab.netns import ROOT_NETNS_DIR, NetnsLab
+from faultlab.lab.netns import ROOT_NETNS_DIR, NetnsLab, lease_path
 
-from ..conftest import PROFILES, REPO, faultlab
-from .helpers import host_network_state
+from ..conftest import PROFILES, REPO, faultlab, slack
+from .helpers import host_network_state, lab_traces
 
 pytestmark = pytest.mark.lab
 
@@ -25,7 +25,10 @@ name: long
 target: {builtin: ws-echo-server, port: 8765}
 client: {builtin: ws-client, args: [--duration, 30s]}
 timeline:
-  - {id: cut, when: {at: 1s}, do: {fault: drop, direction: to_client, connection: latest}}
+  - id: cut
+    when: {event: client.connected, where: {attempt: 1}}
+    after: 1s
+    do: {fault: drop, direction: to_client, connection: latest}
 timeout: 40s
 """
 
@@ -38,7 +41,7 @@ def start_run(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
     proc = subprocess.Popen([sys.executable, "-m", "faultlab", "run", "--runs-dir", str(runs),
                              str(profile)], cwd=REPO, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + slack(20)
     while time.monotonic() < deadline:
         files = list(runs.glob("*/events.jsonl"))
         if files and "fault.applied" in files[0].read_text():
@@ -52,9 +55,10 @@ def run_events(run_dir: Path) -> list[dict[str, object]]:
     return [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]
 
 
-def faultlab_namespaces() -> list[str]:
-    return sorted(n for n in os.listdir(ROOT_NETNS_DIR) if n.startswith("faultlab-")) \
-        if ROOT_NETNS_DIR.is_dir() else []
+def run_slot(run_dir: Path) -> int:
+    """The slot of the lab the run built."""
+    ready = next(e for e in run_events(run_dir) if e["event"] == "lab.ready")
+    return int(str(ready["slot"]))
 
 
 def pid_alive(pid: int) -> bool:
@@ -70,8 +74,9 @@ def test_sigterm_tears_everything_down(tmp_path: Path) -> None:
     """SIGTERM mid-run: exit 130, the lab and its processes are gone, the report is written."""
     before = host_network_state()
     proc, run_dir = start_run(tmp_path)
+    assert lab_traces(run_slot(run_dir), proc.pid) != []  # the run's lab, while it runs
     proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=20)
+    _, err = proc.communicate(timeout=slack(20))
     assert proc.returncode == 130, err.decode()
     assert b"Traceback" not in err
     evs = run_events(run_dir)
@@ -80,6 +85,7 @@ def test_sigterm_tears_everything_down(tmp_path: Path) -> None:
     pids = [int(e["pid"]) for e in evs if e["event"] == "process.start"]  # type: ignore[call-overload]
     assert pids and not any(pid_alive(p) for p in pids)
     assert "interrupted" in (run_dir / "summary.md").read_text()
+    assert lab_traces(run_slot(run_dir), proc.pid) == []
     assert host_network_state() == before
 
 
@@ -88,30 +94,37 @@ def test_sigkill_then_gc_restores_the_host(tmp_path: Path) -> None:
     before = host_network_state()
     proc, run_dir = start_run(tmp_path)
     proc.kill()
-    proc.wait(timeout=5)
-    leftovers = faultlab_namespaces()
-    assert len(leftovers) == 3
+    proc.wait(timeout=slack(5))
+    slot = run_slot(run_dir)
+    names = [f"faultlab-{slot}-{role}" for role in ("client", "router", "server")]
+    # The killed run's three namespaces and its lease, naming its dead pid.
+    assert sorted(lab_traces(slot, proc.pid)) == sorted([*names, str(lease_path(slot))])
     done = faultlab("lab", "gc")
     assert done.returncode == 0, done.stderr
-    assert all(f"removed namespace {n}" in done.stdout for n in leftovers)
+    assert all(f"removed namespace {n}" in done.stdout.splitlines() for n in names), done.stdout
     pids = [int(e["pid"]) for e in run_events(run_dir)  # type: ignore[call-overload]
             if e["event"] == "process.start"]
     assert pids and not any(pid_alive(p) for p in pids)
-    assert faultlab_namespaces() == []
+    assert lab_traces(slot, proc.pid) == []
     assert host_network_state() == before
-    assert faultlab("lab", "gc").stdout.strip() == "nothing to clean"
+    # A second gc finds nothing of it (other runs' labs may be spared or collected).
+    again = faultlab("lab", "gc").stdout
+    assert not [line for line in again.splitlines()
+                if f"faultlab-{slot}-" in line or line.startswith(f"spared lab {slot}:")], again
 
 
 def test_gc_spares_the_lab_of_a_live_run() -> None:
     """A lab whose owner is alive is not collected."""
 
-    async def scenario() -> tuple[str, bool]:
+    async def scenario() -> tuple[str, int, list[str]]:
         async with NetnsLab() as lab:
             done = await asyncio.to_thread(faultlab, "lab", "gc")
-            return done.stdout, (ROOT_NETNS_DIR / lab.router.name).exists()
+            names = [ns.name for ns in (lab.client, lab.router, lab.server)]
+            return done.stdout, lab.slot, [n for n in names if (ROOT_NETNS_DIR / n).exists()]
 
-    out, still_there = asyncio.run(scenario())
-    assert "spared lab" in out and still_there
+    out, slot, still_there = asyncio.run(scenario())
+    assert f"spared lab {slot}: run {os.getpid()} is alive" in out.splitlines(), out
+    assert len(still_there) == 3
 
 
 def test_demo_profile_exists() -> None:

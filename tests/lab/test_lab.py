@@ -5,16 +5,17 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
+import os
 import socket
 import sys
 from pathlib import Path
 
 import pytest
 
-from faultlab.lab.namespace import Namespace
-from faultlab.lab.netns import LEASE_DIR, ROOT_NETNS_DIR, NetnsLab, lease_path
+from faultlab.lab.netns import ROOT_NETNS_DIR, NetnsLab, lease_path
 
-from .helpers import failed, first, host_network_state, peers, run_profile
+from ..conftest import slack
+from .helpers import failed, first, host_network_state, lab_slot, lab_traces, peers, run_profile
 
 pytestmark = pytest.mark.lab
 
@@ -37,22 +38,27 @@ def _read(path: str) -> str:
     return Path(path).read_text().strip()
 
 
+def _netns_inode() -> int:
+    """The network namespace the calling thread is in."""
+    return os.stat("/proc/thread-self/ns/net").st_ino
+
+
 def test_client_reaches_server_through_the_router_and_nothing_is_left() -> None:
     """The client's packets cross the router to the server; teardown removes every trace."""
 
-    async def scenario() -> tuple[list[str], str, int]:
+    async def scenario() -> tuple[str, int]:
         async with NetnsLab() as lab:
             names = [ns.name for ns in (lab.client, lab.router, lab.server)]
+            assert names == [f"faultlab-{lab.slot}-{role}" for role in ("client", "router", "server")]
             assert all((ROOT_NETNS_DIR / n).exists() for n in names)
-            assert lease_path(lab.slot).exists()
+            assert lease_path(lab.slot).read_text().split()[0] == str(os.getpid())
             # A RST from the server's kernel proves the SYN crossed the router.
             outcome = await lab.client.run(_reach, str(lab.server_address), 9)
-            return names, outcome, lab.slot
+            return outcome, lab.slot
 
-    names, outcome, slot = asyncio.run(scenario())
+    outcome, slot = asyncio.run(scenario())
     assert outcome == "refused"
-    assert not any((ROOT_NETNS_DIR / n).exists() for n in names)
-    assert not lease_path(slot).exists()
+    assert lab_traces(slot, os.getpid()) == []
 
 
 def test_two_labs_at_once_have_distinct_names_and_subnets() -> None:
@@ -86,15 +92,18 @@ def test_sysctls_are_per_namespace() -> None:
 def test_namespace_thread_runs_in_its_namespace() -> None:
     """Work handed to a namespace runs inside it, not in the host's namespace."""
 
-    async def scenario() -> tuple[str, str]:
+    async def scenario() -> tuple[str, str, int, int]:
         async with NetnsLab() as lab:
             return (await lab.router.run(_read, "/proc/thread-self/net/dev"),
-                    await lab.client.run(_read, "/proc/thread-self/net/dev"))
+                    await lab.client.run(_read, "/proc/thread-self/net/dev"),
+                    await lab.router.run(_netns_inode), os.stat(lab.router.path).st_ino)
 
-    router, client = asyncio.run(scenario())
+    router, client, router_thread_ns, router_ns = asyncio.run(scenario())
     assert "c0:" in router and "s0:" in router
     assert "eth0:" in client and "c0:" not in client
-    assert isinstance(Namespace, type)
+    # The router's worker thread is in the namespace bound at the router's name, and this
+    # thread (the host's) is not.
+    assert router_thread_ns == router_ns != _netns_inode()
 
 
 def test_client_env_and_hosts_file(runs_dir: Path) -> None:
@@ -113,6 +122,7 @@ expect: [{{exit_code: 0}}]
 timeout: 10s
 """
     text = text.replace("python3", sys.executable)
+    hosts_before = Path("/etc/hosts").read_text()
     result = run_profile(text, runs_dir)
     assert result.exit_code == 0, failed(result)
     probe = first(result, "probe")
@@ -120,8 +130,8 @@ timeout: 10s
     assert probe.fields["resolved"] == server
     assert probe.fields["target"] == f"{server}:8765"
     assert probe.fields["run_dir"] == str(result.run_dir)
-    # Only the client's own view changed: the host's /etc/hosts knows nothing of it.
-    assert "api.example.test" not in Path("/etc/hosts").read_text()
+    # Only the client's own view changed: the host's /etc/hosts is as it was.
+    assert Path("/etc/hosts").read_text() == hosts_before
 
 
 def test_a_run_leaves_the_host_network_byte_identical(runs_dir: Path) -> None:
@@ -135,9 +145,11 @@ timeline:
 """
     result = run_profile(text, runs_dir)
     assert result.error is None, failed(result)
-    assert len([e for e in result.events if e.name == "fault.applied"]) == 3
+    assert [e.fields["step"] for e in result.events if e.name == "fault.applied"] == [
+        "pull", "cut", "rst"]
     assert host_network_state() == before
-    assert not list(LEASE_DIR.glob("lab-*.pid")) if LEASE_DIR.exists() else True
+    # Its own lab is gone: namespaces and lease (other runs' labs may come and go meanwhile).
+    assert lab_traces(lab_slot(result), os.getpid()) == []
 
 
 def test_target_that_never_listens_fails_the_lab(runs_dir: Path) -> None:
@@ -168,8 +180,15 @@ timeout: 1s
 settle: 0s
 """
     result = run_profile(text, runs_dir)
-    assert first(result, "run.timeout").t >= 1.0
-    assert result.duration_s < 5
+    started = first(result, "process.start", role="client").t
+    # The timeout counts from the client's start, as time triggers do.
+    timeout = first(result, "run.timeout")
+    assert 1.0 <= timeout.t - started <= 1.0 + slack(0.1)
+    # Stopped by the run (SIGTERM) right away, not left to sleep its 30 s.
+    (stopped,) = [e for e in result.events if e.matches("process.exit", {"role": "client"})]
+    assert stopped.fields["stopped_by_run"] is True and stopped.fields["signal"] == "SIGTERM"
+    assert stopped.t - timeout.t < slack(0.5)
+    assert result.duration_s - started < 1.0 + slack(3)
     assert result.exit_code == 1
     assert result.outcomes[0].seen == "still running at the end"
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from faultlab.capture.pcap import read_segments
+
 from ..conftest import PROFILES, faultlab, slack
 
 pytestmark = pytest.mark.lab
@@ -24,21 +26,23 @@ def events(run_dir: Path) -> list[dict[str, object]]:
 
 def test_silent_loss_demo(tmp_path: Path) -> None:
     """`faultlab run profiles/silent-loss.yaml`: exit 0 in under 15 s, the run folder holds the
-    artifacts, loss is detected 2.0-3.5 s after the fault, and the capture shows the server's
-    silence with no FIN or RST from it."""
+    artifacts, loss is detected 2.0-2.5 s after the fault, and the capture shows the server's
+    silence, from the fault on, with no FIN or RST from it."""
     runs_dir = tmp_path / "runs"
     started = time.monotonic()
     done = faultlab("run", "--runs-dir", str(runs_dir), str(PROFILES / "silent-loss.yaml"))
     elapsed = time.monotonic() - started
     assert done.returncode == 0, done.stdout + done.stderr
-    assert elapsed < 15 * max(1.0, slack(1.0))
+    assert elapsed < slack(15)
     run_dir = only_run_dir(runs_dir)
     for name in ("events.jsonl", "capture.pcap", "summary.md"):
         assert (run_dir / name).stat().st_size > 0
     evs = events(run_dir)
     fault = next(e for e in evs if e["event"] == "fault.applied")
     lost = next(e for e in evs if e["event"] == "client.lost")
-    assert 2.0 <= float(lost["t"]) - float(fault["t"]) <= 3.5  # type: ignore[arg-type]
+    fault_t, lost_t = float(fault["t"]), float(lost["t"])  # type: ignore[arg-type]
+    # The client's pings go unanswered for --lost-after 2s; one is sent every 500 ms.
+    assert 2.0 <= lost_t - fault_t <= 2.5 + slack(0.5)
     assert "PASS" in (run_dir / "summary.md").read_text()
 
     inspect = faultlab("pcap", "inspect", "--json", str(run_dir / "capture.pcap"))
@@ -46,14 +50,17 @@ def test_silent_loss_demo(tmp_path: Path) -> None:
     (flow,) = json.loads(inspect.stdout)["flows"]
     down = flow["server_to_client"]
     assert down["fin"] == 0 and down["rst"] == 0
-    assert down["longest_silence_s"] >= 2.0
-    # The silence starts at the fault: the capture's clock is the run's clock plus unix_time.
-    t0 = next(e for e in evs if e["event"] == "run.start")["unix_time"]
+    # The capture's clock is the run's clock plus unix_time: the first packet (the SYN) is the
+    # run's tcp.connect.
+    t0 = float(next(e for e in evs if e["event"] == "run.start")["unix_time"])  # type: ignore[arg-type]
+    first_packet_t = min(s.ts for s in read_segments(run_dir / "capture.pcap")) - t0
     connect = next(e for e in evs if e["event"] == "tcp.connect")
-    first_packet_t = float(connect["t"])  # type: ignore[arg-type]
+    assert abs(first_packet_t - float(connect["t"])) < 1e-3  # type: ignore[arg-type]
+    # The server's silence starts at the fault (its last packet came at most a tick, 200 ms,
+    # before) and lasts past the client's verdict.
     silence_from = first_packet_t + down["longest_silence_from_t"]
-    assert abs(silence_from - float(fault["t"])) < 0.3  # type: ignore[arg-type]
-    assert t0
+    assert fault_t - slack(0.3) < silence_from <= fault_t + slack(0.01)
+    assert down["longest_silence_s"] >= lost_t - fault_t - slack(0.01)
     frames = flow["websocket_frames"]
     assert any(f["opcode"] == "ping" for f in frames) and any(f["opcode"] == "pong" for f in frames)
     text = faultlab("pcap", "inspect", str(run_dir / "capture.pcap"))

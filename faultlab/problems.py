@@ -1,0 +1,79 @@
+"""Every problem of one profile at once, each as `file:line: field.path: message`.
+
+The YAML node tree gives each key's line; pydantic's errors give each problem's path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, NoReturn
+
+import yaml
+from pydantic import ValidationError
+
+from faultlab.errors import ProfileError
+
+Loc = tuple[str | int, ...]
+
+
+def line_map(node: yaml.Node, path: Loc, lines: dict[Loc, int], problems: list[tuple[Loc, str]]) -> None:
+    """Record the line of every key and item under `node`; note duplicate keys."""
+    lines.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        seen: set[Any] = set()
+        for key_node, value_node in node.value:
+            key = key_node.value
+            if key in seen:
+                lines[(*path, key)] = key_node.start_mark.line + 1
+                problems.append(((*path, key), "duplicate key"))
+            seen.add(key)
+            lines[(*path, key)] = key_node.start_mark.line + 1
+            line_map(value_node, (*path, key), lines, problems)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            line_map(item, (*path, i), lines, problems)
+
+
+def format_loc(loc: Sequence[str | int]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(profile)"
+
+
+def message_of(error: Mapping[str, Any]) -> str:
+    if error["type"] == "extra_forbidden":
+        return "unknown field"
+    if error["type"] == "missing":
+        return "required field is missing"
+    return str(error["msg"]).removeprefix("Value error, ")
+
+
+class Problems:
+    """Collects every problem of one file with its line, so `validate` reports them all at once."""
+
+    def __init__(self, source: str, lines: dict[Loc, int]) -> None:
+        self.source = source
+        self.lines = lines
+        self.items: list[tuple[int, str]] = []
+
+    def add(self, loc: Loc, message: str) -> None:
+        line = 1
+        for n in range(len(loc), -1, -1):
+            if loc[:n] in self.lines:
+                line = self.lines[loc[:n]]
+                break
+        self.items.append((line, f"{self.source}:{line}: {format_loc(loc)}: {message}"))
+
+    def add_validation(self, prefix: Loc, exc: ValidationError) -> None:
+        for error in exc.errors():
+            # Pydantic adds the model name for a failing model validator; the path is the prefix.
+            loc = tuple(p for p in error["loc"] if not (isinstance(p, str) and "[" in p))
+            self.add((*prefix, *loc), message_of(error))
+
+    def fail(self) -> NoReturn:
+        raise ProfileError([text for _, text in sorted(self.items, key=lambda i: i[0])])
+
+    def raise_if_any(self) -> None:
+        if self.items:
+            self.fail()

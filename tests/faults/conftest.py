@@ -1,0 +1,295 @@
+"""Fakes the faults are tested with, none of which needs root: a lab whose namespaces record what
+would run in them, a proxy channel, a microphone, and the proxy's own state around a mitmproxy
+server that records what it is asked to send."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from ipaddress import IPv4Address
+from pathlib import Path
+from types import TracebackType
+from typing import Any, ClassVar, Self, cast
+
+import pytest
+from mitmproxy import http, websocket
+from mitmproxy.addons.proxyserver import Proxyserver
+from mitmproxy.proxy import events as proxy_events
+from mitmproxy.test import tflow
+from pydantic import ValidationError
+from wsproto.frame_protocol import Opcode
+
+from faultlab.capture.live import ConnectionTable
+from faultlab.errors import MechanismError
+from faultlab.events import EventWriter
+from faultlab.faults import FAULTS, Fault, FaultParams
+from faultlab.faults.iptables import _restore
+from faultlab.lab.base import Lab, LabSpec, Role
+from faultlab.lab.namespace import Namespace
+from faultlab.livewire import describe
+from faultlab.mic import VirtualMic
+from faultlab.proxy.control import Apply, Arm, FaultOrder, Reply, Request, Revert
+from faultlab.proxy.state import ProxyState
+
+CLIENT = "10.0.1.2"
+SERVER = "10.0.2.2"
+SERVER_PORT = 443
+
+
+# The run's side: a lab, a proxy channel, a microphone.
+
+
+class FakeNamespace(Namespace):
+    """A place that records what would run in it instead of entering a network namespace."""
+
+    def __init__(self, role: str) -> None:
+        # No worker thread: nothing ever runs here.
+        self.role = role
+        self.path = Path("/nonexistent/faultlab-tests") / role
+        self.calls: list[tuple[Callable[..., Any], tuple[object, ...]]] = []
+        self.links: list[tuple[str, bool]] = []
+
+    async def run[T](self, fn: Callable[..., T], *args: object) -> T:
+        self.calls.append((fn, args))
+        return cast(T, None)
+
+    async def set_link_state(self, ifname: str, up: bool) -> None:
+        self.links.append((ifname, up))
+
+    def close(self) -> None:
+        """Nothing to stop."""
+
+    @property
+    def batches(self) -> list[list[str]]:
+        """The iptables-restore batches (filter table) run here, in order; fails on anything else."""
+        out = []
+        for fn, args in self.calls:
+            assert fn is _restore, f"{fn!r} ran in {self.role}, not an iptables-restore batch"
+            (batch,) = args
+            out.append(list(cast(list[str], batch)))
+        return out
+
+
+class FakeLab(Lab):
+    """Three fake places with the interface names of the netns lab."""
+
+    backend: ClassVar[str] = "fake"
+    client_link: ClassVar[str] = "c0"
+    server_link: ClassVar[str] = "s0"
+    client_iface: ClassVar[str] = "eth0"
+
+    def __init__(self) -> None:
+        self.places = {role: FakeNamespace(role) for role in ("client", "router", "server")}
+
+    @classmethod
+    def build(cls, spec: LabSpec) -> Self:
+        return cls()
+
+    def place(self, role: Role) -> Namespace:
+        return self.places[role]
+
+    def ns(self, role: Role) -> FakeNamespace:
+        return self.places[role]
+
+    @property
+    def client_address(self) -> IPv4Address:
+        return IPv4Address(CLIENT)
+
+    @property
+    def server_address(self) -> IPv4Address:
+        return IPv4Address(SERVER)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        return None
+
+
+class FakeMic:
+    """The lab's microphone, recording each stall asked of it (seconds)."""
+
+    def __init__(self) -> None:
+        self.stalls: list[float] = []
+
+    def stall(self, seconds: float) -> None:
+        self.stalls.append(seconds)
+
+
+@dataclass
+class FakeProxyChannel:
+    """The run's control channel to a proxy that holds the step ids in `held`."""
+
+    held: list[str] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=lambda: {"engaged": True})
+    applied: list[tuple[str, str, FaultParams]] = field(default_factory=list)
+    reverts: list[list[str] | None] = field(default_factory=list)
+
+    async def apply(self, step: str, fault: str, params: FaultParams) -> dict[str, Any]:
+        self.applied.append((step, fault, params))
+        self.held.append(step)
+        return dict(self.details)
+
+    async def revert(self, steps: list[str] | None) -> list[str]:
+        self.reverts.append(None if steps is None else list(steps))
+        ids = [s for s in reversed(self.held) if steps is None or s in steps]
+        self.held = [s for s in self.held if s not in ids]
+        return ids
+
+
+@dataclass
+class FakeContext:
+    """A FaultContext over the fake lab; `revert` records what it is asked and answers with the
+    ids of `held` it names (all when None)."""
+
+    lab: FakeLab = field(default_factory=FakeLab)
+    connections: ConnectionTable = field(default_factory=lambda: ConnectionTable(SERVER))
+    proxy: FakeProxyChannel | None = None
+    mic: VirtualMic | None = None
+    held: list[str] = field(default_factory=list)
+    reverts: list[list[str] | None] = field(default_factory=list)
+
+    async def revert(self, step_ids: Sequence[str] | None) -> list[str]:
+        self.reverts.append(None if step_ids is None else list(step_ids))
+        return [s for s in reversed(self.held) if step_ids is None or s in step_ids]
+
+
+def with_connections(ctx: FakeContext, *client_ports: int) -> FakeContext:
+    """`ctx` after the capture saw one SYN from the client per port, to the server's 443."""
+    for i, port in enumerate(client_ports):
+        ctx.connections.observe_syn(CLIENT, port, SERVER_PORT, t=0.1 * (i + 1))
+    return ctx
+
+
+def params_of(name: str, params: dict[str, Any] | None = None) -> FaultParams:
+    """Fault `name`'s parameters as its own model validates them."""
+    return FAULTS[name].Params.model_validate(params or {})
+
+
+def build(name: str, params: dict[str, Any] | None = None, step: str = "s1") -> Fault[Any]:
+    """Fault `name` for step `step` with `params` as a profile writes them."""
+    return FAULTS[name](step, params_of(name, params))
+
+
+def refusal(name: str, params: dict[str, Any]) -> dict[str, str]:
+    """The fields fault `name`'s model refuses in `params`, each with its first error's type."""
+    with pytest.raises(ValidationError) as caught:
+        params_of(name, params)
+    out: dict[str, str] = {}
+    for error in caught.value.errors():
+        out.setdefault(str(error["loc"][0]), error["type"])
+    return out
+
+
+def apply_and_revert(fault: Fault[Any], ctx: FakeContext) -> dict[str, Any]:
+    """Apply then revert `fault`; the details of its `fault.applied` event."""
+    async def go() -> dict[str, Any]:
+        details = await fault.apply(ctx)
+        await fault.revert(ctx)
+        return details
+
+    return asyncio.run(go())
+
+
+def assert_run_side(name: str, params: dict[str, Any]) -> None:
+    """The run's side of app fault `name`: apply asks the proxy to engage it (step id, name,
+    parameters) and returns the proxy's details, revert asks the proxy to disengage that step, and
+    without a proxy applying fails."""
+    fault = build(name, params, step="s1")
+    channel = FakeProxyChannel(details={"from": "proxy"})
+    assert apply_and_revert(fault, FakeContext(proxy=channel)) == {"from": "proxy"}
+    assert channel.applied == [("s1", name, fault.params)]
+    assert channel.reverts == [["s1"]]
+    assert fault.held_by_run is False
+    with pytest.raises(MechanismError, match=f"{name} needs the proxy"):
+        asyncio.run(fault.apply(FakeContext()))
+
+
+# The proxy's side: its state, around a server that records what it is asked to send.
+
+
+@dataclass(frozen=True)
+class Injected:
+    """A message the proxy was asked to send into a flow."""
+
+    flow: http.HTTPFlow
+    to_client: bool
+    content: bytes
+    is_text: bool
+
+
+class FakeServer:
+    """What the faults call of mitmproxy's Proxyserver, recording instead of sending."""
+
+    def __init__(self) -> None:
+        self.injected: list[Injected] = []
+        # When each message was injected (time.monotonic, the clock of asyncio's loop).
+        self.injected_at: list[float] = []
+        self.events: list[proxy_events.MessageInjected[Any]] = []
+        # mitmproxy's handlers of live client connections, by client id: a test flow has none.
+        self.connections: dict[str, Any] = {}
+
+    def inject_websocket(self, flow: http.HTTPFlow, to_client: bool, message: bytes,
+                         is_text: bool = True) -> None:
+        self.injected.append(Injected(flow, to_client, message, is_text))
+        self.injected_at.append(time.monotonic())
+
+    def inject_event(self, event: proxy_events.MessageInjected[Any]) -> None:
+        self.events.append(event)
+
+
+@dataclass
+class Proxy:
+    """The proxy process's state around a FakeServer, and the requests and messages it gets."""
+
+    state: ProxyState
+    server: FakeServer
+    events_path: Path
+
+    def open_flow(self) -> http.HTTPFlow:
+        """A live WebSocket flow on the next connection, as the frame log registers it."""
+        flow = tflow.twebsocketflow()
+        self.state.flows[self.state.accepted(flow.client_conn)] = flow
+        return flow
+
+    def ask(self, body: Arm | Apply | Revert) -> Reply:
+        """The proxy's reply to one request line on its control channel."""
+        line = Request(id=7, body=body).model_dump_json(by_alias=True).encode()
+        reply = self.state.answer(line)
+        assert reply.id == 7
+        return reply
+
+    def apply(self, step: str, fault: str, params: dict[str, Any] | None = None) -> Reply:
+        return self.ask(Apply(order=FaultOrder(step=step, fault=fault, params=params or {})))
+
+    def revert(self, steps: list[str] | None = None) -> Reply:
+        return self.ask(Revert(steps=steps))
+
+    def send(self, flow: http.HTTPFlow, content: bytes | dict[str, Any], from_client: bool,
+             binary: bool = False, injected: bool = False) -> websocket.WebSocketMessage:
+        """Offer a message to the proxy's hooks as the frame log does, its kind from livewire."""
+        data = json.dumps(content).encode() if isinstance(content, dict) else content
+        message = websocket.WebSocketMessage(Opcode.BINARY if binary else Opcode.TEXT,
+                                             from_client, data, injected=injected)
+        self.state.on_message(flow, message, describe(data).get("kind", ""))
+        return message
+
+    def events(self) -> list[dict[str, Any]]:
+        """What the proxy wrote to its events file, without the wall-clock `ts`."""
+        lines = self.events_path.read_text().splitlines()
+        return [{k: v for k, v in json.loads(line).items() if k != "ts"} for line in lines]
+
+
+@pytest.fixture
+def proxy(tmp_path: Path) -> Iterator[Proxy]:
+    # A path of the test's own: EventWriter(None) would write to $FAULTLAB_EVENTS when it is set.
+    path = tmp_path / "proxy-events.jsonl"
+    path.touch()
+    server = FakeServer()
+    writer = EventWriter(path)
+    yield Proxy(ProxyState(server=cast(Proxyserver, server), events=writer), server, path)
+    writer.close()
