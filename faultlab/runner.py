@@ -24,7 +24,7 @@ from faultlab.lab import LABS, Lab, LabSpec
 from faultlab.lab.process import LabProcess
 from faultlab.launch import Launcher
 from faultlab.profile import Profile
-from faultlab.proxy.control import ArmedStep, FaultOrder, ProxyControl
+from faultlab.proxy.control import ArmedStep, ProxyControl
 from faultlab.proxy.launch import launch_proxy
 from faultlab.report.summary import write_summary
 from faultlab.result import RunResult
@@ -131,10 +131,8 @@ class Run:
             lab, target.listen_port, launcher.ca, self.run_dir,
             self.tails.add(self.run_dir / "proxy.events.jsonl", "proxy"), self.bus, stack,
             verify_with_lab_ca=target.emulator is not None)
-        await proxy.arm([
-            ArmedStep(**FaultOrder.of(s.id, s.fault, s.params).model_dump(), match=s.when.frame,
-                      after_s=s.after)
-            for s in self.profile.timeline if in_proxy(s) and s.when.frame is not None])
+        await proxy.arm([ArmedStep.of(s.id, s.fault, s.params, match=s.when.frame, after_s=s.after)
+                         for s in self.profile.timeline if in_proxy(s)])
         return proxy
 
     def _observe(self, event: Event, frames: FrameSource | None, faults: FaultRuntime) -> None:

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import itertools
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, ValidationError
 
@@ -33,8 +33,9 @@ class FaultOrder(Model):
     params: dict[str, Any] = Field(default_factory=dict)
 
     @classmethod
-    def of(cls, step: str, fault: str, params: FaultParams) -> FaultOrder:
-        return cls(step=step, fault=fault, params=params.model_dump(mode="json", by_alias=True))
+    def of(cls, step: str, fault: str, params: FaultParams, **extra: Any) -> Self:
+        return cls(step=step, fault=fault, params=params.model_dump(mode="json", by_alias=True),
+                   **extra)
 
     def build(self) -> Fault[Any]:
         """The fault itself, its parameters validated by its own model."""
