@@ -16,6 +16,7 @@ import random
 import re
 import shutil
 import tempfile
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
@@ -141,21 +142,20 @@ class NetnsLab(Lab):
             paths = {role: directory / f"{NETNS_PREFIX}{slot}-{role}" for role in ROLES}
             if any(p.exists() for p in paths.values()):
                 continue
+            if self._private_dir is None and not take_lease(slot):
+                continue
+            self.slot = slot
             try:
-                # The router's name is the slot's lease: creating it fails if another run won.
+                # A name taken all the same (a rootless run's, a leftover's) fails with EEXIST.
                 for role in ROLES:
                     self.namespaces[role] = Namespace.create(role, paths[role])
                     self._paths.append(paths[role])
             except FileExistsError:
-                self._remove_namespaces()
+                self._release()
                 continue
             except OSError as exc:
-                self._remove_namespaces()
+                self._release()
                 raise LabError(f"cannot create network namespaces: {exc}") from None
-            self.slot = slot
-            if self._private_dir is None:
-                LEASE_DIR.mkdir(parents=True, exist_ok=True)
-                lease_path(slot).write_text(f"{os.getpid()} {process_start_time(os.getpid())}\n")
             if self._fixed_addressing is None:
                 self.addressing = Addressing.for_slot(slot)
             return
@@ -187,10 +187,15 @@ class NetnsLab(Lab):
                 remove_namespace(path)
         self._paths.clear()
 
-    def _teardown(self) -> None:
+    def _release(self) -> None:
+        """Remove the namespaces, then give the slot's lease back."""
         self._remove_namespaces()
         if self.slot >= 0 and self._private_dir is None:
             lease_path(self.slot).unlink(missing_ok=True)
+        self.slot = -1
+
+    def _teardown(self) -> None:
+        self._release()
         if self._private_dir is not None:
             shutil.rmtree(self._private_dir, ignore_errors=True)
             self._private_dir = None
@@ -198,6 +203,23 @@ class NetnsLab(Lab):
 
 def lease_path(slot: int) -> Path:
     return LEASE_DIR / f"lab-{slot}.pid"
+
+
+def take_lease(slot: int) -> bool:
+    """Claim a slot for this process before any of its namespaces exist, so that `lab gc` never
+    takes a lab being built for a leftover. The lease appears whole or not at all (written aside,
+    then linked into place, which fails if another run holds the slot)."""
+    LEASE_DIR.mkdir(parents=True, exist_ok=True)
+    pid = os.getpid()
+    draft = LEASE_DIR / f".lab-{slot}.{pid}.{threading.get_ident()}"
+    draft.write_text(f"{pid} {process_start_time(pid)}\n")
+    try:
+        os.link(draft, lease_path(slot))
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        draft.unlink(missing_ok=True)
 
 
 def lab_owner(slot: int) -> int | None:
