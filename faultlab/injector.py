@@ -37,16 +37,22 @@ class FaultRuntime:
         self._faults = {s.id: s.fault for s in steps}
         self._on_failure = on_failure
         self._tasks: set[asyncio.Task[None]] = set()
+        self._closed = False
         bus.subscribe(self._watch_proxy)
 
     def _watch_proxy(self, event: Event) -> None:
+        if self._closed:
+            return
         if event.source == "proxy" and event.name == "fault.failed":
             # A step the proxy fired on a frame could not be applied: the lab failed.
             self._on_failure(f"step {event.fields.get('step')} ({event.fields.get('fault')}):"
                              f" {event.fields.get('error')}")
 
     def schedule(self, due: Due) -> None:
-        """Apply `due`'s fault at its time (run clock)."""
+        """Apply `due`'s fault at its time (run clock); nothing once the run is closing."""
+        if self._closed:
+            return
+
         async def fire() -> None:
             await asyncio.sleep(max(0.0, due.t - self.bus.clock.now()))
             try:
@@ -74,26 +80,40 @@ class FaultRuntime:
                       **details)
 
     async def revert(self, step_ids: Sequence[str] | None) -> list[str]:
-        """Revert the named faults (all when None), the latest first; the ids reverted."""
+        """Revert the named faults (all when None): those the run holds, the latest first, then
+        those the proxy holds. Every one is tried; the first failure is raised after."""
         here = [s for s in reversed(self.active) if step_ids is None or s in step_ids]
+        reverted: list[str] = []
+        failures: list[FaultlabError] = []
         for step_id in here:
             fault = self.active.pop(step_id)
-            await fault.revert(self)
+            try:
+                await fault.revert(self)
+            except FaultlabError as exc:
+                failures.append(exc)
+                continue
+            reverted.append(step_id)
             self.bus.emit("faultlab", "fault.reverted", step=step_id, fault=fault.name)
-        elsewhere: list[str] = []
         rest = None if step_ids is None else [s for s in step_ids if s not in here]
         if self.proxy is not None and rest != []:
-            elsewhere = await self.proxy.revert(rest)
-            for step_id in elsewhere:
-                self.bus.emit("faultlab", "fault.reverted", step=step_id,
-                              fault=self._faults.get(step_id), by="proxy")
-        return here + elsewhere
+            try:
+                for step_id in await self.proxy.revert(rest):
+                    reverted.append(step_id)
+                    self.bus.emit("faultlab", "fault.reverted", step=step_id,
+                                  fault=self._faults.get(step_id), by="proxy")
+            except FaultlabError as exc:
+                failures.append(exc)
+        if failures:
+            raise failures[0]
+        return reverted
 
     async def close(self) -> None:
         """At teardown: stop what is scheduled, undo what is still applied; a failure to undo
-        is recorded, not raised."""
+        is recorded, not raised, and nothing fires any more."""
+        self._closed = True
         for task in self._tasks:
             task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         try:
             await self.revert(None)
         except FaultlabError as exc:

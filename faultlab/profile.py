@@ -387,6 +387,9 @@ def _check_steps(raw_steps: Iterable[RawStep], problems: Problems) -> list[Step]
             problems.add(("timeline", i, "when", "frame"),
                          "'forward: before', 'equals' and 'regex' need a fault that lives in the "
                          "proxy (the proxy fires those); others follow a frame's kind only")
+        if frame is not None and frame.forward == "before" and raw.after > 0:
+            problems.add(("timeline", i, "after"), "'forward: before' acts on the message itself,"
+                         " before it is relayed: it cannot wait 'after' it")
         for ref in params.referenced_steps():
             if ref not in ids:
                 problems.add(("timeline", i, "do"), f"no step has the id {ref!r}")
@@ -399,6 +402,9 @@ def _check_needs(raw: RawProfile, steps: Sequence[Step], problems: Problems) -> 
     or else an emulator target's."""
     proxy = raw.proxy or any("proxy" in s.needs for s in steps)
     emulator = raw.target is not None and raw.target.emulator is not None
+    if raw.proxy and raw.target is None:
+        problems.add(("proxy",), "the proxy stands in front of a target: give the profile a "
+                     "'target'")
     for i, step in enumerate(steps):
         for need in sorted(step.needs):
             field, why = PROVIDERS[need]

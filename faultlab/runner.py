@@ -29,7 +29,7 @@ from faultlab.proxy.launch import launch_proxy
 from faultlab.report.summary import write_summary
 from faultlab.result import RunResult
 from faultlab.sources import EventTails, FrameSource
-from faultlab.timeline import Timeline, in_proxy
+from faultlab.timeline import Due, Timeline, in_proxy
 
 
 def make_run_dir(runs_dir: Path, name: str, started: datetime) -> Path:
@@ -61,6 +61,10 @@ class Run:
         self.result = RunResult(profile, self.run_dir, self.started)
         self._failed = asyncio.Event()
         self._alive_at_end: frozenset[str] = frozenset()
+        # What the timeline observes before the faults can be applied waits here.
+        self._faults: FaultRuntime | None = None
+        self._frames: FrameSource | None = None
+        self._due: list[Due] = []
 
     async def execute(self) -> RunResult:
         p = self.profile
@@ -83,7 +87,10 @@ class Run:
         p = self.profile
         async with AsyncExitStack() as stack:
             lab = await self._build_lab(stack)
-            stack.push_async_callback(_cancelled, asyncio.create_task(self.tails.follow()))
+            self.bus.subscribe(self._observe)
+            follow = asyncio.create_task(self.tails.follow())
+            follow.add_done_callback(self._follow_ended)
+            stack.push_async_callback(_cancelled, follow)
             launcher = Launcher(p, lab, self.run_dir, self.bus, self.tails, stack)
             # The microphone's clips are written first: an emulator target learns them as speech.
             mic = await launcher.start_mic() if p.mic is not None else None
@@ -94,15 +101,14 @@ class Run:
             capture = await stack.enter_async_context(LiveCapture(
                 lab, self.run_dir / "capture.pcap" if p.capture.pcap else None,
                 p.capture.snaplen_bytes, self.bus))
-            faults = FaultRuntime(lab, capture.table, self.bus, proxy, mic, p.timeline, self._fail)
-            stack.push_async_callback(faults.close)
-            frames = FrameSource.for_run(
+            self._frames = FrameSource.for_run(
                 proxy is not None, p.target is not None and p.target.emulator is not None,
                 capture.table, p.target.listen_port if p.target else 0)
-            self.bus.subscribe(lambda event: self._observe(event, frames, faults))
+            self._faults = faults = FaultRuntime(lab, capture.table, self.bus, proxy, mic,
+                                                 p.timeline, self._fail)
+            stack.push_async_callback(faults.close)
             processes["client"] = client = await launcher.start_client()
-            for due in self.timeline.start(client.started_at):
-                faults.schedule(due)
+            self._schedule(self.timeline.start(client.started_at))
             await self._wait_client(client)
             # Let the target and the capture report what the client's end caused.
             await asyncio.sleep(p.settle)
@@ -135,13 +141,25 @@ class Run:
                          for s in self.profile.timeline if in_proxy(s)])
         return proxy
 
-    def _observe(self, event: Event, frames: FrameSource | None, faults: FaultRuntime) -> None:
+    def _observe(self, event: Event) -> None:
         dues = self.timeline.observe(event)
-        frame = frames.frame(event) if frames is not None else None
+        frame = self._frames.frame(event) if self._frames is not None else None
         if frame is not None:
             dues += self.timeline.observe_frame(frame, event.t)
-        for due in dues:
-            faults.schedule(due)
+        self._schedule(dues)
+
+    def _schedule(self, dues: list[Due]) -> None:
+        """Hand due steps to the faults, or keep them until the faults can be applied (a step on
+        an event of the target's start)."""
+        self._due += dues
+        if self._faults is not None:
+            for due in self._due:
+                self._faults.schedule(due)
+            self._due.clear()
+
+    def _follow_ended(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            self._fail(f"reading the processes' events failed: {task.exception()!r}")
 
     async def _wait_client(self, client: LabProcess) -> None:
         remaining = self.profile.timeout - (self.clock.now() - client.started_at)

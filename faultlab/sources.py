@@ -48,11 +48,19 @@ class EventTails:
             await asyncio.sleep(TAIL_POLL_S)
 
 
-class FrameSource:
-    """The run's one frame log, read as frames on the run's connection numbering."""
+# Each frame log: its source, its frame event, the event that tells a connection's client port,
+# and the field by which both name the connection.
+LOGS = {"proxy": ("proxy.frame", "proxy.ws_start", "flow"),
+        "target": ("emulator.frame", "emulator.connect", "conn")}
 
-    def __init__(self, log: str, connections: ConnectionTable, target_port: int) -> None:
-        self.log = log
+
+class FrameSource:
+    """The run's one frame log, read as frames on the run's connection numbering: each log names
+    its connections its own way, and tells their client ports, which the capture numbered."""
+
+    def __init__(self, source: str, connections: ConnectionTable, target_port: int) -> None:
+        self.source = source
+        self.log, self._opened, self._key = LOGS[source]
         self._connections = connections
         self._target_port = target_port
         self._client_ports: dict[object, int] = {}
@@ -63,21 +71,20 @@ class FrameSource:
         """The proxy's log when the run has a proxy, else the emulator's, else none."""
         if not (proxy or emulator):
             return None
-        return cls("proxy.frame" if proxy else "emulator.frame", connections, target_port)
+        return cls("proxy" if proxy else "target", connections, target_port)
 
     def frame(self, event: Event) -> Frame | None:
         """The frame `event` logs, if it is one of this log's."""
-        if event.name == "emulator.connect" and "client_port" in event.fields:
-            self._client_ports[event.fields.get("conn")] = int(event.fields["client_port"])
+        if event.source != self.source:
+            return None
+        if event.name == self._opened and event.fields.get("client_port") is not None:
+            self._client_ports[event.fields.get(self._key)] = int(event.fields["client_port"])
         sender = sender_of(event)
         if event.name != self.log or sender is None:
             return None
         return Frame(sender, self._number(event), str(event.fields.get("kind", "")))
 
     def _number(self, event: Event) -> int:
-        if event.name == "proxy.frame":
-            # The proxy numbers connections as the client opened them already.
-            return int(event.fields.get("k") or 0)
-        port = self._client_ports.get(event.fields.get("conn"))
+        port = self._client_ports.get(event.fields.get(self._key))
         conn = None if port is None else self._connections.lookup(port, self._target_port)
         return conn.k if conn is not None else 0

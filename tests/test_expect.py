@@ -49,7 +49,7 @@ def test_occurs_relative_to_another_event() -> None:
 
 
 def test_occurs_from_start() -> None:
-    """Without a reference the deadline counts from the run's start."""
+    """Without a reference, and with no client start in the events, the deadline counts from 0."""
     assert Occurs.model_validate({"event": "client.connected", "within": "1s"}).check(FACTS).held
     assert not Occurs.model_validate({"event": "client.lost", "within": "1s"}).check(FACTS).held
 

@@ -196,3 +196,18 @@ def test_a_client_side_fault_needs_the_microphone() -> None:
     assert err.value.problems == [
         "p.yaml:4: timeline[0].do.fault: mic_stall acts on the lab's microphone: give the "
         "profile a 'mic'"]
+
+
+def test_a_proxy_needs_a_target() -> None:
+    """`proxy: true` without a target is a profile error, not a failure of the run."""
+    (line,) = problems("name: x\nclient: {command: [a]}\nproxy: true\n")
+    assert line == ("p.yaml:3: proxy: the proxy stands in front of a target: give the profile a "
+                    "'target'")
+
+
+def test_forward_before_cannot_wait() -> None:
+    """A step that acts before the message is relayed cannot also wait `after` it."""
+    (line,) = problems("name: f\nclient: {command: [a]}\ntarget: {emulator: {}}\ntimeline:\n"
+                       "  - when: {frame: {kind: toolCall, forward: before}}\n"
+                       "    after: 1s\n    do: {fault: freeze}\n")
+    assert line.startswith("p.yaml:6: timeline[0].after: 'forward: before' acts on the message")

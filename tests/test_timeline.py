@@ -81,17 +81,22 @@ def test_frame_trigger_fires_on_the_nth_matching_frame() -> None:
 
 def test_one_frame_log_per_run_so_nth_counts_messages_not_log_lines() -> None:
     """With a proxy and an emulator both logging, `nth: 2` fires on the second message: the run
-    follows the proxy's log only."""
-    t = Timeline(parse_profile(FRAMES).timeline)
-    source = FrameSource.for_run(True, True, ConnectionTable("198.18.0.6"), 443)
+    follows the proxy's log only, its frames numbered by the client's port as the capture saw it."""
+    t = Timeline(parse_profile(FRAMES.replace("nth: 2", "nth: 2, connection: 1")).timeline)
+    table = ConnectionTable("198.18.0.6")
+    table.observe_syn("198.18.0.2", 40001, 443, 0.0)
+    source = FrameSource.for_run(True, True, table, 443)
     assert source is not None
+    assert source.frame(Event(0.5, "proxy", "proxy.ws_start",
+                              {"flow": "f1", "k": 0, "client_port": 40001})) is None
     fired = []
     for n, (proxy_t, emulator_t) in enumerate([(1.0, 1.01), (2.0, 2.01), (3.0, 3.01)], 1):
         for event in (Event(emulator_t, "target", "emulator.frame",
                             {"conn": 1, "dir": "out", "kind": "tool_call"}),
                       Event(proxy_t, "proxy", "proxy.frame",
-                            {"k": 1, "dir": "server->client", "kind": "tool_call"})):
+                            {"flow": "f1", "dir": "server->client", "kind": "tool_call"})):
             frame = source.frame(event)
+            assert frame is None or frame == Frame("server", 1, "tool_call")
             if frame is not None:
                 fired += [(n, due.t) for due in t.observe_frame(frame, event.t)]
     assert fired == [(2, 3.0)]

@@ -81,4 +81,9 @@ def collect() -> list[str]:
             slot = int(lease.stem.removeprefix("lab-"))
             if slot not in slots and lab_owner(slot) is None:
                 lease.unlink(missing_ok=True)
+        # A lease's draft (`.lab-SLOT.PID.THREAD`) outlives only a run killed while writing it.
+        for draft in LEASE_DIR.glob(".lab-*"):
+            writer = draft.name.split(".")[2]
+            if writer.isdigit() and not Path(f"/proc/{writer}").exists():
+                draft.unlink(missing_ok=True)
     return report

@@ -1,13 +1,14 @@
 """The mitmproxy addon: every WebSocket message becomes an event, after the faults have seen it.
 
-Connections are numbered as the proxy accepts them, which is the order the client opened them
-(faultlab.connections). The proxy's own message history is trimmed as it goes (mitmproxy keeps
-every message of a flow otherwise), so memory stays flat over long runs.
+Frames carry the run's connection number `k` (faultlab.connections) once the run has told it, and
+`proxy.ws_start` the client's port, by which the run numbers them in any case. The proxy's own
+message history is trimmed as it goes (mitmproxy keeps every message of a flow otherwise), so
+memory stays flat over long runs.
 """
 
 from __future__ import annotations
 
-from mitmproxy import connection, http
+from mitmproxy import http
 
 from faultlab.livewire import describe
 from faultlab.proxy import internals
@@ -21,14 +22,11 @@ class FrameLog:
         self.state = state
         self.events = state.events
 
-    def client_connected(self, client: connection.Client) -> None:
-        self.state.accepted(client)
-
     def websocket_start(self, flow: http.HTTPFlow) -> None:
-        k = self.state.accepted(flow.client_conn)
-        self.state.flows[k] = flow
+        self.state.flows.append(flow)
         client, server = flow.client_conn.peername, flow.server_conn.peername
-        self.events.emit("proxy.ws_start", flow=flow.id[:8], k=k, path=flow.request.path[:200],
+        self.events.emit("proxy.ws_start", flow=flow.id[:8], k=self.state.number_of(flow),
+                         client_port=client[1] if client else None, path=flow.request.path[:200],
                          client=f"{client[0]}:{client[1]}" if client else None,
                          server=f"{server[0]}:{server[1]}" if server else None)
 

@@ -43,5 +43,6 @@ async def launch_proxy(lab: Lab, target_port: int, ca: LabCA, work_dir: Path, ev
     control = ProxyControl(control_path)
     await control.connect(READY_S)
     stack.push_async_callback(control.close)
+    bus.subscribe(control.observe)
     bus.emit("faultlab", "proxy.ready", port=PROXY_PORT)
     return control

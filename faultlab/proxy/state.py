@@ -3,7 +3,8 @@
 The proxy owns every app-level fault of a run: the control channel engages and disengages them
 on the run's behalf, and steps armed at the start fire inside the message hook, before or after
 the matching message is relayed, so "freeze on toolCall" holds the toolCall itself back.
-Connections are numbered as the client opened them (see faultlab.connections).
+Connections carry the run's numbers (faultlab.connections), which the run sends as the capture
+sees each SYN, keyed by the client's port.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mitmproxy import connection, http, websocket
+from mitmproxy import http, websocket
 from mitmproxy.addons.proxyserver import Proxyserver
 from pydantic import ValidationError
 from wsproto.events import Event as WsEvent
@@ -24,7 +25,7 @@ from faultlab.events import EventWriter
 from faultlab.faults.app import AppFault
 from faultlab.frames import Frame, FrameWatch
 from faultlab.proxy import internals
-from faultlab.proxy.control import Apply, Arm, ArmedStep, FaultOrder, Reply, Request, Revert
+from faultlab.proxy.control import Apply, Arm, ArmedStep, FaultOrder, Number, Reply, Request, Revert
 
 
 @dataclass
@@ -40,29 +41,30 @@ class Armed:
 class ProxyState:
     server: Proxyserver
     events: EventWriter
-    # The client's connections in the order accepted, each with its WebSocket flow once upgraded.
-    connections: dict[str, int] = field(default_factory=dict)
-    flows: dict[int, http.HTTPFlow] = field(default_factory=dict)
+    # The run's number of each client connection, by the client's port.
+    numbers: dict[int, int] = field(default_factory=dict)
+    flows: list[http.HTTPFlow] = field(default_factory=list)
     active: dict[str, AppFault[Any]] = field(default_factory=dict)
     armed: list[Armed] = field(default_factory=list)
 
-    # Connections.
-
-    def accepted(self, client: connection.Client) -> int:
-        return self.connections.setdefault(client.id, len(self.connections) + 1)
-
     def number_of(self, flow: http.HTTPFlow) -> int:
-        return self.connections.get(flow.client_conn.id, 0)
+        """The run's number of the flow's connection; 0 while the run has not told it."""
+        peer = flow.client_conn.peername
+        return self.numbers.get(int(peer[1]), 0) if peer else 0
 
     def select(self, which: ConnectionChoice | None) -> list[http.HTTPFlow]:
-        """Live WebSocket flows: all, or that of connection `first`, `latest` or k."""
+        """Live WebSocket flows: all, or that of connection `first`, `latest` or k (none such
+        fails, as a packet fault on an unseen connection does)."""
         if which is None:
-            return [f for f in self.flows.values() if f.live]
-        numbered = [self.flows.get(k) for k in range(1, len(self.connections) + 1)]
+            return [f for f in self.flows if f.live]
+        numbered = sorted((f for f in self.flows if self.number_of(f)), key=self.number_of)
+        if isinstance(which, int):
+            numbered = [f for f in numbered if self.number_of(f) == which]
+            which = "first"
         flow = choose(numbered, which)
-        return [flow] if flow is not None and flow.live else []
-
-    # Faults.
+        if flow is None or not flow.live:
+            raise ValueError(f"no live WebSocket on connection {which!r}")
+        return [flow]
 
     def engage(self, order: FaultOrder) -> dict[str, Any]:
         fault = order.build()
@@ -85,8 +87,6 @@ class ProxyState:
         for step in ids:
             self.disengage(step)
         return ids
-
-    # Hooks.
 
     def on_message(self, flow: http.HTTPFlow, message: websocket.WebSocketMessage,
                    kind: str) -> None:
@@ -131,8 +131,6 @@ class ProxyState:
         return all(f.on_control(flow, to_client, event)
                    for f in self.active.values() if f.hits(flow))
 
-    # The control channel.
-
     async def serve_control(self, path: Path) -> asyncio.Server:
         return await asyncio.start_unix_server(self._client, str(path))
 
@@ -144,6 +142,9 @@ class ProxyState:
             return Reply(ok=False, error=f"bad request: {exc}")
         body = request.body
         try:
+            if isinstance(body, Number):
+                self.numbers[body.client_port] = body.k
+                return Reply(id=request.id)
             if isinstance(body, Arm):
                 for step in body.steps:
                     step.build()  # the parameters are valid, or the arming fails now

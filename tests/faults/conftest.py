@@ -31,7 +31,7 @@ from faultlab.lab.base import Lab, LabSpec, Role
 from faultlab.lab.namespace import Namespace
 from faultlab.livewire import describe
 from faultlab.mic import VirtualMic
-from faultlab.proxy.control import Apply, Arm, FaultOrder, Reply, Request, Revert
+from faultlab.proxy.control import Apply, Arm, FaultOrder, Number, Reply, Request, Revert
 from faultlab.proxy.state import ProxyState
 
 CLIENT = "10.0.1.2"
@@ -251,12 +251,16 @@ class Proxy:
     events_path: Path
 
     def open_flow(self) -> http.HTTPFlow:
-        """A live WebSocket flow on the next connection, as the frame log registers it."""
+        """A live WebSocket flow on the next connection, numbered by the run as the capture saw
+        its SYN and registered as the frame log does."""
         flow = tflow.twebsocketflow()
-        self.state.flows[self.state.accepted(flow.client_conn)] = flow
+        k = len(self.state.flows) + 1
+        flow.client_conn.peername = ("198.18.0.2", 40000 + k)
+        assert self.ask(Number(k=k, client_port=40000 + k)).ok
+        self.state.flows.append(flow)
         return flow
 
-    def ask(self, body: Arm | Apply | Revert) -> Reply:
+    def ask(self, body: Arm | Apply | Revert | Number) -> Reply:
         """The proxy's reply to one request line on its control channel."""
         line = Request(id=7, body=body).model_dump_json(by_alias=True).encode()
         reply = self.state.answer(line)

@@ -1,0 +1,77 @@
+"""The proxy's control channel: typed requests, checked at both ends."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from faultlab.errors import MechanismError
+from faultlab.events import EventWriter
+from faultlab.proxy.control import ProxyControl, Revert
+from faultlab.proxy.state import ProxyState
+
+
+def state(tmp_path: Path) -> ProxyState:
+    return ProxyState(server=None, events=EventWriter(tmp_path / "events.jsonl"))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("line", "why"), [
+    (b"not json\n", "bad request"),
+    (b'{"id": 1, "body": {"op": "explode"}}\n', "bad request"),
+    (b'{"id": 1, "body": {"op": "revert", "steps": "all"}}\n', "bad request"),
+    (b'{"id": 1, "body": {"op": "number", "k": 0, "client_port": 40000}}\n', "bad request"),
+    (b'{"id": 1, "body": {"op": "apply", "order": {"step": "s", "fault": "nosuch"}}}\n',
+     "unknown fault 'nosuch'"),
+    (b'{"id": 1, "body": {"op": "apply", "order": {"step": "s", "fault": "drop"}}}\n',
+     "drop is not a fault the proxy applies"),
+    (b'{"id": 1, "body": {"op": "apply", "order": {"step": "s", "fault": "freeze", '
+     b'"params": {"mode": "melt"}}}}\n', "mode"),
+    (b'{"id": 1, "body": {"op": "apply", "order": {"step": "s", "fault": "freeze", '
+     b'"params": {"connection": "latest"}}}}\n', "no live WebSocket on connection 'latest'"),
+    (b'{"id": 1, "body": {"op": "arm", "steps": [{"step": "s", "fault": "close", '
+     b'"params": {"code": 1006}, "match": {"kind": "toolCall"}}]}}\n', "cannot be sent"),
+])
+def test_the_proxy_refuses_what_it_cannot_do(tmp_path: Path, line: bytes, why: str) -> None:
+    """A malformed request, an unknown or non-proxy fault, bad parameters, or a connection with
+    no WebSocket is refused with the reason, and nothing is engaged or armed."""
+    s = state(tmp_path)
+    reply = s.answer(line)
+    assert not reply.ok and why in (reply.error or "")
+    assert s.active == {} and s.armed == []
+
+
+def test_numbers_come_from_the_run(tmp_path: Path) -> None:
+    """`number` records the run's number of a client connection by its port."""
+    s = state(tmp_path)
+    reply = s.answer(b'{"id": 4, "body": {"op": "number", "k": 3, "client_port": 40001}}\n')
+    assert reply.ok and reply.id == 4 and s.numbers == {40001: 3}
+
+
+def test_the_run_refuses_a_reply_to_another_request(tmp_path: Path) -> None:
+    """A reply whose id is not the request's (one left unread by a cancelled call) fails the
+    call instead of answering it."""
+
+    async def scenario() -> str:
+        async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            while line := await reader.readline():
+                request = json.loads(line)
+                writer.write(json.dumps({"id": request["id"] + 1, "ok": True}).encode() + b"\n")
+                await writer.drain()
+
+        path = tmp_path / "c.sock"
+        server = await asyncio.start_unix_server(answer, str(path))
+        control = ProxyControl(path)
+        await control.connect(1.0)
+        try:
+            await control.call(Revert(steps=None))
+        except MechanismError as exc:
+            return str(exc)
+        finally:
+            await control.close()
+            server.close()
+        return "answered"
+
+    assert asyncio.run(scenario()) == "the proxy answered request 2, not 1"
