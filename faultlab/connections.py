@@ -1,11 +1,11 @@
 """The one numbering of a run's connections, and the one way to choose among them.
 
 Connection k is the k-th TCP connection the client opened toward the target, counted from 1 in the
-order the router first saw its SYN (a retransmitted SYN is the same connection). Every part of a
-run numbers so: the capture (`tcp.connect` k), packet faults (`connection: k`), the proxy (it
-accepts the client's connections in that same order, so its flow k is connection k) and frame
-triggers (emulator frames are mapped onto this numbering by the client's port). A connection
-whose SYN the path dropped still has its number, though no server ever saw it.
+order the router first saw its SYN (a retransmitted SYN is the same connection). The capture gives
+the numbers (`tcp.connect` k) and every other part takes them by the client's port: packet faults
+(`connection: k`), the proxy (the run tells it each number as the SYN is seen) and frame triggers
+(the proxy's and the emulator's frames are mapped by port). A connection whose SYN the path
+dropped still has its number, though no server ever saw it.
 """
 
 from __future__ import annotations

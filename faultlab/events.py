@@ -2,9 +2,10 @@
 
 An event is a line `{"t": <seconds since the run started>, "source": ..., "event": <name>, ...}`.
 Clients add their own events by appending JSON lines to the file named in `FAULTLAB_EVENTS`
-(`{"event": "client.lost", "ts": <unix time>, ...}`); the runner tails those files and puts their
-events on the bus, converting `ts` to the run clock. Secrets never reach a file: API keys and
-resumption handles are replaced by their length and a short hash.
+(`{"event": "client.lost", "ts": <unix time>, ...}`); the run tails those files
+(faultlab.sources) and puts their events on the bus, converting `ts` to the run clock. Secrets
+never reach a file: API keys and resumption handles are replaced by their length and a short
+hash.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -23,11 +23,11 @@ from faultlab.expect import EXPECTATIONS, Expectation
 from faultlab.faults import FAULTS, FaultParams, Need
 from faultlab.frames import FrameMatch
 from faultlab.lab import LABS
+from faultlab.lab.base import Role
 from faultlab.model import Duration, Model
 from faultlab.peers import BUILTINS
 from faultlab.problems import Loc, Problems, line_map, message_of
 
-Role = Literal["client", "router", "server"]
 STEP_ID = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,23}$")
 
 

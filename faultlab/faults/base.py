@@ -1,7 +1,8 @@
 """What every fault is: parameters validated by its own model, and apply/revert hooks.
 
-A fault knows its layer and how to undo itself; the runner only calls the hooks, so adding a fault
-is one module in this package (found by name at import), its test, and its README heading.
+A fault knows its layer, what it needs and how to undo itself; the run only calls the hooks
+(faultlab.injector), so adding a fault is one module in this package (found by name at import),
+its test, and its README heading.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ class ProxyChannel(Protocol):
 
 
 class FaultContext(Protocol):
-    """What the runner hands a fault when it applies or reverts it."""
+    """What the run hands a fault when it applies or reverts it (faultlab.injector.FaultRuntime)."""
 
     @property
     def lab(self) -> Lab: ...
