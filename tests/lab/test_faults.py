@@ -39,6 +39,8 @@ def run(runs_dir: Path, name: str, timeline: str, duration: str = "6s", extra: s
 
 
 def lost_after_fault(result: RunResult, step: str) -> float:
+    """From the step's `fault.applied` (stamped once the kernel has the rule, so a hair after the
+    path broke) to the client's `client.lost` (stamped by the client's clock)."""
     return first(result, "client.lost").t - first(result, "fault.applied", step=step).t
 
 
@@ -55,7 +57,7 @@ def test_drop_silences_the_chosen_direction(runs_dir: Path, direction: str) -> N
     result = run(runs_dir, f"drop-{direction}",
                  f"  - {{id: cut, {CONNECTED}, do: {{fault: drop, direction: {direction}}}}}\n")
     assert 1.0 <= after_connected(result, "cut") <= 1.0 + slack(0.1)
-    assert 2.0 <= lost_after_fault(result, "cut") <= 2.5 + slack(0.5)
+    assert 2.0 - slack(0.05) <= lost_after_fault(result, "cut") <= 2.5 + slack(0.5)
     assert result.exit_codes["client"] == 1
     assert not [e for e in result.observed if e.name == "server.closed"]
     applied = first(result, "fault.applied", step="cut").t
@@ -72,7 +74,7 @@ def test_drop_at_the_client_keeps_its_packets_home(runs_dir: Path) -> None:
     router's link, and the client still only learns through its pings."""
     result = run(runs_dir, "drop-at-client",
                  f"  - {{id: cut, {CONNECTED}, do: {{fault: drop, at: client}}}}\n")
-    assert 2.0 <= lost_after_fault(result, "cut") <= 2.5 + slack(0.5)
+    assert 2.0 - slack(0.05) <= lost_after_fault(result, "cut") <= 2.5 + slack(0.5)
     applied = first(result, "fault.applied", step="cut").t
     assert packets_after(result, applied - slack(0.5), "client") > 0  # it did send before
     assert packets_after(result, applied + slack(0.05), "client") == 0
@@ -139,7 +141,7 @@ def test_link_down_then_restore(runs_dir: Path) -> None:
                  f"  - {{id: pull, {CONNECTED}, do: {{fault: link_down}}}}\n"
                  "  - {id: plug, when: {step: pull}, after: 3s, do: {fault: restore}}\n",
                  duration="7s", extra=", --reconnect")
-    assert 2.0 <= lost_after_fault(result, "pull") <= 2.5 + slack(0.5)
+    assert 2.0 - slack(0.05) <= lost_after_fault(result, "pull") <= 2.5 + slack(0.5)
     reverted = first(result, "fault.reverted", step="pull")
     assert first(result, "fault.applied", step="plug").fields["reverted"] == ["pull"]
     assert first(result, "client.lost").t < reverted.t < first(result, "tcp.connect", k=2).t
