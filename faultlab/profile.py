@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -31,6 +31,13 @@ from faultlab.problems import Loc, Problems, line_map, message_of
 STEP_ID = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,23}$")
 
 
+def one_of(what: str, name: str, known: Collection[str]) -> str:
+    """`name`, if it is one of `known`; else the error that lists them."""
+    if name not in known:
+        raise ValueError(f"unknown {what} {name!r}; known: {', '.join(sorted(known))}")
+    return name
+
+
 class Program(Model):
     """A command to run in the lab: either a `command` list or a `builtin` name, plus `args`."""
 
@@ -45,10 +52,8 @@ class Program(Model):
     def _one_program(self) -> Program:
         if sum(getattr(self, k) is not None for k in self.KINDS) != 1:
             raise ValueError(f"give exactly one of {' or '.join(map(repr, self.KINDS))}")
-        if self.builtin is not None and self.builtin not in BUILTINS:
-            raise ValueError(
-                f"unknown builtin {self.builtin!r}; known: {', '.join(sorted(BUILTINS))}"
-            )
+        if self.builtin is not None:
+            one_of("builtin", self.builtin, BUILTINS)
         return self
 
 
@@ -64,9 +69,7 @@ class EmulatorTarget(Model):
     @field_validator("personality")
     @classmethod
     def _known(cls, name: str) -> str:
-        if name not in PERSONALITIES:
-            raise ValueError(f"unknown personality {name!r}; known: {', '.join(sorted(PERSONALITIES))}")
-        return name
+        return one_of("personality", name, PERSONALITIES)
 
     @model_validator(mode="after")
     def _valid_overrides(self) -> EmulatorTarget:
@@ -127,9 +130,7 @@ class Network(Model):
     @field_validator("backend")
     @classmethod
     def _known_backend(cls, name: str) -> str:
-        if name not in LABS:
-            raise ValueError(f"unknown lab backend {name!r}; known: {', '.join(sorted(LABS))}")
-        return name
+        return one_of("lab backend", name, LABS)
 
     @field_validator("sysctl")
     @classmethod
