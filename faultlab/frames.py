@@ -7,9 +7,10 @@ fires on the second matching message, whichever process it runs in.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
@@ -32,16 +33,15 @@ class Frame:
     connection: int
     kind: str
     content: bytes | str | None = None
-    _data: list[Any] = field(default_factory=list, compare=False, repr=False)
 
+    @functools.cached_property
     def data(self) -> Any:
-        """The content as JSON with snake_case protocol keys (None when it is not JSON)."""
-        if not self._data:
-            try:
-                self._data.append(snake_keys(json.loads(self.content or "")))
-            except (ValueError, UnicodeDecodeError):
-                self._data.append(None)
-        return self._data[0]
+        """The content as JSON with snake_case protocol keys (None when it is not JSON), parsed
+        once however many steps match on it."""
+        try:
+            return snake_keys(json.loads(self.content or ""))
+        except (ValueError, UnicodeDecodeError):
+            return None
 
 
 def sender_of(event: Event) -> Sender | None:
@@ -107,7 +107,7 @@ class FrameMatch(Model):
         if self.kind and not kind_matches(frame.kind, self.kind):
             return False
         if self.equals or self.regex:
-            data = frame.data()
+            data = frame.data
             if any(value_at(data, path) != value for path, value in self.equals.items()):
                 return False
             if any(not re.search(pattern, str(value_at(data, path)))
