@@ -1,8 +1,12 @@
 """The emulator's "model": declarative rules from the user's words to tool calls and replies.
 
-A rule is a pattern on what the user said and a response that may read the session: the tool calls
-made and their results, and the text the session was restored with. The default brain is the
-field study's booking assistant (field-scenarios.md).
+A rule is a pattern on what the user said and a response that may read the session: the
+conversation so far, the tool calls made and their results, and the instructions it was given.
+The default brain is the field study's booking assistant (field-scenarios.md).
+
+A user turn may come in parts (`clientContent` with `turnComplete: false`, then more): the
+model answers every part said since its last reply. A part with no words (an empty turn, " ",
+".") is a nudge to go on, not a question: it gets the unanswered parts answered, or nothing.
 """
 
 from __future__ import annotations
@@ -11,6 +15,13 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+PLACEHOLDER = re.compile(r"[\W_]*")
+
+
+def is_placeholder(text: str) -> bool:
+    """Whether a user part says nothing (whitespace or punctuation: a client's nudge)."""
+    return PLACEHOLDER.fullmatch(text) is not None
 
 
 @dataclass(frozen=True)
@@ -38,17 +49,29 @@ class CallRecord:
 
 @dataclass
 class Mind:
-    """What the model knows in a session: its calls and the text it was given."""
+    """What the model knows in a session (a resume restores it): the instructions it was given,
+    the conversation as (role, text) turns, and its tool calls."""
 
     declared: set[str] = field(default_factory=set)
     calls: list[CallRecord] = field(default_factory=list)
-    context: list[str] = field(default_factory=list)
+    instructions: list[str] = field(default_factory=list)
+    turns: list[tuple[str, str]] = field(default_factory=list)
 
     def calls_named(self, name: str) -> list[CallRecord]:
         return [c for c in self.calls if c.name == name]
 
     def context_text(self) -> str:
-        return "\n".join(self.context)
+        return "\n".join([*self.instructions, *(f"{role}: {text}" for role, text in self.turns)])
+
+    def unanswered(self) -> list[str]:
+        """The user's parts since the model last spoke or called, nudges left out."""
+        parts: list[str] = []
+        for role, text in self.turns:
+            if role != "user":
+                parts = []
+            elif not is_placeholder(text):
+                parts.append(text)
+        return parts
 
 
 Respond = Callable[[re.Match[str], Mind], Reply]
@@ -69,12 +92,19 @@ class Brain:
         self._on_result = on_result
         self._fallback = fallback
 
-    def on_user(self, text: str, mind: Mind) -> Reply:
-        for rule in self.rules:
-            match = rule.pattern.search(text)
-            if match is not None:
-                return rule.respond(match, mind)
-        return self._fallback(text, mind)
+    def on_turn(self, mind: Mind) -> Reply | None:
+        """The reply to the user's unanswered parts (None: nothing to answer). The last part is
+        read first (a question after a restored transcript), then all of them as one request
+        (a request sent in pieces)."""
+        parts = mind.unanswered()
+        if not parts:
+            return None
+        for text in dict.fromkeys((parts[-1], " ".join(parts))):
+            for rule in self.rules:
+                match = rule.pattern.search(text)
+                if match is not None:
+                    return rule.respond(match, mind)
+        return self._fallback(" ".join(parts), mind)
 
     def on_result(self, call: CallRecord, mind: Mind) -> Reply:
         return self._on_result(call, mind)

@@ -7,6 +7,7 @@ from it and multiplies by its time scale); every behaviour is a named switch. Nu
 
 from __future__ import annotations
 
+import fnmatch
 from typing import Literal
 
 from pydantic import Field
@@ -16,6 +17,27 @@ from faultlab.model import Model
 Range = tuple[float, float]
 INTERNAL_ERROR = "Internal error encountered."
 INVALID_ARGUMENT = "Request contains an invalid argument."
+
+
+class ServedModel(Model):
+    """A family of model names the service serves (or has retired), and how they behave."""
+
+    pattern: str  # an fnmatch glob on the model's id, the part after the last "models/"
+    native_audio: bool = False  # speaks by itself (S4: then it answers only in AUDIO)
+    modalities: tuple[Literal["AUDIO", "TEXT"], ...] = ("AUDIO", "TEXT")
+    # How a function declaration without `behavior` is treated.
+    default_behavior: Literal["BLOCKING", "NON_BLOCKING"] = "BLOCKING"
+    retired: bool = False  # once served: closed 1008 like an unknown name (S6)
+
+
+# The Live models of 2026, by family; first match wins. Retired names get the same 1008 as
+# names that never existed (S6).
+LIVE_MODELS = (
+    ServedModel(pattern="gemini-2.0-flash-live*", retired=True),
+    ServedModel(pattern="gemini-*native-audio*", native_audio=True, modalities=("AUDIO",)),
+    ServedModel(pattern="gemini-live-*"),
+    ServedModel(pattern="gemini-*-live*"),
+)
 
 
 class Personality(Model):
@@ -37,16 +59,23 @@ class Personality(Model):
     release_after_activity_s: float = 10.0
     tcp_timeout_keeps_lock: bool = True  # L8: the server's TCP gave up; the session stays locked
     reap_after_s: float = 480.0  # L7: a connection silent this long is closed 1011, handle dead
+    # S5: a resume of a reaped or expired session's handle is refused 1011, or (this share of the
+    # attempts; 4 of 18 in P4) never answered. A handle that never existed: 1007 (a guess).
+    dead_handle_silent: float = Field(default=0.22, ge=0.0, le=1.0)
     handle_ttl_s: float = 7200.0  # documented: 2 hours after the last session ends
     connection_lifetime_s: float | None = None  # None: no goAway, ever (L9)
     go_away_before_s: float = 60.0
-    refuse_text_on_native_audio: bool = True  # S4
+    models: tuple[ServedModel, ...] = LIVE_MODELS  # S4, S6: anything else is closed 1008
+    unknown_model: str = ("{model} is not found for API version v1beta, or is not supported for "
+                          "bidiGenerateContent.")
     audio_stream_end_ends_turn: bool = True  # A2 measured on Vertex: it does not
     activity_start_s: Range = (0.139, 0.261)  # T1, after the first speech chunk
     vad_silence_ms: int = 800  # server default silenceDurationMs
     vad_prefix_padding_ms: int = 20
     turn_end_s: Range = (0.3, 0.5)  # T1: end of turn 1.1-1.3 s after the last speech
-    reply_s: Range = (0.5, 1.1)  # T7: a reply starts this long after the user's turn
+    # T7: a reply starts this long after a text turn (`clientContent` or `realtimeInput.text`);
+    # after speech it starts at the end of the turn (`turn_end_s`).
+    reply_s: Range = (0.5, 1.1)
     tool_reply_s: Range = (0.5, 0.8)  # T2: speech after a tool response
     turn_tail_s: Range = (0.0, 0.002)  # T2: generationComplete/turnComplete after a toolCall
     audio_speedup: float = 5.3  # T3: 4.7 s of audio in 0.88 s
@@ -61,6 +90,8 @@ PERSONALITIES: dict[str, Personality] = {
             name="vertex-2026", api="vertex", transparent_resumption=True,
             session_id_in_setup_complete=True, audio_stream_end_ends_turn=False,
             voice_activity_events=True,
+            unknown_model="Publisher Model `{model}` was not found or your project does not have "
+                          "access to it.",
         ),
     )
 }
@@ -73,3 +104,13 @@ def personality_with(name: str, overrides: dict[str, object] | None = None) -> P
     if not overrides:
         return base
     return Personality.model_validate({**base.model_dump(), **overrides})
+
+
+def served_model(personality: Personality, model: str) -> ServedModel | None:
+    """What `model` (`models/<id>` or a Vertex resource name) is on this service; None: the
+    service does not serve it (unknown or retired)."""
+    name = model.rsplit("models/", 1)[-1]
+    for served in personality.models:
+        if fnmatch.fnmatchcase(name, served.pattern):
+            return None if served.retired else served
+    return None

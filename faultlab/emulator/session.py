@@ -20,11 +20,19 @@ from typing import Any
 import numpy as np
 
 from faultlab.emulator.audio import RATE_IN, RATE_OUT, TranscriptRegistry, Vad, resample, synthesise
-from faultlab.emulator.brain import Brain, CallRecord, Mind, Reply, booking_assistant
-from faultlab.emulator.personality import INTERNAL_ERROR, INVALID_ARGUMENT, Personality
+from faultlab.emulator.brain import Brain, CallRecord, Mind, Reply, booking_assistant, is_placeholder
+from faultlab.emulator.personality import (
+    INTERNAL_ERROR,
+    INVALID_ARGUMENT,
+    Personality,
+    ServedModel,
+    served_model,
+)
 from faultlab.emulator.wire import (
+    CLOSE_REASON_BYTES,
     ClientContent,
     ContextUpdate,
+    FunctionDecl,
     ProtocolError,
     RealtimeInput,
     Setup,
@@ -39,11 +47,13 @@ TRANSPARENT_REFUSED = ('Invalid JSON payload received. Unknown name "transparent
 TEXT_REFUSED = ("The requested combination of response modalities (TEXT) is not supported by "
                 "the model.")
 DEADLINE = "Deadline expired before operation could complete."
+DEAD_HANDLES_KEPT = 10_000
 
 
 @dataclass(order=True)
 class Action:
-    """A frame to send (`frame`) or a close (`code`, `reason`), due at `at`."""
+    """A frame to send (`frame`) or a close (`code`, `reason`), due at `at`; or, internal to the
+    core, the moment the model answers the user's turn (`think`)."""
 
     at: float
     seq: int
@@ -52,6 +62,7 @@ class Action:
     reason: str = field(default="", compare=False)
     turn: int = field(default=0, compare=False)
     audio_s: float = field(default=0.0, compare=False)
+    think: bool = field(default=False, compare=False)
 
 
 @dataclass
@@ -84,6 +95,9 @@ class Emulator:
         self.emit: Emit = emit or (lambda *a, **k: None)
         self.rng = random.Random(seed)
         self.sessions: dict[str, Session] = {}
+        # Handles of reaped or expired sessions (S5 tells them from handles never issued); the
+        # oldest are forgotten past DEAD_HANDLES_KEPT.
+        self.dead_handles: dict[str, None] = {}
         self._conn_ids = itertools.count(1)
         self._seq = itertools.count()
 
@@ -110,6 +124,9 @@ class Emulator:
     def _forget_expired(self, now: float) -> None:
         for handle in [h for h, s in self.sessions.items() if self.expired(s, now)]:
             del self.sessions[handle]
+            self.dead_handles[handle] = None
+        for handle in list(self.dead_handles)[:max(0, len(self.dead_handles) - DEAD_HANDLES_KEPT)]:
+            del self.dead_handles[handle]
 
     def new_handle(self, session: Session) -> str:
         handle = str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
@@ -139,6 +156,9 @@ class Connection:
         self._vad: Vad | None = None
         self._manual_audio: list[np.ndarray[Any, Any]] | None = None
         self._setup_seen = False
+        self._silent = False  # a dead handle's resume left unanswered (S5)
+        self._thinking: Action | None = None  # the model's answer to the user's turn, due
+        self.model: ServedModel | None = None
         self._gone = False
         self.held_after_timeout = False
         self.em.emit("emulator.connect", conn=number, api=api,
@@ -154,7 +174,7 @@ class Connection:
 
     def receive(self, raw: str | bytes, now: float) -> None:
         """A frame from the client."""
-        if self.closed or self.closing:
+        if self.closed or self.closing or self._silent:
             return
         self.last_client_msg = now
         try:
@@ -180,7 +200,7 @@ class Connection:
             elif isinstance(parsed.message, ContextUpdate):
                 mind = self.session.mind
                 if parsed.message.system_instruction:
-                    mind.context.append(parsed.message.system_instruction)
+                    mind.instructions.append(parsed.message.system_instruction)
                 mind.declared |= {f.name for f in parsed.message.functions}
         except ProtocolError as exc:
             self._close(now, exc.code, exc.reason, "bad client message")
@@ -205,6 +225,9 @@ class Connection:
             self._close(self._lifetime_end, 1011, DEADLINE, "connection lifetime over")
         while self._outbox and self._outbox[0].at <= now and not self.closed:
             action = heapq.heappop(self._outbox)
+            if action.think:
+                self._think(action.at)
+                continue
             out.append(action)
             if action.frame is None:
                 self.closed = True
@@ -274,6 +297,7 @@ class Connection:
         if self.closing:
             return
         self.closing = True
+        reason = reason.encode()[:CLOSE_REASON_BYTES].decode(errors="ignore")
         self.em.emit("emulator.close", conn=self.number, code=code, reason=reason, why=why)
         heapq.heappush(self._outbox, Action(at, next(self.em._seq), None, code, reason))
 
@@ -284,12 +308,16 @@ class Connection:
 
     def _on_setup(self, setup: Setup, now: float) -> None:
         p, em = self.p, self.em
+        self.model = served_model(p, setup.model)
+        if self.model is None:
+            self._close(now + em.draw(p.invalid_argument_s), 1008,
+                        p.unknown_model.format(model=setup.model), "unknown model")
+            return
         if setup.transparent and not p.transparent_resumption:
             self._close(now + em.draw(p.invalid_argument_s), 1007, TRANSPARENT_REFUSED,
                         "transparent resumption")
             return
-        if (p.refuse_text_on_native_audio and "native-audio" in setup.model
-                and "TEXT" in setup.modalities):
+        if not set(setup.modalities) <= set(self.model.modalities):
             self._close(now + em.draw(p.invalid_argument_s), 1007, TEXT_REFUSED, "TEXT modality")
             return
         if setup.handle is not None:
@@ -298,7 +326,7 @@ class Connection:
         session = Session(id=uuid.uuid4().hex[:16], setup=setup,
                           mind=Mind(declared={f.name for f in setup.functions}))
         if setup.system_instruction:
-            session.mind.context.append(setup.system_instruction)
+            session.mind.instructions.append(setup.system_instruction)
         self._attach(session, setup, now, now + em.draw(p.setup_complete_s),
                      p.resumption_update_s)
 
@@ -309,9 +337,12 @@ class Connection:
         # Asked first: a connection held past its TCP's end may be reaped now, killing the handle.
         holder = session.holder if session is not None else None
         held = holder is not None and holder.holds(now)
-        if session is None or em.expired(session, now):
+        if session is None and setup.handle not in em.dead_handles:
             self._close(now + em.draw(p.invalid_argument_s), 1007, INVALID_ARGUMENT,
-                        "unknown or dead handle")
+                        "unknown handle")
+            return
+        if session is None or em.expired(session, now):
+            self._refuse_dead_handle(now)
             return
         why = None
         if held and holder is not None:
@@ -329,6 +360,17 @@ class Connection:
         session.setup = replace(session.setup, resumption=setup.resumption, handle=setup.handle)
         self._attach(session, setup, now, now + em.draw(p.resumed_setup_complete_s),
                      p.resumed_resumption_update_s)
+
+    def _refuse_dead_handle(self, now: float) -> None:
+        """S5: a reaped or expired session's handle is refused 1011, or left unanswered."""
+        if self.em.rng.random() < self.p.dead_handle_silent:
+            self._silent = True
+            self.em.emit("emulator.resume_refused", conn=self.number, why="dead handle",
+                         answered=False)
+            return
+        self.em.emit("emulator.resume_refused", conn=self.number, why="dead handle")
+        self._close(now + self.em.draw(self.p.refusal_s), 1011, INTERNAL_ERROR,
+                    "resume refused: dead handle")
 
     def _attach(self, session: Session, setup: Setup, now: float, ready_at: float,
                 update_span: tuple[float, float]) -> None:
@@ -358,19 +400,19 @@ class Connection:
     # Turns.
 
     def _on_client_content(self, msg: ClientContent, now: float) -> None:
+        """Turns join the conversation; `turnComplete` ends the user's turn (T7)."""
         assert self.session is not None
-        for role, text in msg.turns:
-            self.session.mind.context.append(f"{role}: {text}")
+        self.session.mind.turns += msg.turns
         if msg.turn_complete:
-            self._interrupt(now)
-            users = [text for role, text in msg.turns if role == "user"]
-            self._respond(self.em.brain.on_user(users[-1] if users else "", self.session.mind),
-                          now + self.em.draw(self.p.reply_s))
+            said = any(role == "user" and not is_placeholder(text) for role, text in msg.turns)
+            self._turn_ends(said, now, now + self.em.draw(self.p.reply_s))
 
     def _on_realtime(self, msg: RealtimeInput, now: float) -> None:
         assert self.session is not None
-        if msg.text:
-            self._user_turn(msg.text, now)
+        if msg.text is not None:
+            # Text input ends a turn as `clientContent` does, with the same latency.
+            self.session.mind.turns.append(("user", msg.text))
+            self._turn_ends(not is_placeholder(msg.text), now, now + self.em.draw(self.p.reply_s))
         if msg.activity_start or msg.activity_end:
             if self._vad is not None:
                 raise ProtocolError("Explicit activity control is not supported when automatic "
@@ -418,12 +460,37 @@ class Connection:
         if self.session.setup.input_transcription:
             self._send(at, {"serverContent": {"inputTranscription": {"text": text,
                                                                      "finished": True}}})
-        self._user_turn(text, at)
+        self.session.mind.turns.append(("user", text))
+        self._answer_at(at)
 
-    def _user_turn(self, text: str, at: float) -> None:
+    def _turn_ends(self, said: bool, now: float, answer_at: float) -> None:
+        """The user's turn ended at `now`. Words cut the model's turn under way (T7) and are
+        answered at `answer_at`; a nudge (nothing said) only gets an answer if none is due or
+        under way."""
+        if said:
+            self._interrupt(now)
+        elif self._thinking is not None or self._speaking_until > now:
+            self.em.emit("emulator.nudge", conn=self.number, why="an answer is under way")
+            return
+        self._answer_at(answer_at)
+
+    def _answer_at(self, at: float) -> None:
+        """One turn at a time: an answer not yet begun is put off to `at` and then answers
+        everything said until then."""
+        if self._thinking is not None:
+            self._outbox.remove(self._thinking)
+            heapq.heapify(self._outbox)
+        self._thinking = Action(at, next(self.em._seq), think=True)
+        heapq.heappush(self._outbox, self._thinking)
+
+    def _think(self, at: float) -> None:
         assert self.session is not None
-        self.session.mind.context.append(f"user: {text}")
-        self._respond(self.em.brain.on_user(text, self.session.mind), at)
+        self._thinking = None
+        reply = self.em.brain.on_turn(self.session.mind)
+        if reply is None:
+            self.em.emit("emulator.nudge", conn=self.number, why="nothing unanswered")
+            return
+        self._respond(reply, at)
 
     def _interrupt(self, now: float) -> None:
         """Barge-in: the model's turn still playing is cut (T4); BLOCKING calls are dropped (T5)."""
@@ -453,6 +520,8 @@ class Connection:
 
     def _respond(self, reply: Reply, at: float) -> None:
         assert self.session is not None
+        said = [f"{c.name}({', '.join(f'{k}={v}' for k, v in c.args.items())})" for c in reply.calls]
+        self.session.mind.turns.append(("model", " ".join([*said, reply.speech or ""]).strip()))
         self._turn += 1
         turn = self._turn
         setup = self.session.setup
@@ -464,7 +533,7 @@ class Connection:
                 call_id = f"function-call-{self.em.rng.getrandbits(64):016x}"
                 decl = declared.get(planned.name)
                 record = CallRecord(call_id, planned.name, dict(planned.args),
-                                    non_blocking=bool(decl and decl.non_blocking))
+                                    non_blocking=self._behavior(decl) == "NON_BLOCKING")
                 self.session.mind.calls.append(record)
                 calls.append({"id": call_id, "name": planned.name, "args": dict(planned.args)})
             self._send(at, {"toolCall": {"functionCalls": calls}}, turn)
@@ -474,6 +543,12 @@ class Connection:
             at += self.em.draw(tail)
         if reply.speech is not None:
             self._speak(reply.speech, at, turn)
+
+    def _behavior(self, decl: FunctionDecl | None) -> str:
+        """A declared function's behaviour; without one, the model's default."""
+        if decl is not None and decl.behavior is not None:
+            return decl.behavior
+        return self.model.default_behavior if self.model is not None else "BLOCKING"
 
     def _speak(self, text: str, at: float, turn: int) -> None:
         assert self.session is not None
@@ -506,12 +581,12 @@ class Connection:
     def _finish_turn(self, at: float, turn: int, words: int, generation_done: bool = False) -> None:
         if not generation_done:
             self._send(at, {"serverContent": {"generationComplete": True}}, turn)
-        self._send(at, {"serverContent": {"turnComplete": True}}, turn)
         prompt = 40 + 10 * self._turn
         response = max(1, words * 2)
         usage: Frame = {"promptTokenCount": prompt, "totalTokenCount": prompt + response}
         usage["candidatesTokenCount" if self.api == "vertex" else "responseTokenCount"] = response
-        self._send(at, {"usageMetadata": usage}, turn)
+        # The turn's usage rides on its turnComplete (frameworks read it there).
+        self._send(at, {"serverContent": {"turnComplete": True}, "usageMetadata": usage}, turn)
 
 
 def _unheard(text: str, start: float, end: float, now: float) -> str:

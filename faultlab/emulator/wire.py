@@ -1,8 +1,10 @@
 """The Live API's client frames, parsed into typed messages; bad input raises `ProtocolError`.
 
 The SDK camelCases only some levels and passes other sub-objects in snake_case, and raw clients
-use either spelling: every key is accepted both ways. Payloads the model reads as data (function
-arguments, tool results, schemas) keep their keys as sent.
+use either spelling: every key is accepted both ways. Which keys exist, at every level, is the
+installed SDK's business (`schema`); an unknown one is refused as the service does, spelled as sent
+at a snake_case path. Payloads the model reads as data (function arguments, tool results, schemas)
+keep their keys as sent.
 """
 
 from __future__ import annotations
@@ -11,10 +13,12 @@ import base64
 import binascii
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from faultlab.livewire import kind_of, snake_keys
+from faultlab.emulator.schema import Message, client_message
+from faultlab.livewire import kind_of, snake, snake_keys
 
 INVALID_JSON = "Invalid JSON payload received."
 CLOSE_REASON_BYTES = 123
@@ -34,7 +38,8 @@ class ProtocolError(Exception):
 
 
 def _unknown(name: str, where: str) -> ProtocolError:
-    return ProtocolError(f'{INVALID_JSON} Unknown name "{name}" at \'{where}\': Cannot find field.')
+    at = f" at '{where}'" if where else ""
+    return ProtocolError(f'{INVALID_JSON} Unknown name "{name}"{at}: Cannot find field.')
 
 
 def _obj(value: Any, where: str) -> dict[str, Any]:
@@ -49,16 +54,28 @@ def _list(value: Any, where: str) -> list[Any]:
     return value
 
 
-def _check_fields(value: dict[str, Any], allowed: set[str], where: str) -> None:
-    for key in value:
-        if key not in allowed:
+def _check_fields(value: dict[str, Any], message: Message, where: str) -> None:
+    """Every key of `value`, at every depth, names a field of `message` in either spelling, and a
+    field of a message type holds an object (or a list of them); leaves are not looked into."""
+    for key, sub in value.items():
+        name = snake(key)
+        spec = message.fields.get(name)
+        if spec is None:
             raise _unknown(key, where)
+        if spec.message is None or sub is None:
+            continue
+        path = f"{where}.{name}" if where else name
+        if spec.shape == "list":
+            for i, item in enumerate(_list(sub, path)):
+                _check_fields(_obj(item, f"{path}[{i}]"), spec.message, f"{path}[{i}]")
+        elif spec.shape == "object" or isinstance(sub, dict):
+            _check_fields(_obj(sub, path), spec.message, path)
 
 
 @dataclass(frozen=True)
 class FunctionDecl:
     name: str
-    non_blocking: bool
+    behavior: str | None  # BLOCKING, NON_BLOCKING; None: the model's default
 
 
 @dataclass(frozen=True)
@@ -127,18 +144,6 @@ class Parsed:
     raw_kind: str
 
 
-SETUP_FIELDS = {"model", "generation_config", "system_instruction", "tools", "realtime_input_config",
-                "session_resumption", "context_window_compression", "input_audio_transcription",
-                "output_audio_transcription", "proactivity", "explicit_vad_signal"}
-GENERATION_FIELDS = {"response_modalities", "speech_config", "temperature", "top_p", "top_k",
-                     "max_output_tokens", "candidate_count", "seed", "presence_penalty",
-                     "frequency_penalty", "media_resolution", "thinking_config",
-                     "enable_affective_dialog", "response_mime_type", "response_schema"}
-REALTIME_CONFIG_FIELDS = {"automatic_activity_detection", "activity_handling", "turn_coverage"}
-VAD_FIELDS = {"disabled", "start_of_speech_sensitivity", "end_of_speech_sensitivity",
-              "prefix_padding_ms", "silence_duration_ms"}
-
-
 def _text_of(content: Any, where: str) -> str:
     if content is None:
         return ""
@@ -168,13 +173,13 @@ def _functions(tools: Any, where: str) -> tuple[FunctionDecl, ...]:
             d = _obj(decl, f"{where}.function_declarations")
             if not isinstance(d.get("name"), str):
                 raise ProtocolError("Request contains an invalid argument.")
-            out.append(FunctionDecl(d["name"], str(d.get("behavior", "")).upper() == "NON_BLOCKING"))
+            behavior = d.get("behavior")
+            out.append(FunctionDecl(d["name"], None if behavior is None else str(behavior).upper()))
     return tuple(out)
 
 
 def parse_context_update(body: Any) -> ContextUpdate:
     c = _obj(body, "context_update")
-    _check_fields(c, {"system_instruction", "tools"}, "context_update")
     tools = _obj(c.get("tools") or {}, "context_update.tools")
     return ContextUpdate(_text_of(c.get("system_instruction"), "context_update.system_instruction"),
                          _functions(tools.get("tools"), "context_update.tools.tools"))
@@ -182,7 +187,6 @@ def parse_context_update(body: Any) -> ContextUpdate:
 
 def parse_setup(body: Any) -> Setup:
     s = _obj(body, "setup")
-    _check_fields(s, SETUP_FIELDS, "setup")
     model = s.get("model")
     if not isinstance(model, str) or not model:
         raise ProtocolError("Request contains an invalid argument.")
@@ -190,7 +194,6 @@ def parse_setup(body: Any) -> Setup:
         raise ProtocolError(f"{model[:60]} is not found for API version v1beta, or is not "
                             "supported for bidiGenerateContent.", code=1008)
     gen = _obj(s.get("generation_config") or {}, "setup.generation_config")
-    _check_fields(gen, GENERATION_FIELDS, "setup.generation_config")
     modalities = gen.get("response_modalities") or ["AUDIO"]
     if not isinstance(modalities, list) or not all(isinstance(m, str) for m in modalities):
         raise ProtocolError(f"{INVALID_JSON} Invalid value at 'setup.generation_config.response_modalities'.")
@@ -199,16 +202,13 @@ def parse_setup(body: Any) -> Setup:
     handle, transparent = None, False
     if resumption_cfg is not None:
         r = _obj(resumption_cfg, "setup.session_resumption")
-        _check_fields(r, {"handle", "transparent"}, "setup.session_resumption")
         handle = r.get("handle")
         if handle is not None and not isinstance(handle, str):
             raise ProtocolError("Request contains an invalid argument.")
         transparent = bool(r.get("transparent", False))
     rt = _obj(s.get("realtime_input_config") or {}, "setup.realtime_input_config")
-    _check_fields(rt, REALTIME_CONFIG_FIELDS, "setup.realtime_input_config")
     aad = _obj(rt.get("automatic_activity_detection") or {},
                "setup.realtime_input_config.automatic_activity_detection")
-    _check_fields(aad, VAD_FIELDS, "setup.realtime_input_config.automatic_activity_detection")
     where = "setup.realtime_input_config.automatic_activity_detection"
     vad = Vad(
         disabled=bool(aad.get("disabled", False)),
@@ -255,8 +255,6 @@ def _b64(data: Any, where: str) -> bytes:
 
 def parse_realtime(body: Any) -> RealtimeInput:
     r = _obj(body, "realtime_input")
-    _check_fields(r, {"audio", "audio_stream_end", "video", "text", "activity_start",
-                      "activity_end", "media_chunks"}, "realtime_input")
     audio = None
     rate = 16000
     if "audio" in r:
@@ -278,7 +276,6 @@ def parse_realtime(body: Any) -> RealtimeInput:
 
 def parse_client_content(body: Any) -> ClientContent:
     c = _obj(body, "client_content")
-    _check_fields(c, {"turns", "turn_complete"}, "client_content")
     turns = []
     for turn in _list(c.get("turns") or [], "client_content.turns"):
         t = _obj(turn, "client_content.turns")
@@ -288,7 +285,6 @@ def parse_client_content(body: Any) -> ClientContent:
 
 def parse_tool_response(body: Any) -> ToolResponse:
     t = _obj(body, "tool_response")
-    _check_fields(t, {"function_responses"}, "tool_response")
     out = []
     for item in _list(t.get("function_responses") or [], "tool_response.function_responses"):
         f = _obj(item, "tool_response.function_responses")
@@ -302,26 +298,26 @@ def parse_tool_response(body: Any) -> ToolResponse:
     return ToolResponse(tuple(out))
 
 
+_PARSERS: dict[str, Callable[[Any], ClientMessage]] = {
+    "setup": parse_setup, "realtime_input": parse_realtime, "client_content": parse_client_content,
+    "tool_response": parse_tool_response, "context_update": parse_context_update,
+}
+
+
 def parse_frame(frame: str | bytes) -> Parsed:
     """One client frame (text or binary JSON) as a typed message."""
     try:
         data = json.loads(frame)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # nested past the parser's depth
         raise ProtocolError(f"{INVALID_JSON} Closing due to a malformed message.") from None
     if not isinstance(data, dict) or len(data) != 1:
         raise ProtocolError(f"{INVALID_JSON} A message has exactly one of: setup, clientContent, "
                             "realtimeInput, toolResponse.")
-    raw_kind = kind_of(data)
-    data = snake_keys(data)
-    kind, body = next(iter(data.items()))
-    if kind == "setup":
-        return Parsed(parse_setup(body), raw_kind)
-    if kind == "realtime_input":
-        return Parsed(parse_realtime(body), raw_kind)
-    if kind == "client_content":
-        return Parsed(parse_client_content(body), raw_kind)
-    if kind == "tool_response":
-        return Parsed(parse_tool_response(body), raw_kind)
-    if kind == "context_update":
-        return Parsed(parse_context_update(body), raw_kind)
-    raise _unknown(kind, "")
+    ((key, body),) = data.items()
+    parse = _PARSERS.get(snake(key))
+    if parse is None:
+        raise _unknown(key, "")
+    # Checked as sent, before snake_keys, so that a refusal spells the name as the client did.
+    _check_fields(data, client_message(), "")
+    return Parsed(parse(snake_keys(body)), kind_of(data))
+

@@ -11,8 +11,11 @@ import ssl
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
+
+from faultlab.emulator.wire import ProtocolError, parse_frame
 
 from .conftest import RunningEmulator
 
@@ -140,3 +143,10 @@ def test_malformed_input_always_ends_in_a_close_with_a_reason(
     assert all(code in (1007, 1008) for code in codes), sorted(set(map(str, codes)))
     assert codes.count(1007) / len(codes) > 0.9
     assert all(reason for _, reason in results)
+
+
+def test_a_frame_nested_past_the_parser_depth_is_malformed() -> None:
+    """JSON nested deeper than the parser goes is refused 1007 as malformed, not a crash."""
+    with pytest.raises(ProtocolError) as info:
+        parse_frame("[" * 100_000 + "]" * 100_000)
+    assert info.value.code == 1007 and "malformed" in info.value.reason

@@ -225,11 +225,15 @@ def test_held_connection_locks_every_resume_until_closed(start_emulator: Start) 
     assert unlocked
 
 
-def test_silent_connection_is_reaped_and_its_handle_dies(start_emulator: Start) -> None:
-    """After the (scaled) 480 s of silence the server closes 1011; the handle is dead then."""
-    start_emulator(time_scale=0.005)  # 480 s -> 2.4 s
+@pytest.mark.parametrize("silent", [False, True])
+def test_silent_connection_is_reaped_and_its_handle_dies(start_emulator: Start,
+                                                         silent: bool) -> None:
+    """After the (scaled) 480 s of silence the server closes 1011; the handle is dead then: a
+    resume is closed 1011 or never answered (S5), as the personality's share says."""
+    start_emulator("gemini-dev-2026-10", 0.005,  # 480 s -> 2.4 s
+                   "--set", f"dead_handle_silent={1 if silent else 0}")
 
-    async def scenario() -> tuple[errors.APIError, float, errors.APIError]:
+    async def scenario() -> tuple[errors.APIError, float, BaseException]:
         client = genai.Client()
         started = time.monotonic()
         async with client.aio.live.connect(model=MODEL, config=config()) as session:
@@ -238,21 +242,24 @@ def test_silent_connection_is_reaped_and_its_handle_dies(start_emulator: Start) 
                 await turn(session, timeout=10)
             took = time.monotonic() - started
         resumed = config(session_resumption=types.SessionResumptionConfig(handle=handle))
-        with pytest.raises(errors.APIError) as dead:
-            async with client.aio.live.connect(model=MODEL, config=resumed):
-                pass
+        with pytest.raises((errors.APIError, TimeoutError)) as dead:
+            async with asyncio.timeout(3):
+                async with client.aio.live.connect(model=MODEL, config=resumed):
+                    pass
         return reaped.value, took, dead.value
 
     reaped, took, dead = asyncio.run(scenario())
     assert reaped.code == 1011 and "Internal error encountered." in str(reaped)
     assert 2.3 <= took <= 3.5
-    assert dead.code == 1007
+    if silent:
+        assert isinstance(dead, TimeoutError)
+    else:
+        assert isinstance(dead, errors.APIError) and dead.code == 1011
 
 
-def test_transparent_resumption_is_refused_on_the_developer_api(start_emulator: Start) -> None:
-    """`transparent: true` (injected: the SDK itself refuses it in Developer API mode) closes 1007
-    with the real reason."""
-    emulator = start_emulator(time_scale=1.0)
+def refusal_of(emulator: RunningEmulator, setup: dict[str, Any]) -> tuple[int | None, str | None, float]:
+    """Send `setup` raw (what the SDK would not send) on the Developer API path; the close code and
+    reason that follow, and how long after the setup they came."""
 
     async def scenario() -> tuple[int | None, str | None, float]:
         url = (emulator.env["GOOGLE_GEMINI_BASE_URL"].replace("https", "wss")
@@ -260,13 +267,20 @@ def test_transparent_resumption_is_refused_on_the_developer_api(start_emulator: 
         ctx = ssl.create_default_context(cafile=os.environ["SSL_CERT_FILE"])
         async with connect(url, ssl=ctx, additional_headers={"x-goog-api-key": "k"}) as ws:
             started = time.monotonic()
-            await ws.send(json.dumps({"setup": {"model": f"models/{MODEL}",
-                                                "sessionResumption": {"transparent": True}}}))
+            await ws.send(json.dumps({"setup": setup}))
             with pytest.raises(ConnectionClosed):
                 await ws.recv()
             return ws.close_code, ws.close_reason, time.monotonic() - started
 
-    code, reason, took = asyncio.run(scenario())
+    return asyncio.run(scenario())
+
+
+def test_transparent_resumption_is_refused_on_the_developer_api(start_emulator: Start) -> None:
+    """`transparent: true` (injected: the SDK itself refuses it in Developer API mode) closes 1007
+    with the real reason."""
+    emulator = start_emulator(time_scale=1.0)
+    code, reason, took = refusal_of(emulator, {"model": f"models/{MODEL}",
+                                               "sessionResumption": {"transparent": True}})
     assert code == 1007
     assert reason == ('Invalid JSON payload received. Unknown name "transparent" at '
                       "'setup.session_resumption': Cannot find field.")
@@ -359,3 +373,34 @@ def test_connection_lifetime_sends_goaway_then_closes(start_emulator: Start) -> 
     time_left, closed = asyncio.run(scenario())
     assert time_left is not None
     assert closed.code == 1011 and "Deadline expired" in str(closed)
+
+
+def test_every_setup_field_of_the_sdk_is_accepted(start_emulator: Start) -> None:
+    """S6: fields the emulator once refused (pipecat's historyConfig, safetySettings, labels,
+    avatarConfig, translationConfig, proactivity) get setupComplete and a working session."""
+    start_emulator()
+
+    async def scenario() -> str:
+        cfg = config(
+            history_config=types.HistoryConfig(initial_history_in_client_content=True),
+            safety_settings=[types.SafetySetting(
+                category=types.HarmCategory.HARM_CATEGORY_HARASSMENT,
+                threshold=types.HarmBlockThreshold.BLOCK_LOW_AND_ABOVE)],
+            labels={"team": "faultlab"}, avatar_config=types.AvatarConfig(avatar_name="x"),
+            translation_config=types.TranslationConfig(target_language_code="de"),
+            proactivity=types.ProactivityConfig(proactive_audio=True),
+            context_window_compression=types.ContextWindowCompressionConfig(
+                sliding_window=types.SlidingWindow()))
+        async with genai.Client().aio.live.connect(model=MODEL, config=cfg) as session:
+            return await handle_of(session)
+
+    assert len(asyncio.run(scenario())) == 36
+
+
+def test_an_unknown_setup_field_is_refused_as_sent(start_emulator: Start) -> None:
+    """S6: a name the SDK does not know closes 1007, spelled as the client sent it."""
+    emulator = start_emulator()
+    code, reason, _ = refusal_of(emulator, {"model": f"models/{MODEL}", "historyConfigg": {}})
+    assert code == 1007
+    assert reason == ('Invalid JSON payload received. Unknown name "historyConfigg" at '
+                      "'setup': Cannot find field.")

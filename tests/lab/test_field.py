@@ -44,6 +44,8 @@ def test_the_field_suite_reproduces_every_scenario(tmp_path: Path) -> None:
     assert rows["field-B1"]["user told"] == "never told"
     assert rows["field-R2"]["user told"] == "untrue"
     assert (rows["field-BR1"]["bookings"], rows["field-BR1"]["user told"]) == ("1", "truth")
-    assert "x1007" in rows["field-P4"]["resumes refused"]  # refused as a dead handle once reaped
+    # Refused while held and as a dead handle once reaped: 1011 (or no answer), never 1007 (S5).
+    assert "x1011" in rows["field-P4"]["resumes refused"]
+    assert "1007" not in rows["field-P4"]["resumes refused"]
     assert float(rows["field-A4"]["audio ratio"]) >= 0.95
     assert float(rows["field-A4-no-keepalive"]["audio ratio"]) < 0.8

@@ -1,0 +1,125 @@
+"""The fields a Live API client frame may carry, read from the installed google-genai SDK's types.
+
+The real service accepts every field the current SDK sends (S6), so the emulator keeps no list of
+its own: the tree is derived from the SDK's pydantic types, starting at `LiveClientMessage` (whose
+`setup` is `LiveClientSetup`). The set follows the installed SDK: upgrading google-genai upgrades
+the emulator, and a field a new SDK sends is accepted on the day it ships.
+
+A field whose annotation (through Optional, Union, list and Annotated) names one pydantic model is a
+nested `Message`; anything else (scalars, enums, dicts, Any) is a leaf whose contents are not
+checked, and so are the payloads the model reads as data (`Schema`, `JSONSchema`: function
+`parameters` and `response`, a `response_schema`). A recursive type would be one shared `Message`
+(a graph with a cycle, walked only as deep as a frame goes); today the only recursive types on the
+way are those data payloads.
+
+Where the SDK's converters (`google/genai/_live_converters.py`) put on the wire something the types
+do not say, `_ON_THE_WIRE` and `_CONVERTER_FIELDS` below say it, each with its reason.
+"""
+
+from __future__ import annotations
+
+import types as pytypes
+import typing
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any, Literal
+
+import pydantic
+from google.genai import types
+
+from faultlab.livewire import snake
+
+Shape = Literal["object", "list", "any"]
+
+# Annotations that say less than the converters send. Every tool goes through `t_tools`/`t_tool` to
+# a `Tool` (the runtime annotation is a bare `list` so that MCP objects pass validation), and every
+# content union through `t_content` to a `Content`; raw clients also send a system instruction as
+# plain text, which the emulator reads.
+_ON_THE_WIRE: tuple[tuple[Any, Any], ...] = (
+    (types.ToolListUnion, list[types.Tool]),
+    (types.ContentUnion, types.Content | str),
+)
+# Keys the converters put under a message that its type does not have as a field.
+_CONVERTER_FIELDS: dict[type[pydantic.BaseModel], dict[str, Any]] = {
+    # `_LiveConnectConfig_to_*` sets `setup.realtimeInputConfig` from LiveConnectConfig, but
+    # LiveClientSetup has no such field.
+    types.LiveClientSetup: {"realtime_input_config": types.RealtimeInputConfig | None},
+    # `_GenerationConfig_to_vertex` renames `model_selection_config` (pydantic reserves
+    # `model_config`) to the proto's `modelConfig`; the Developer API path sends it unrenamed.
+    types.GenerationConfig: {"model_config": types.ModelSelectionConfig | None},
+}
+# Models whose contents are the user's data for the model, not protocol fields.
+_DATA: tuple[type[pydantic.BaseModel], ...] = (types.Schema, types.JSONSchema)
+
+
+@dataclass(frozen=True, eq=False)
+class Message:
+    """A message type of the wire protocol: its fields by snake_case name (and alias, if any)."""
+
+    name: str
+    fields: dict[str, Field] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True, eq=False)
+class Field:
+    """One field: the message it holds (None for a leaf), and whether the wire form must be an object,
+    a list of objects, or may also be something else (a union with scalars)."""
+
+    message: Message | None
+    shape: Shape = "any"
+
+
+@cache
+def client_message() -> Message:
+    """`LiveClientMessage`: the top-level keys of a client frame and each one's message tree."""
+    return _message(types.LiveClientMessage, {})
+
+
+def setup_message() -> Message:
+    """`LiveClientSetup` as the converters send it: the fields a `setup` frame may carry."""
+    setup = client_message().fields["setup"].message
+    assert setup is not None
+    return setup
+
+
+def _message(model: type[pydantic.BaseModel], known: dict[type[pydantic.BaseModel], Message]) -> Message:
+    if model in known:  # a recursive type: share the node instead of unrolling it
+        return known[model]
+    node = known[model] = Message(model.__name__)
+    for name, info in model.model_fields.items():
+        # An explicit alias is the wire name (`TextResponseFormat.jsonSchema` is `schema`), but the
+        # SDK dumps by field name: both are names.
+        node.fields[snake(name)] = node.fields[snake(info.alias or name)] = _field(info.annotation, known)
+    for name, annotation in _CONVERTER_FIELDS.get(model, {}).items():
+        node.fields[name] = _field(annotation, known)
+    return node
+
+
+def _field(annotation: Any, known: dict[type[pydantic.BaseModel], Message]) -> Field:
+    forms = _forms(annotation)
+    models = {model for model, _ in forms if model is not None}
+    if len(models) != 1:  # a scalar, or a union of messages whose wire form the converter picks
+        return Field(None)
+    message = _message(models.pop(), known)
+    if all(model is not None and repeated for model, repeated in forms):
+        return Field(message, "list")
+    if all(model is not None and not repeated for model, repeated in forms):
+        return Field(message, "object")
+    return Field(message, "any")
+
+
+def _forms(annotation: Any, repeated: bool = False) -> list[tuple[type[pydantic.BaseModel] | None, bool]]:
+    """The alternatives an annotation allows, as (model or None for a leaf, is a list); None left out."""
+    annotation = next((wire for said, wire in _ON_THE_WIRE if annotation in (said, said | None)),
+                      annotation)
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _forms(args[0], repeated)
+    if origin is typing.Union or origin is pytypes.UnionType:
+        return [form for arg in args if arg is not type(None) for form in _forms(arg, repeated)]
+    if origin is list and len(args) == 1 and not repeated:
+        return _forms(args[0], True)
+    if (isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel)
+            and not issubclass(annotation, _DATA)):
+        return [(annotation, repeated)]
+    return [(None, repeated)]

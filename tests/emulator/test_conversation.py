@@ -1,0 +1,255 @@
+"""The sans-I/O core's conversation on a fake clock: turns in parts, nudges, turn order, usage,
+models."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from faultlab.emulator.personality import PERSONALITIES, personality_with
+from faultlab.emulator.session import Action, Connection, Emulator
+
+from .test_session import closes, frames, setup
+
+DEV = PERSONALITIES["gemini-dev-2026-10"]
+BOOKING = "Book me the 3pm slot tomorrow, please."
+TOOLS = [{"functionDeclarations": [{"name": "book_slot", "behavior": "NON_BLOCKING"}]}]
+
+
+def content(text: str | None, done: bool, role: str = "user") -> str:
+    turns = [] if text is None else [{"role": role, "parts": [{"text": text}]}]
+    return json.dumps({"clientContent": {"turns": turns, "turnComplete": done}})
+
+
+def realtime_text(text: str) -> str:
+    return json.dumps({"realtimeInput": {"text": text}})
+
+
+def connected(em: Emulator, modalities: str = "TEXT", **extra: Any) -> Connection:
+    conn = em.connect(0.0)
+    conn.receive(setup(tools=TOOLS, generationConfig={"responseModalities": [modalities]},
+                       **extra), 0.0)
+    assert frames(conn.poll(1.0))[0] == {"setupComplete": {}}
+    return conn
+
+
+def server_content(actions: list[Action]) -> list[tuple[float, str]]:
+    """(time, what) of every serverContent frame: `text`, `audio` or the flag it carries."""
+    out = []
+    for a in actions:
+        sc = (a.frame or {}).get("serverContent")
+        if sc is None:
+            continue
+        if "modelTurn" in sc:
+            part = sc["modelTurn"]["parts"][0]
+            out.append((a.at, "text" if "text" in part else "audio"))
+        else:
+            out.append((a.at, next(iter(sc))))
+    return out
+
+
+def spoken(actions: list[Action]) -> list[str]:
+    return [a.frame["serverContent"]["modelTurn"]["parts"][0]["text"] for a in actions
+            if a.frame and "text" in a.frame.get("serverContent", {}).get("modelTurn", {"parts": [{}]})
+            ["parts"][0]]
+
+
+def tool_calls(actions: list[Action]) -> list[dict[str, Any]]:
+    return [c for a in actions if a.frame and "toolCall" in a.frame
+            for c in a.frame["toolCall"]["functionCalls"]]
+
+
+def answer_calls(conn: Connection, calls: list[dict[str, Any]], now: float) -> None:
+    conn.receive(json.dumps({"toolResponse": {"functionResponses": [
+        {"id": c["id"], "name": c["name"], "response": {"status": "committed"}} for c in calls]}}),
+        now)
+
+
+@pytest.mark.parametrize("parts", [
+    [BOOKING, "."],  # LiveKit: the request, then a placeholder turn
+    [BOOKING, None],  # ... or an empty one
+    ["Book me the slot", "at 3pm tomorrow, please.", " "],  # a request in pieces
+])
+def test_a_request_in_parts_is_booked_once_and_confirmed_once(parts: list[str | None]) -> None:
+    em = Emulator(DEV, seed=1)
+    conn = connected(em)
+    for i, part in enumerate(parts):
+        conn.receive(content(part, done=i == len(parts) - 1), 1.0 + i * 0.1)
+    out = conn.poll(5.0)
+    (call,) = tool_calls(out)
+    assert call["args"] == {"slot": "tomorrow at 3pm"}
+    answer_calls(conn, [call], 5.0)
+    out = conn.poll(10.0)
+    assert spoken(out) == ["Done: your slot tomorrow at 3pm is booked."]
+
+
+def test_a_whitespace_nudge_after_the_answer_gets_no_extra_turn() -> None:
+    """pipecat on Gemini 3 sends realtimeInput.text " " to keep the model going."""
+    em = Emulator(DEV, seed=2)
+    conn = connected(em)
+    conn.receive(content("Hello there", done=True), 1.0)
+    conn.receive(realtime_text(" "), 1.1)  # while the answer is due
+    first = conn.poll(5.0)
+    assert spoken(first) == ["You said: Hello there"]
+    conn.receive(realtime_text(" "), 5.0)  # after it
+    conn.receive(content(".", done=True), 5.1)
+    assert not conn.poll(10.0)
+
+
+def test_a_nudge_gets_an_unanswered_request_answered() -> None:
+    em = Emulator(DEV, seed=3)
+    conn = connected(em)
+    conn.receive(content("Hello there", done=False), 1.0)
+    assert not conn.poll(3.0)
+    conn.receive(realtime_text(" "), 3.0)
+    out = conn.poll(5.0)
+    assert spoken(out) == ["You said: Hello there"]
+    assert 0.5 <= out[0].at - 3.0 <= 1.1
+
+
+def test_realtime_text_waits_the_reply_latency() -> None:
+    """T7's latency for every text path, not 0-48 ms."""
+    em = Emulator(DEV, seed=4)
+    conn = connected(em)
+    for i in range(20):
+        t = 10.0 * (i + 1)
+        conn.receive(realtime_text(f"Hello number {i}"), t)
+        out = conn.poll(t + 5)
+        assert 0.5 <= out[0].at - t <= 1.1
+
+
+@pytest.mark.parametrize("second", ["text", "content"])
+def test_a_second_text_turn_interrupts_the_first_and_turns_never_overlap(second: str) -> None:
+    """One turn at a time: the cut turn ends with interrupted + turnComplete before the next
+    reply's first audio, and every turn's frames come in one block."""
+    em = Emulator(DEV, seed=5)
+    conn = connected(em, "AUDIO")
+    conn.receive(realtime_text("tell me a long story about the sea and the ships on it"), 1.0)
+    first = conn.poll(2.2)
+    assert server_content(first)[0][1] == "audio"
+    message = realtime_text("stop") if second == "text" else content("stop", done=True)
+    conn.receive(message, 2.2)
+    rest = conn.poll(30.0)
+    flow = [what for _, what in server_content(first + rest)]
+    cut = flow.index("interrupted")
+    assert flow[cut + 1] == "turnComplete"
+    assert "turnComplete" not in flow[:cut]  # the first turn had not ended
+    tail = flow[cut + 2:]
+    assert tail[0] == "audio" and tail[-1] == "turnComplete"
+    assert tail.count("turnComplete") == 1 and "interrupted" not in tail
+
+
+def test_text_turns_sent_while_the_answer_is_due_are_answered_together() -> None:
+    """A turn sent before the answer to the previous one began joins it: one answer."""
+    em = Emulator(DEV, seed=6)
+    conn = connected(em)
+    conn.receive(realtime_text("Hello"), 1.0)
+    conn.receive(realtime_text("Book me the 3pm slot tomorrow, please."), 1.2)
+    out = conn.poll(5.0)
+    assert len(tool_calls(out)) == 1 and not spoken(out)
+    assert 1.7 <= out[0].at <= 2.3
+
+
+def test_usage_metadata_rides_on_turn_complete() -> None:
+    em = Emulator(DEV, seed=7)
+    conn = connected(em)
+    conn.receive(content("Hello there", done=True), 1.0)
+    out = frames(conn.poll(5.0))
+    (done,) = [f for f in out if f.get("serverContent", {}).get("turnComplete")]
+    assert set(done["usageMetadata"]) == {"promptTokenCount", "responseTokenCount", "totalTokenCount"}
+    assert not [f for f in out if set(f) == {"usageMetadata"}]
+
+
+def test_the_conversation_survives_a_resume() -> None:
+    """The session's turns are restored with it: a request sent before a drop is answered by a
+    nudge after the resume."""
+    em = Emulator(DEV, seed=8)
+    conn = em.connect(0.0)
+    conn.receive(setup(tools=TOOLS), 0.0)
+    handle = next(f["sessionResumptionUpdate"]["newHandle"] for f in frames(conn.poll(2.0))
+                  if "sessionResumptionUpdate" in f)
+    conn.receive(content(BOOKING, done=False), 2.0)
+    conn.peer_closed(2.1)
+    resumed = em.connect(20.0)
+    resumed.receive(setup(handle, tools=TOOLS), 20.0)
+    resumed.poll(21.0)
+    resumed.receive(content(None, done=True), 21.0)
+    assert tool_calls(resumed.poll(25.0))[0]["args"] == {"slot": "tomorrow at 3pm"}
+
+
+@pytest.mark.parametrize(("model", "api", "reason"), [
+    ("models/no-such-model-xyz", "developer",
+     "models/no-such-model-xyz is not found for API version v1beta, or is not supported for "
+     "bidiGenerateContent."),
+    ("models/gemini-2.0-flash-live-001", "developer",
+     "models/gemini-2.0-flash-live-001 is not found for API version v1beta, or is not supported "
+     "for bidiGenerateContent."),
+    ("projects/p/locations/us-central1/publishers/google/models/gemini-nope", "vertex",
+     "Publisher Model `projects/p/locations/us-central1/publishers/google/models/gemini-nope` was"),
+])
+def test_unknown_and_retired_models_are_closed_1008(model: str, api: str, reason: str) -> None:
+    em = Emulator(PERSONALITIES["vertex-2026" if api == "vertex" else "gemini-dev-2026-10"], seed=9)
+    conn = em.connect(0.0, api=api)
+    conn.receive(json.dumps({"setup": {"model": model}}), 0.0)
+    out = conn.poll(1.0)
+    assert not frames(out)
+    ((code, why),) = closes(out)
+    assert code == 1008 and why.startswith(reason[:123]) and len(why.encode()) <= 123
+
+
+@pytest.mark.parametrize(("model", "modalities", "ok"), [
+    ("models/gemini-3.8-live", ["TEXT"], True),
+    ("models/gemini-live-2.5-flash-preview", ["TEXT"], True),
+    ("models/gemini-2.5-flash-native-audio-preview-12-2025", ["AUDIO"], True),
+    ("models/gemini-2.5-flash-native-audio-preview-12-2025", ["TEXT"], False),
+    ("publishers/google/models/gemini-live-2.5-flash-native-audio", ["TEXT"], False),
+])
+def test_the_model_table_decides_the_modalities(model: str, modalities: list[str],
+                                                ok: bool) -> None:
+    em = Emulator(DEV, seed=10)
+    conn = em.connect(0.0)
+    conn.receive(json.dumps({"setup": {"model": model, "generationConfig": {
+        "responseModalities": modalities}}}), 0.0)
+    out = conn.poll(1.0)
+    assert bool(frames(out)) is ok
+    if not ok:
+        assert closes(out)[0][0] == 1007
+
+
+def test_a_personality_can_serve_other_models() -> None:
+    custom = personality_with("gemini-dev-2026-10", {"models": [{"pattern": "my-model-*"}]})
+    em = Emulator(custom, seed=11)
+    ok, refused = em.connect(0.0), em.connect(0.0)
+    ok.receive(json.dumps({"setup": {"model": "models/my-model-1"}}), 0.0)
+    refused.receive(json.dumps({"setup": {"model": "models/gemini-3.8-live"}}), 0.0)
+    assert frames(ok.poll(1.0)) and closes(refused.poll(1.0))[0][0] == 1008
+
+
+@pytest.mark.parametrize(("default", "kept"), [("BLOCKING", False), ("NON_BLOCKING", True)])
+def test_a_function_without_behavior_gets_the_models_default(default: str, kept: bool) -> None:
+    """T5: an interruption drops a pending BLOCKING call; a NON_BLOCKING one survives it."""
+    custom = personality_with("gemini-dev-2026-10", {"models": [
+        {"pattern": "gemini-*", "default_behavior": default}]})
+    em = Emulator(custom, seed=12)
+    conn = em.connect(0.0)
+    conn.receive(setup(tools=[{"functionDeclarations": [{"name": "book_slot"}]}],
+                       generationConfig={"responseModalities": ["AUDIO"]},
+                       outputAudioTranscription={}), 0.0)
+    conn.poll(1.0)
+    conn.receive(content("Tell me a long story about the sea and its ships", done=True), 1.0)
+    conn.poll(2.5)  # the story plays
+    conn.receive(content(BOOKING, done=True), 2.5)
+    (call,) = tool_calls(conn.poll(5.0))
+    conn.receive(content("And tell me another story about the mountains", done=True), 5.0)
+    conn.poll(6.5)
+    conn.receive(content("Stop, please.", done=True), 6.5)  # cuts the story: the call is pending
+    answer_calls(conn, [call], 7.0)
+    after = conn.poll(20.0)
+    assert any("is booked" in text for text in spoken_text(after)) is kept
+
+
+def spoken_text(actions: list[Action]) -> list[str]:
+    return [a.frame["serverContent"]["outputTranscription"]["text"] for a in actions
+            if a.frame and "outputTranscription" in a.frame.get("serverContent", {})]
