@@ -486,10 +486,13 @@ class Connection:
     def _think(self, at: float) -> None:
         assert self.session is not None
         self._thinking = None
+        parts = len(self.session.mind.unanswered())
         reply = self.em.brain.on_turn(self.session.mind)
         if reply is None:
             self.em.emit("emulator.nudge", conn=self.number, why="nothing unanswered")
             return
+        self.em.emit("emulator.answer", conn=self.number, parts=parts,
+                     calls=[c.name for c in reply.calls], speech=reply.speech)
         self._respond(reply, at)
 
     def _interrupt(self, now: float) -> None:
