@@ -9,6 +9,7 @@ from pathlib import Path
 
 from faultlab.events import Event
 from faultlab.expect import Outcome
+from faultlab.lab.process import Ending
 from faultlab.profile import Profile
 
 EXIT_OK, EXIT_EXPECTATION, EXIT_LAB = 0, 1, 3
@@ -23,7 +24,10 @@ class RunResult:
     started: datetime
     duration_s: float = 0.0
     outcomes: list[Outcome] = field(default_factory=list)
+    # At teardown (None: still running), as expectations judge them.
     exit_codes: dict[str, int | None] = field(default_factory=dict)
+    # How each process ended in the end: by itself, or stopped by the run (and whether killed).
+    endings: dict[str, Ending] = field(default_factory=dict)
     error: str | None = None
     unfired: list[str] = field(default_factory=list)
     events: Sequence[Event] = ()

@@ -61,6 +61,7 @@ class Run:
         self.result = RunResult(profile, self.run_dir, self.started)
         self._failed = asyncio.Event()
         self._alive_at_end: frozenset[str] = frozenset()
+        self._processes: dict[str, LabProcess] = {}
         # What the timeline observes before the faults can be applied waits here.
         self._faults: FaultRuntime | None = None
         self._frames: FrameSource | None = None
@@ -94,7 +95,7 @@ class Run:
             launcher = Launcher(p, lab, self.run_dir, self.bus, self.tails, stack)
             # The microphone's clips are written first: an emulator target learns them as speech.
             mic = await launcher.start_mic() if p.mic is not None else None
-            processes: dict[str, LabProcess] = {}
+            processes = self._processes
             if p.target is not None:
                 processes["target"] = await launcher.start_target()
             proxy = await self._start_proxy(lab, launcher, stack) if "proxy" in p.needs else None
@@ -182,6 +183,8 @@ class Run:
         """The verdict, the `run.end` event and the report, whatever happened before."""
         p, result = self.profile, self.result
         result.duration_s = self.clock.now()
+        result.endings = {role: proc.ending for role, proc in self._processes.items()
+                          if proc.ending is not None}
         result.events = list(self.bus.events)
         applied = {e.fields.get("step") for e in result.events if e.name == "fault.applied"}
         result.unfired = [s.id for s in p.timeline if s.id not in applied and (

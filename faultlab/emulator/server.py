@@ -3,6 +3,8 @@
 Paths are those of the Developer API and of Vertex (any API version, under any prefix, doubled
 slashes collapsed); the key may come as a header or a query parameter. The server answers pings
 and never sends one; errors are close codes only (a JSON error body crashes the SDK's parser).
+Every request it refuses leaves an `emulator.refused` event; it stops within a second, however
+many of its connections are stuck.
 """
 
 from __future__ import annotations
@@ -15,17 +17,30 @@ import re
 import ssl
 from collections.abc import Callable
 from http import HTTPStatus
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from websockets.asyncio.server import Server, ServerConnection, serve
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import (
+    ConnectionClosed,
+    HeaderLineTooLong,
+    RequestLineTooLong,
+    TooManyHeaders,
+)
 from websockets.http11 import Request, Response
 
 from faultlab.emulator.session import Emulator
 from faultlab.livewire import kind_of
 
 MAX_CLIENT_FRAME = 16 * 1024 * 1024
+# On SIGTERM, clients that answer the server's 1001 close within SHUTDOWN_S; the rest are aborted
+# and their handlers get ABORT_S to end (they take milliseconds), so the process is gone well
+# within a run's 2 s grace.
 SHUTDOWN_S = 0.5
+ABORT_S = 0.2
+# websockets answers a request it cannot parse with these statuses, or with none (it closes).
+UNPARSED_STATUS: dict[type[BaseException], int] = {
+    RequestLineTooLong: 414, HeaderLineTooLong: 431, TooManyHeaders: 431}
 NO_IDENTITY = ("Method doesn't allow unregistered callers (callers without established identity)."
                " Please use API Key or other form of API consumer identity to call this API.")
 DEVELOPER_PATH = re.compile(
@@ -37,12 +52,37 @@ VERTEX_PATH = re.compile(r"/ws/google\.cloud\.aiplatform\.v1(beta1)?\.LlmBidiSer
 def api_of(path: str) -> str | None:
     """`developer`, `vertex`, or None for a path the service does not serve."""
     # Collapse slashes first: urlsplit reads a leading "//ws" as a host name.
-    clean = re.sub(r"/{2,}", "/", path.split("?", 1)[0])
+    clean = re.sub(r"/{2,}", "/", without_query(path))
     if DEVELOPER_PATH.search(clean):
         return "developer"
     if VERTEX_PATH.search(clean):
         return "vertex"
     return None
+
+
+def without_query(path: str) -> str:
+    """A request's path without its query, which may carry the key."""
+    return path.split("?", 1)[0]
+
+
+def refusal(request: Request | None, response: Response | None,
+            error: BaseException | None) -> dict[str, Any] | None:
+    """The fields of `emulator.refused` for a handshake that opened no WebSocket; None if it opened
+    one, or if no request came at all. A reason stops at its first colon: websockets quotes the
+    offending request line or header after it, and a request line may carry the key."""
+    if request is None:
+        if error is None or isinstance(error.__cause__, EOFError):
+            return None
+        return {"status": UNPARSED_STATUS.get(type(error)),
+                "reason": _before_colon(str(error.__cause__ or error))}
+    if response is None or response.status_code == HTTPStatus.SWITCHING_PROTOCOLS:
+        return None
+    return {"path": without_query(request.path), "status": response.status_code,
+            "reason": _before_colon(str(error)) if error else response.reason_phrase}
+
+
+def _before_colon(text: str) -> str:
+    return text.split(":", 1)[0]
 
 
 def has_identity(request: Request) -> bool:
@@ -62,6 +102,8 @@ class EmulatorServer:
         self.host = host
         self.port = port
         self._server: Server | None = None
+        # Every open connection and the task that handles it: what shutdown may have to abort.
+        self._handlers: dict[ServerConnection, asyncio.Task[Any]] = {}
 
     @property
     def emit(self) -> Callable[..., None]:
@@ -71,7 +113,7 @@ class EmulatorServer:
         self._server = await serve(
             self._handle, self.host, self.port, ssl=self.ssl_context, ping_interval=None,
             max_size=MAX_CLIENT_FRAME, compression=None, process_request=self._check_path,
-            close_timeout=2,
+            close_timeout=2, create_connection=_reporting(self._report_refusal),
         )
         sock = next(iter(self._server.sockets))
         self.port = sock.getsockname()[1]
@@ -80,18 +122,44 @@ class EmulatorServer:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._server is not None:
-            self._server.close()
-            # A connection behind a frozen path never answers the close: do not wait for it.
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._server.wait_closed(), SHUTDOWN_S)
+        if self._server is None:
+            return
+        self._server.close()
+        try:
+            await asyncio.wait_for(self._server.wait_closed(), SHUTDOWN_S)
+            return
+        except TimeoutError:
+            pass
+        # A client behind a dropping path, or one that stopped reading, never answers the 1001.
+        # websockets waits close_timeout (2 s) for it before aborting, and asyncio.run's
+        # cancellation waits for that again in websockets' `async with connection`: with 1 to 20
+        # such clients the emulator exited 2.1 s after SIGTERM, past the run's grace (0.6 s now).
+        stuck = dict(self._handlers)
+        if not stuck:
+            return
+        for ws in stuck:
+            ws.transport.abort()
+        self.emit("emulator.aborted", connections=len(stuck))
+        _, pending = await asyncio.wait(stuck.values(), timeout=ABORT_S)
+        for task in pending:
+            task.cancel()
 
     def _check_path(self, ws: ServerConnection, request: Request) -> Response | None:
         if api_of(request.path) is None:
             return ws.respond(HTTPStatus.NOT_FOUND, "Not Found\n")
         return None
 
+    def _report_refusal(self, ws: ServerConnection) -> None:
+        fields = refusal(ws.request, ws.response, ws.protocol.handshake_exc)
+        if fields is not None:
+            self.emit("emulator.refused", **fields)
+
     async def _handle(self, ws: ServerConnection) -> None:
+        # The task is websockets' for the whole connection: it still closes it after we return.
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers[ws] = task
+        task.add_done_callback(lambda _: self._handlers.pop(ws, None))
         loop = asyncio.get_running_loop()
         request = ws.request
         assert request is not None
@@ -99,6 +167,8 @@ class EmulatorServer:
         conn = self.emulator.connect(loop.time(), api_of(request.path) or "developer",
                                      client_port=int(peer[1]) if peer else None)
         if not has_identity(request):
+            self.emit("emulator.refused", conn=conn.number, path=without_query(request.path),
+                      code=1008, reason=NO_IDENTITY[:123])
             conn.peer_closed(loop.time())
             await ws.close(1008, NO_IDENTITY[:123])
             return
@@ -140,6 +210,19 @@ class EmulatorServer:
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, ConnectionClosed):
                 await reader
+
+
+def _reporting(report: Callable[[ServerConnection], None]) -> type[ServerConnection]:
+    """websockets' connection, calling `report` once its handshake is over (a refused request
+    never reaches the handler; one websockets could not parse does not even reach
+    `process_response`)."""
+
+    class Reporting(ServerConnection):
+        async def handshake(self, *args: Any, **kwargs: Any) -> None:
+            await super().handshake(*args, **kwargs)
+            report(self)
+
+    return Reporting
 
 
 def _timed_out(ws: ServerConnection) -> bool:

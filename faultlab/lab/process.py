@@ -6,7 +6,9 @@ import asyncio
 import contextlib
 import os
 import signal
+import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,19 +17,43 @@ from faultlab.events import EventBus
 from faultlab.lab.base import Lab, Role
 
 
-async def terminate(proc: asyncio.subprocess.Process, grace_s: float) -> int:
-    """SIGTERM, then SIGKILL after `grace_s`; returns the exit status (negative: the signal)."""
+@dataclass(frozen=True)
+class Ending:
+    """How a process ended: by itself, or stopped (SIGTERM, and SIGKILL once `grace_s` passed)."""
+
+    code: int  # negative: the signal that ended it
+    stopped: bool = False  # it was sent SIGTERM
+    killed: bool = False  # it outlived the grace: SIGKILL
+    grace_s: float = 0.0
+    stop_s: float = 0.0  # from the SIGTERM to its exit
+
+    @property
+    def signal_name(self) -> str | None:
+        """The signal that ended it (`SIGTERM`), if one did."""
+        if self.code >= 0:
+            return None
+        with contextlib.suppress(ValueError):
+            return signal.Signals(-self.code).name
+        return f"signal {-self.code}"
+
+
+async def terminate(proc: asyncio.subprocess.Process, grace_s: float) -> Ending:
+    """SIGTERM, then SIGKILL after `grace_s`; how the process ended."""
     if proc.returncode is not None:
-        return proc.returncode
+        return Ending(proc.returncode)
+    started = time.monotonic()
     with contextlib.suppress(ProcessLookupError):
         # The process leads its own session: its group id is its pid.
         os.killpg(proc.pid, signal.SIGTERM)
     try:
-        return await asyncio.wait_for(proc.wait(), grace_s)
+        code = await asyncio.wait_for(proc.wait(), grace_s)
+        return Ending(code, stopped=True, grace_s=grace_s, stop_s=time.monotonic() - started)
     except TimeoutError:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        return await proc.wait()
+        code = await proc.wait()
+        return Ending(code, stopped=True, killed=True, grace_s=grace_s,
+                      stop_s=time.monotonic() - started)
 
 
 def listening(pid: int, port: int) -> bool:
@@ -70,7 +96,9 @@ class LabProcess:
         self.started_at = started_at
         self.proc = proc
         self.bus = bus
-        self.stopped_by_run = False
+        # Set once it has ended, and `process.exit` is on the bus.
+        self.ending: Ending | None = None
+        self._stopping: asyncio.Task[Ending] | None = None
         self._watch = asyncio.create_task(self._watch_exit())
 
     @classmethod
@@ -87,11 +115,16 @@ class LabProcess:
 
     async def _watch_exit(self) -> None:
         code = await self.proc.wait()
-        fields: dict[str, Any] = {"role": self.role, "code": code}
-        if code < 0:
-            fields["signal"] = signal.Signals(-code).name
-        if self.stopped_by_run:
-            fields["stopped_by_run"] = True
+        # Stopped by the run: only `terminate` knows whether SIGKILL was needed.
+        ending = await asyncio.shield(self._stopping) if self._stopping else Ending(code)
+        fields: dict[str, Any] = {"role": self.role, "code": ending.code}
+        if ending.signal_name is not None:
+            fields["signal"] = ending.signal_name
+        if ending.stopped:
+            fields.update(stopped_by_run=True, stop_s=round(ending.stop_s, 3))
+        if ending.killed:
+            fields.update(killed=True, grace_s=ending.grace_s)
+        self.ending = ending
         self.bus.emit("faultlab", "process.exit", **fields)
 
     @property
@@ -107,7 +140,7 @@ class LabProcess:
         return self.proc.returncode if self.proc.returncode is not None else -1
 
     async def stop(self, grace_s: float = 2.0) -> None:
-        if self.alive:
-            self.stopped_by_run = True
-            await terminate(self.proc, grace_s)
+        if self.alive and self._stopping is None:
+            # A task of its own: a cancelled stop still ends the process and reports how.
+            self._stopping = asyncio.create_task(terminate(self.proc, grace_s))
         await asyncio.shield(self._watch)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from faultlab.report.registry import summary_events
 
 if TYPE_CHECKING:
+    from faultlab.lab.process import Ending
     from faultlab.result import RunResult
 
 # Events worth a line in the summary's timeline (the rest stay in events.jsonl); scenario packs
@@ -20,6 +21,25 @@ def _is_notable(name: str, notable: tuple[str, ...]) -> bool:
     return any(name == n or (n.endswith(".") and name.startswith(n)) for n in notable)
 
 
+def describe_ending(ending: Ending) -> str:
+    """`0`, `-11 (SIGSEGV)`, `stopped (SIGTERM, exited 0 in 0.12 s)`, `killed after 2 s grace`."""
+    if ending.killed:
+        return f"killed after {ending.grace_s:g} s grace"
+    if not ending.stopped:
+        return f"{ending.code} ({ending.signal_name})" if ending.signal_name else str(ending.code)
+    how = f"ended by {ending.signal_name}" if ending.signal_name else f"exited {ending.code}"
+    return f"stopped (SIGTERM, {how} in {ending.stop_s:.2f} s)"
+
+
+def _ended(result: RunResult) -> str:
+    """How each process ended, or its exit code at teardown if the run could not tell."""
+    roles = dict.fromkeys([*result.exit_codes, *result.endings])
+    return ", ".join(
+        f"{role} {describe_ending(result.endings[role])}" if role in result.endings else
+        f"{role} {'running' if result.exit_codes[role] is None else result.exit_codes[role]}"
+        for role in roles)
+
+
 def render_summary(result: RunResult) -> str:
     p = result.profile
     lines = [f"# {p.name}: {result.verdict}", ""]
@@ -29,7 +49,7 @@ def render_summary(result: RunResult) -> str:
         f"- started {result.started:%Y-%m-%d %H:%M:%S}, ran {result.duration_s:.2f} s",
         f"- profile: `{p.path or p.name}`",
     ]
-    codes = ", ".join(f"{role} {'running' if c is None else c}" for role, c in result.exit_codes.items())
+    codes = _ended(result)
     if codes:
         lines.append(f"- exit codes: {codes}")
     if result.unfired:

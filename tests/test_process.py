@@ -1,0 +1,57 @@
+"""A process's `process.exit` says whether it exited, was stopped, or had to be killed."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Any
+
+from faultlab.events import EventBus, RunClock
+from faultlab.lab.process import Ending, LabProcess
+
+from .conftest import slack
+
+# Ready once it has printed a line, so a signal never lands before its handler is set.
+EXITS_ON_SIGTERM = "import signal, sys, time; print(flush=True); time.sleep(30)"
+IGNORES_SIGTERM = ("import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
+                   " print(flush=True); time.sleep(30)")
+EXITS_AT_ONCE = "import sys; sys.exit(3)"
+
+
+async def run(code: str, grace_s: float) -> tuple[Ending | None, dict[str, Any]]:
+    bus = EventBus(RunClock())
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", code, stdout=asyncio.subprocess.PIPE, start_new_session=True)
+    process = LabProcess("target", proc, bus, 0.0)
+    assert proc.stdout is not None
+    await proc.stdout.readline()
+    await asyncio.sleep(0.1)  # the one that exits at once has exited
+    await process.stop(grace_s)
+    (exit_event,) = [e for e in bus.events if e.name == "process.exit"]
+    return process.ending, exit_event.fields
+
+
+def test_a_process_that_exits_on_sigterm_is_stopped_not_killed() -> None:
+    """SIGTERM ends it within the grace: `stopped_by_run`, no `killed`, and how long it took."""
+    ending, fields = asyncio.run(run(EXITS_ON_SIGTERM, 2.0))
+    assert ending is not None and ending.stopped and not ending.killed
+    assert ending.stop_s < slack(1.0)
+    assert fields["stopped_by_run"] is True and fields["signal"] == "SIGTERM"
+    assert "killed" not in fields
+
+
+def test_a_process_that_outlives_the_grace_is_killed() -> None:
+    """One that ignores SIGTERM is SIGKILLed after the grace, and its exit event says so."""
+    ending, fields = asyncio.run(run(IGNORES_SIGTERM, 0.3))
+    assert ending is not None
+    assert ending == Ending(-9, stopped=True, killed=True, grace_s=0.3, stop_s=ending.stop_s)
+    assert 0.3 <= ending.stop_s < 0.3 + slack(1.0)
+    assert fields["killed"] is True and fields["grace_s"] == 0.3
+    assert fields["signal"] == "SIGKILL" and fields["stopped_by_run"] is True
+
+
+def test_a_process_that_exited_by_itself_was_not_stopped() -> None:
+    """Stopping a process that already exited sends nothing and reports its own exit code."""
+    ending, fields = asyncio.run(run(EXITS_AT_ONCE, 2.0))
+    assert ending == Ending(3)
+    assert fields == {"role": "target", "code": 3}
