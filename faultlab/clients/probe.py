@@ -33,20 +33,28 @@ async def probe(args: argparse.Namespace, events: EventWriter) -> int:
     try:
         async with genai.Client().aio.live.connect(model=args.model, config=config) as session:
             events.emit("client.connected")
-            for text in args.say:
-                await session.send_client_content(turns=types.Content(
-                    role="user", parts=[types.Part(text=text)]), turn_complete=True)
+
+            async def one_turn() -> None:
+                """Log what comes back until the model's turn ends (the SDK's iterator stops)."""
+                async for message in session.receive():
+                    fields: dict[str, Any] = {"kind": kind_of(message.model_dump(exclude_none=True))}
+                    if message.tool_call and message.tool_call.function_calls:
+                        fields["ids"] = [c.id for c in message.tool_call.function_calls]
+                        fields["names"] = [c.name for c in message.tool_call.function_calls]
+                    events.emit("client.received", **fields)
 
             async def listen() -> None:
                 while True:
-                    async for message in session.receive():
-                        fields: dict[str, Any] = {"kind": kind_of(message.model_dump(exclude_none=True))}
-                        if message.tool_call and message.tool_call.function_calls:
-                            fields["ids"] = [c.id for c in message.tool_call.function_calls]
-                            fields["names"] = [c.name for c in message.tool_call.function_calls]
-                        events.emit("client.received", **fields)
+                    await one_turn()
 
             try:
+                # A conversation: each turn but the last waits for the model's answer (turns
+                # sent at once are answered as one, as the service does).
+                for i, text in enumerate(args.say):
+                    await session.send_client_content(turns=types.Content(
+                        role="user", parts=[types.Part(text=text)]), turn_complete=True)
+                    if i < len(args.say) - 1:
+                        await asyncio.wait_for(one_turn(), args.listen)
                 await asyncio.wait_for(listen(), args.listen)
             except TimeoutError:
                 events.emit("client.done", listened_s=args.listen)
@@ -61,7 +69,8 @@ async def probe(args: argparse.Namespace, events: EventWriter) -> int:
 def cli() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--say", action="append", default=[], help="a user turn (repeatable)")
+    parser.add_argument("--say", action="append", default=[],
+                        help="a user turn (repeatable: each waits for the answer to the last)")
     parser.add_argument("--tool", action="append", default=[],
                         help="declare a NON_BLOCKING function with a `slot` argument")
     parser.add_argument("--listen", type=parse_duration, default=3.0,
