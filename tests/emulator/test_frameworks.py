@@ -16,6 +16,7 @@ import pytest
 from google import genai
 from google.genai import errors, types
 
+from ..conftest import slack
 from .conftest import BOOKING, HELLO, clip, silence
 from .test_sdk import Start, handle_of, stream, text_of, turn
 
@@ -46,13 +47,14 @@ def framework_config(**kw: Any) -> types.LiveConnectConfig:
     return types.LiveConnectConfig(**base)
 
 
-async def spoken_turns(session: Any, quiet_s: float = 1.5) -> list[list[types.LiveServerMessage]]:
-    """Every turn the model takes until it has been quiet for `quiet_s`, answering each tool call
+async def spoken_turns(session: Any, quiet_s: float = 3.0) -> list[list[types.LiveServerMessage]]:
+    """Every turn the model takes until it has been quiet for `quiet_s` (at time scale 0.1 an
+    answer starts within 0.11 s; the rest is room for a loaded machine), answering each tool call
     with a committed result."""
     turns = []
     while True:
         try:
-            messages = await turn(session, timeout=quiet_s)
+            messages = await turn(session, timeout=slack(quiet_s))
         except TimeoutError:
             return turns
         turns.append(messages)
