@@ -9,9 +9,8 @@ from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
 
-import yaml
-
 from faultlab.errors import FaultlabError, ProfileError
+from faultlab.plainyaml import load_plain, read_bounded
 
 PROFILE_SUFFIXES = (".yaml", ".yml")
 # Looked up before the shipped profiles, relative to the current folder.
@@ -96,8 +95,8 @@ def resolve_profiles(items: Iterable[str | Path]) -> list[Path]:
 def profile_summary(path: Path) -> str:
     """A profile's description cut to its first sentence (or line), for listings."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
+        _, data = load_plain(read_bounded(path), str(path))
+    except (OSError, ProfileError):
         return "(unreadable; `faultlab validate` says why)"
     description = data.get("description") if isinstance(data, dict) else None
     lines = str(description or "").strip().splitlines()

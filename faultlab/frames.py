@@ -22,6 +22,7 @@ from faultlab.model import Model
 Sender = Literal["client", "server"]
 # The frame events of each log, and how each spells who sent the message.
 FRAME_EVENTS = {"proxy.frame": ("dir", "client->server"), "emulator.frame": ("dir", "in")}
+MAX_REGEX_CHARS = 1000  # a pattern in a profile; compiling is then quick (a 1,000-char one: 2 ms)
 
 
 @dataclass(frozen=True)
@@ -82,11 +83,17 @@ class FrameMatch(Model):
     @field_validator("regex")
     @classmethod
     def _patterns(cls, value: dict[str, str]) -> dict[str, str]:
-        for pattern in value.values():
+        for path, pattern in value.items():
+            if len(pattern) > MAX_REGEX_CHARS:
+                raise ValueError(f"{path}: a regular expression of {len(pattern)} characters; "
+                                 f"at most {MAX_REGEX_CHARS}")
             try:
                 re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"bad regular expression {pattern!r}: {exc}") from None
+            except (re.error, OverflowError) as exc:  # OverflowError: a repeat like {4294967296}
+                raise ValueError(f"{path}: bad regular expression: {exc}") from None
+            except RecursionError:  # about 500 nested groups exhaust Python's stack
+                raise ValueError(f"{path}: bad regular expression: groups nested too deeply"
+                                 ) from None
         return value
 
     @property

@@ -57,12 +57,11 @@ class Problems:
         self.lines = lines
         self.items: list[tuple[int, str]] = []
 
-    def add(self, loc: Loc, message: str) -> None:
-        line = 1
-        for n in range(len(loc), -1, -1):
-            if loc[:n] in self.lines:
-                line = self.lines[loc[:n]]
-                break
+    def add(self, loc: Loc, message: str, line: int | None = None) -> None:
+        """A problem at `loc`, reported at `line` or else at the line of loc's nearest key."""
+        if line is None:
+            line = next((self.lines[loc[:n]] for n in range(len(loc), -1, -1)
+                         if loc[:n] in self.lines), 1)
         self.items.append((line, f"{self.source}:{line}: {format_loc(loc)}: {message}"))
 
     def add_validation(self, prefix: Loc, exc: ValidationError) -> None:

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from faultlab.emulator.personality import DEFAULT_PERSONALITY, PERSONALITIES, personality_with
@@ -26,6 +25,7 @@ from faultlab.lab import LABS
 from faultlab.lab.base import Role
 from faultlab.model import Duration, Model
 from faultlab.peers import BUILTINS
+from faultlab.plainyaml import load_plain, read_bounded
 from faultlab.problems import Loc, Problems, line_map, message_of
 
 STEP_ID = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,23}$")
@@ -292,22 +292,9 @@ PROVIDERS: dict[Need, tuple[str, str]] = {
 }
 
 
-def parse_profile(text: str, source: str = "<profile>", path: Path | None = None) -> Profile:
-    """Validate a profile's YAML text; every problem is reported as `source:line: field: message`."""
-    try:
-        loader = yaml.SafeLoader(text)
-        try:
-            node = loader.get_single_node()
-            data = loader.construct_document(node) if node is not None else None
-        finally:
-            loader.dispose()
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else 1
-        raise ProfileError([f"{source}:{line}: (profile): YAML: {exc.problem or exc}"]) from None
-    except yaml.YAMLError as exc:
-        raise ProfileError([f"{source}:1: (profile): YAML: {exc}"]) from None
-
+def parse_profile(text: str | bytes, source: str = "<profile>", path: Path | None = None) -> Profile:
+    """Validate a profile's YAML; every problem is reported as `source:line: field: message`."""
+    node, data = load_plain(text, source)
     lines: dict[Loc, int] = {}
     duplicates: list[tuple[Loc, str]] = []
     if node is not None:
@@ -435,7 +422,7 @@ def load_profile(path: str | Path) -> Profile:
     """Read and validate one profile file."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        content = read_bounded(p)
     except OSError as exc:
         raise ProfileError([f"{p}:0: (profile): cannot read: {exc.strerror or exc}"]) from None
-    return parse_profile(text, str(p), p)
+    return parse_profile(content, str(p), p)

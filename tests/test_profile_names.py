@@ -126,6 +126,19 @@ def test_profiles_lists_a_local_folder_first(tmp_path: Path) -> None:
     assert lines[2] == "shipped with faultlab:"
 
 
+def test_profiles_lists_a_hostile_file_as_unreadable(tmp_path: Path) -> None:
+    """A file that is not UTF-8, or an alias bomb, gets a line of its own, not a traceback."""
+    own_profile(tmp_path, "latin", "").write_bytes(b"name: latin\ndescription: caf\xe9\n")
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 10)}]\n" for i in range(8))
+    own_profile(tmp_path, "bomb", bomb)
+    done = faultlab("profiles", cwd=tmp_path, timeout=10)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    unreadable = "(unreadable; `faultlab validate` says why)"
+    assert re.search(r"  bomb +" + re.escape(unreadable), done.stdout)
+    assert re.search(r"  latin +" + re.escape(unreadable), done.stdout)
+
+
 def test_profiles_in_the_repo_lists_the_shipped_folder_once() -> None:
     """In a checkout, ./profiles is the shipped folder: no second list."""
     lines = faultlab("profiles").stdout.splitlines()
