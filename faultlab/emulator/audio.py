@@ -1,7 +1,8 @@
 """Audio for the emulator: resampling, voice activity detection, utterance recognition, speech.
 
 All input audio is 16-bit mono PCM at 16 kHz once resampled. VAD works on sample time, not wall
-time: only silence that arrives as samples ends a turn, as on the real service (A1-A3).
+time: only silence that arrives as samples ends a turn, as on the real service (A1-A3). An
+utterance keeps its last UTTERANCE_KEPT_S seconds: longer speech goes on, its start forgotten.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import math
 import shutil
 import subprocess
 import wave
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,8 +31,48 @@ DEFAULT_THRESHOLD_DBFS = -45.0
 # How much speech starts an activity, by start sensitivity.
 START_MS = {"START_SENSITIVITY_HIGH": 60, "START_SENSITIVITY_LOW": 160}
 DEFAULT_START_MS = 100
+# The most of one utterance a connection holds (1.9 MB): the service's turns are seconds long,
+# and 10 MB of speech with no silence in it was once all held until its turn ended.
+UTTERANCE_KEPT_S = 60
 
 Samples = npt.NDArray[np.int16]
+
+
+class Utterance:
+    """The samples of one utterance as they come, keeping the last `kept_s` seconds (copies: a
+    view would hold the whole chunk it was cut from)."""
+
+    def __init__(self, kept_s: float = UTTERANCE_KEPT_S) -> None:
+        self.limit = int(kept_s * RATE_IN)
+        self.dropped = 0  # samples forgotten from the start
+        self._chunks: deque[Samples] = deque()
+        self._kept = 0
+
+    def __len__(self) -> int:
+        return self._kept
+
+    def add(self, pcm: Samples) -> None:
+        if len(pcm) >= self.limit:
+            self.dropped += self._kept + len(pcm) - self.limit
+            self._chunks.clear()
+            self._kept = 0
+            pcm = pcm[len(pcm) - self.limit :]
+        self._chunks.append(pcm.copy())
+        self._kept += len(pcm)
+        while self._kept > self.limit:
+            excess = self._kept - self.limit
+            first = self._chunks[0]
+            if len(first) <= excess:
+                self._chunks.popleft()
+                cut = len(first)
+            else:
+                self._chunks[0] = first[excess:].copy()
+                cut = excess
+            self._kept -= cut
+            self.dropped += cut
+
+    def samples(self) -> Samples:
+        return np.concatenate(self._chunks) if self._chunks else np.zeros(0, np.int16)
 
 
 def resample(pcm: Samples, rate_from: int, rate_to: int) -> Samples:
@@ -72,12 +114,12 @@ class Vad:
     _speech_run_ms: int = 0
     _silence_run_ms: int = 0
     _recent: list[Samples] = field(default_factory=list)
-    utterance: list[Samples] = field(default_factory=list)
+    utterance: Utterance = field(default_factory=Utterance)
 
     def feed(self, pcm: Samples) -> list[VadEvent]:
         pcm = np.concatenate([self._pending, pcm]) if len(self._pending) else pcm
         usable = len(pcm) - len(pcm) % FRAME_SAMPLES
-        self._pending = pcm[usable:]
+        self._pending = pcm[usable:].copy()
         levels = frame_dbfs(pcm[:usable])
         start_db = THRESHOLD_DBFS.get(self.start_sensitivity or "", DEFAULT_THRESHOLD_DBFS)
         end_db = THRESHOLD_DBFS.get(self.end_sensitivity or "", DEFAULT_THRESHOLD_DBFS)
@@ -89,13 +131,15 @@ class Vad:
             self._samples_seen += FRAME_SAMPLES
             t = self._samples_seen / RATE_IN
             if not self.speaking:
-                self._recent.append(frame)
+                self._recent.append(frame.copy())
                 if level > start_db:
                     self._speech_run_ms += FRAME_MS
                     if self._speech_run_ms >= start_ms:
                         self.speaking = True
                         run = self._speech_run_ms // FRAME_MS
-                        self.utterance = self._recent[-(run + padding_frames):]
+                        self.utterance = Utterance()
+                        for kept in self._recent[-(run + padding_frames):]:
+                            self.utterance.add(kept)
                         self._recent = []
                         self._silence_run_ms = 0
                         events.append(VadEvent("start", t))
@@ -103,7 +147,7 @@ class Vad:
                     self._speech_run_ms = 0
                 del self._recent[: max(0, len(self._recent) - 64)]
             else:
-                self.utterance.append(frame)
+                self.utterance.add(frame)
                 if level > end_db:
                     self._silence_run_ms = 0
                 else:
@@ -114,9 +158,8 @@ class Vad:
                         events.append(VadEvent("end", t))
         return events
 
-    def take_utterance(self) -> Samples:
-        out = np.concatenate(self.utterance) if self.utterance else np.zeros(0, np.int16)
-        self.utterance = []
+    def take_utterance(self) -> Utterance:
+        out, self.utterance = self.utterance, Utterance()
         return out
 
 
@@ -204,7 +247,10 @@ def write_wav(pcm: Samples, rate: int) -> bytes:
 ESPEAK = shutil.which("espeak-ng")
 
 
-@functools.lru_cache(maxsize=256)
+# A reply is at most a few hundred KiB of speech (370 KiB for the longest echo); most replies
+# are a rule's fixed sentences, and every echo differs, so a small cache holds what repeats
+# (256 entries of echoes held about 90 MiB).
+@functools.lru_cache(maxsize=32)
 def synthesise(text: str, rate: int = RATE_OUT) -> Samples:
     """Speech for `text` from espeak-ng at `rate` Hz; a tone of a plausible length without it."""
     if ESPEAK is not None:

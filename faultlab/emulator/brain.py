@@ -7,16 +7,28 @@ The default brain is the field study's booking assistant (field-scenarios.md).
 A user turn may come in parts (`clientContent` with `turnComplete: false`, then more): the
 model answers every part said since its last reply. A part with no words (an empty turn, " ",
 ".") is a nudge to go on, not a question: it gets the unanswered parts answered, or nothing.
+
+A session keeps a bounded conversation (`CONTEXT_CHARS`), and every rule's pattern runs in time
+linear in what it reads (no unbounded gap between two words), however long a turn is.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 PLACEHOLDER = re.compile(r"[\W_]*")
+# What a session keeps of its conversation, in characters (of instructions, and of turns as
+# `context_text` spells them): about the 128k-token context window of the native-audio Live
+# models at 4 characters a token. Past it the oldest turns go first, as with the service's
+# sliding-window compression, and a longer turn keeps its end; instructions have the same budget.
+CONTEXT_CHARS = 512 * 1024
+# What the fallback repeats of the user's words (a reply must stay small: the SDK's inbound limit
+# is 1 MiB, and the reply's speech is synthesised and cached).
+ECHO_WORDS, ECHO_CHARS = 12, 120
 
 
 def is_placeholder(text: str) -> bool:
@@ -50,12 +62,45 @@ class CallRecord:
 @dataclass
 class Mind:
     """What the model knows in a session (a resume restores it): the instructions it was given,
-    the conversation as (role, text) turns, and its tool calls."""
+    the conversation as (role, text) turns, and its tool calls. Instructions and turns are added
+    with `instruct` and `say`, which keep each within CONTEXT_CHARS."""
 
     declared: set[str] = field(default_factory=set)
     calls: list[CallRecord] = field(default_factory=list)
-    instructions: list[str] = field(default_factory=list)
-    turns: list[tuple[str, str]] = field(default_factory=list)
+    instructions: deque[str] = field(default_factory=deque)
+    turns: deque[tuple[str, str]] = field(default_factory=deque)
+    dropped_chars: int = 0  # forgotten past CONTEXT_CHARS, over the session
+    _instruction_chars: int = field(default=0, init=False, repr=False)
+    _turn_chars: int = field(default=0, init=False, repr=False)
+
+    def instruct(self, text: str) -> None:
+        text = self._fit(text)
+        self.instructions.append(text)
+        self._instruction_chars += len(text) + 1
+        while self._instruction_chars > CONTEXT_CHARS:
+            self._instruction_chars -= self._forget(len(self.instructions.popleft()) + 1)
+
+    def say(self, turns: Iterable[tuple[str, str]]) -> None:
+        """Turns (role, text) join the conversation."""
+        for role, text in turns:
+            text = self._fit(text, len(role) + 3)
+            self.turns.append((role, text))
+            self._turn_chars += len(role) + len(text) + 3
+        while self._turn_chars > CONTEXT_CHARS:
+            role, text = self.turns.popleft()
+            self._turn_chars -= self._forget(len(role) + len(text) + 3)
+
+    def _fit(self, text: str, overhead: int = 1) -> str:
+        """The end of a text that would fill the budget by itself."""
+        room = CONTEXT_CHARS - overhead
+        if len(text) <= room:
+            return text
+        self._forget(len(text) - room)
+        return text[-room:]
+
+    def _forget(self, chars: int) -> int:
+        self.dropped_chars += chars
+        return chars
 
     def calls_named(self, name: str) -> list[CallRecord]:
         return [c for c in self.calls if c.name == name]
@@ -110,12 +155,15 @@ class Brain:
         return self._on_result(call, mind)
 
 
-# The booking assistant.
-BOOK = re.compile(r"\bbook\b.*?\b(?P<hour>\d{1,2})\s*(?P<ampm>am|pm)\b(?:.*?\b(?P<day>today|tomorrow)\b)?",
-                  re.I)
+# The booking assistant. A gap between two words is bounded (`.{0,GAP}`): with `.*` a turn of
+# "book book_slot ..." took time growing with the square of its length (9.5 s for 120,000
+# characters; 0.03 s bounded), and a search holds the one event loop every connection shares.
+GAP = 200
+BOOK = re.compile(rf"\bbook\b.{{0,{GAP}}}?\b(?P<hour>\d{{1,2}})\s*(?P<ampm>am|pm)\b"
+                  rf"(?:.{{0,{GAP}}}?\b(?P<day>today|tomorrow)\b)?", re.I)
 ASK = re.compile(r"\b(did|have) you (book|booked)\b|\bis it booked\b", re.I)
-STATUS_DONE = re.compile(r"book_slot\b.*\b(committed|booked|confirmed|done)\b", re.I)
-STATUS_FAILED = re.compile(r"book_slot\b.*\b(failed|error|rejected)\b", re.I)
+STATUS_DONE = re.compile(rf"book_slot\b.{{0,{GAP}}}\b(committed|booked|confirmed|done)\b", re.I)
+STATUS_FAILED = re.compile(rf"book_slot\b.{{0,{GAP}}}\b(failed|error|rejected)\b", re.I)
 # A client's status line about a side effect (what field-recovery restores a new session with).
 STATUS_LINE = re.compile(r"^\[status\] (?P<name>\w+)\((?P<args>[^)]*)\): (?P<status>\w+)")
 
@@ -181,7 +229,7 @@ def _result(call: CallRecord, mind: Mind) -> Reply:
 
 
 def _fallback(text: str, mind: Mind) -> Reply:
-    words = " ".join(text.split()[:12])
+    words = " ".join(text[: ECHO_CHARS * 4].split()[:ECHO_WORDS])[:ECHO_CHARS]
     return Reply(f"You said: {words}" if words else "I didn't catch that.")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import ipaddress
 import signal
 from collections.abc import Callable, Sequence
@@ -24,6 +25,23 @@ def base_url(host: str, port: int) -> str:
     if ":" in shown:
         shown = f"[{shown}]"
     return f"https://{shown}:{port}"
+
+
+# glibc's malloc serves a block this big or bigger with its own mmap, returned to the system when
+# freed. By default the threshold slides up to the largest block freed (up to 32 MiB), and the
+# next ones stay on the heap: after 3,000 connections with forty 10 MB turns, all freed, the
+# emulator stayed 29 MB above its start with the sliding threshold, 12 MB with this one.
+MMAP_THRESHOLD_BYTES = 128 * 1024
+M_MMAP_THRESHOLD = -3  # mallopt's parameter number (malloc.h)
+
+
+def give_back_freed_blocks() -> None:
+    """Have malloc return every big block it frees (glibc; elsewhere, nothing happens)."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
 
 
 async def serve_until_stopped(
@@ -56,6 +74,7 @@ async def serve_until_stopped(
             raise EmulatorError(f"{folder}: not a folder of NAME.wav + NAME.txt utterances")
         registry.load_dir(folder)
     writer = EventWriter(events_path)
+    give_back_freed_blocks()
 
     emulator = Emulator(behaviour, time_scale, registry=registry, emit=writer.emit,
                         seed=seed)

@@ -6,11 +6,13 @@ its own: the tree is derived from the SDK's pydantic types, starting at `LiveCli
 the emulator, and a field a new SDK sends is accepted on the day it ships.
 
 A field whose annotation (through Optional, Union, list and Annotated) names one pydantic model is a
-nested `Message`; anything else (scalars, enums, dicts, Any) is a leaf whose contents are not
-checked, and so are the payloads the model reads as data (`Schema`, `JSONSchema`: function
-`parameters` and `response`, a `response_schema`). A recursive type would be one shared `Message`
-(a graph with a cycle, walked only as deep as a frame goes); today the only recursive types on the
-way are those data payloads.
+nested `Message`; anything else is a `Leaf` of one JSON type, as proto3 JSON spells the SDK's type
+(`str`, a `datetime` and base64 `bytes` are strings; an `int` is a number or a string of digits; an
+enum is one of its names; a `dict` is an object), whose contents are not looked into. So are the
+payloads the model reads as data (`Schema`, `JSONSchema`: function `parameters` and `response`, a
+`response_schema`): any object. A recursive type would be one shared `Message` (a graph with a
+cycle, walked only as deep as a frame goes); today the only recursive types on the way are those
+data payloads.
 
 Where the SDK's converters (`google/genai/_live_converters.py`) put on the wire something the types
 do not say, `_ON_THE_WIRE` and `_CONVERTER_FIELDS` below say it, each with its reason.
@@ -18,6 +20,8 @@ do not say, `_ON_THE_WIRE` and `_CONVERTER_FIELDS` below say it, each with its r
 
 from __future__ import annotations
 
+import datetime
+import enum
 import types as pytypes
 import typing
 from dataclasses import dataclass, field
@@ -30,6 +34,7 @@ from google.genai import types
 from faultlab.livewire import snake
 
 Shape = Literal["object", "list", "any"]
+JsonType = Literal["string", "integer", "number", "boolean", "enum", "object", "string_map", "any"]
 
 # Annotations that say less than the converters send. Every tool goes through `t_tools`/`t_tool` to
 # a `Tool` (the runtime annotation is a bare `list` so that MCP objects pass validation), and every
@@ -60,13 +65,28 @@ class Message:
     fields: dict[str, Field] = field(default_factory=dict, repr=False)
 
 
+@dataclass(frozen=True)
+class Leaf:
+    """What a field holds when it holds no message: one JSON type (for an enum, its names in upper
+    case), or a list of them."""
+
+    type: JsonType
+    repeated: bool = False
+    names: frozenset[str] = frozenset()
+
+
+ANY = Leaf("any")
+
+
 @dataclass(frozen=True, eq=False)
 class Field:
-    """One field: the message it holds (None for a leaf), and whether the wire form must be an object,
-    a list of objects, or may also be something else (a union with scalars)."""
+    """One field: the message it holds (None for a leaf), whether the wire form must be an object,
+    a list of objects, or may also be something else (a union with scalars), and what that
+    something else is (`leaf`; None when the field holds nothing but its message)."""
 
     message: Message | None
     shape: Shape = "any"
+    leaf: Leaf | None = ANY
 
 
 @cache
@@ -97,19 +117,47 @@ def _message(model: type[pydantic.BaseModel], known: dict[type[pydantic.BaseMode
 
 def _field(annotation: Any, known: dict[type[pydantic.BaseModel], Message]) -> Field:
     forms = _forms(annotation)
-    models = {model for model, _ in forms if model is not None}
+    models = {model for model, _ in forms if _is_message(model)}
+    leaves = {_leaf(form, repeated) for form, repeated in forms if not _is_message(form)}
+    leaf = None if not leaves else leaves.pop() if len(leaves) == 1 else ANY
     if len(models) != 1:  # a scalar, or a union of messages whose wire form the converter picks
-        return Field(None)
+        return Field(None, leaf=leaf if not models else ANY)
     message = _message(models.pop(), known)
-    if all(model is not None and repeated for model, repeated in forms):
-        return Field(message, "list")
-    if all(model is not None and not repeated for model, repeated in forms):
-        return Field(message, "object")
-    return Field(message, "any")
+    if all(_is_message(model) and repeated for model, repeated in forms):
+        return Field(message, "list", None)
+    if all(_is_message(model) and not repeated for model, repeated in forms):
+        return Field(message, "object", None)
+    return Field(message, "any", leaf)
 
 
-def _forms(annotation: Any, repeated: bool = False) -> list[tuple[type[pydantic.BaseModel] | None, bool]]:
-    """The alternatives an annotation allows, as (model or None for a leaf, is a list); None left out."""
+def _is_message(form: Any) -> bool:
+    return isinstance(form, type) and issubclass(form, pydantic.BaseModel) and not issubclass(form, _DATA)
+
+
+# How proto3 JSON spells the SDK's scalar types.
+_JSON_TYPES: tuple[tuple[type, JsonType], ...] = (
+    (bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"), (bytes, "string"),
+    (datetime.datetime, "string"), (pydantic.BaseModel, "object"),  # a data payload (`_DATA`)
+)
+
+
+def _leaf(form: Any, repeated: bool) -> Leaf:
+    origin, args = typing.get_origin(form), typing.get_args(form)
+    if origin is typing.Literal:
+        return Leaf("enum", repeated, frozenset(str(a).upper() for a in args))
+    if isinstance(form, type) and issubclass(form, enum.Enum):
+        return Leaf("enum", repeated, frozenset(str(m.value).upper() for m in form))
+    if origin is dict or form is dict:
+        return Leaf("string_map" if args and args[1] is str else "object", repeated)
+    for python, json_type in _JSON_TYPES:
+        if isinstance(form, type) and issubclass(form, python):
+            return Leaf(json_type, repeated)
+    return Leaf("any", repeated)
+
+
+def _forms(annotation: Any, repeated: bool = False) -> list[tuple[Any, bool]]:
+    """The alternatives an annotation allows, as (a model, or a leaf's annotation; is a list), None
+    left out."""
     annotation = next((wire for said, wire in _ON_THE_WIRE if annotation in (said, said | None)),
                       annotation)
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
@@ -119,7 +167,4 @@ def _forms(annotation: Any, repeated: bool = False) -> list[tuple[type[pydantic.
         return [form for arg in args if arg is not type(None) for form in _forms(arg, repeated)]
     if origin is list and len(args) == 1 and not repeated:
         return _forms(args[0], True)
-    if (isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel)
-            and not issubclass(annotation, _DATA)):
-        return [(annotation, repeated)]
-    return [(None, repeated)]
+    return [(annotation, repeated)]

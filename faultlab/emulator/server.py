@@ -27,16 +27,27 @@ from websockets.exceptions import (
     RequestLineTooLong,
     TooManyHeaders,
 )
+from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
 
 from faultlab.emulator.session import Emulator
 from faultlab.livewire import kind_of
 
+# The largest client message, in bytes; a larger one is closed 1009 by websockets. The service's
+# limit is not measured (the SDK itself only limits what it receives: websockets' 1 MiB default,
+# which every server frame stays far below). 16 MiB holds a 10 MB turn or a whole 128k-token
+# history in one `clientContent`; `wire` bounds what parsing one costs.
 MAX_CLIENT_FRAME = 16 * 1024 * 1024
+# Client frames websockets buffers per connection before it stops reading: with its default, 16,
+# one connection could make it hold 16 x 16 MiB while the loop was busy.
+MAX_QUEUED_FRAMES = 4
+# How often, at most, the shell looks for sessions whose handles died (memory, not behaviour: a
+# dead handle is refused at once in any case).
+FORGET_EVERY_S = 1.0
 # On SIGTERM, clients that answer the server's 1001 close within SHUTDOWN_S; the rest are aborted
 # and their handlers get ABORT_S to end (they take milliseconds), so the process is gone well
 # within a run's 2 s grace.
-SHUTDOWN_S = 0.5
+SHUTDOWN_S = 0.3
 ABORT_S = 0.2
 # websockets answers a request it cannot parse with these statuses, or with none (it closes).
 UNPARSED_STATUS: dict[type[BaseException], int] = {
@@ -102,6 +113,7 @@ class EmulatorServer:
         self.host = host
         self.port = port
         self._server: Server | None = None
+        self._forgetting: asyncio.Task[None] | None = None
         # Every open connection and the task that handles it: what shutdown may have to abort.
         self._handlers: dict[ServerConnection, asyncio.Task[Any]] = {}
 
@@ -112,11 +124,13 @@ class EmulatorServer:
     async def __aenter__(self) -> EmulatorServer:
         self._server = await serve(
             self._handle, self.host, self.port, ssl=self.ssl_context, ping_interval=None,
-            max_size=MAX_CLIENT_FRAME, compression=None, process_request=self._check_path,
-            close_timeout=2, create_connection=_reporting(self._report_refusal),
+            max_size=MAX_CLIENT_FRAME, max_queue=MAX_QUEUED_FRAMES, compression=None,
+            process_request=self._check_path, close_timeout=2,
+            create_connection=_reporting(self._report_refusal),
         )
         sock = next(iter(self._server.sockets))
         self.port = sock.getsockname()[1]
+        self._forgetting = asyncio.create_task(self._forget_dead_sessions())
         self.emit("emulator.listening", host=self.host, port=self.port,
                   personality=self.emulator.personality.name, time_scale=self.emulator.time_scale)
         return self
@@ -124,6 +138,8 @@ class EmulatorServer:
     async def __aexit__(self, *exc: object) -> None:
         if self._server is None:
             return
+        if self._forgetting is not None:
+            self._forgetting.cancel()
         self._server.close()
         try:
             await asyncio.wait_for(self._server.wait_closed(), SHUTDOWN_S)
@@ -133,7 +149,7 @@ class EmulatorServer:
         # A client behind a dropping path, or one that stopped reading, never answers the 1001.
         # websockets waits close_timeout (2 s) for it before aborting, and asyncio.run's
         # cancellation waits for that again in websockets' `async with connection`: with 1 to 20
-        # such clients the emulator exited 2.1 s after SIGTERM, past the run's grace (0.6 s now).
+        # such clients the emulator exited 2.1 s after SIGTERM, past the run's grace (0.4 s now).
         stuck = dict(self._handlers)
         if not stuck:
             return
@@ -143,6 +159,15 @@ class EmulatorServer:
         _, pending = await asyncio.wait(stuck.values(), timeout=ABORT_S)
         for task in pending:
             task.cancel()
+
+    async def _forget_dead_sessions(self) -> None:
+        """Free the sessions whose handles died, when they die (at most FORGET_EVERY_S late)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            due = self.emulator.next_due()
+            wait = FORGET_EVERY_S if due is None else min(FORGET_EVERY_S, due - loop.time())
+            await asyncio.sleep(max(0.0, wait))
+            self.emulator.poll(loop.time())
 
     def _check_path(self, ws: ServerConnection, request: Request) -> Response | None:
         if api_of(request.path) is None:
@@ -179,8 +204,10 @@ class EmulatorServer:
                 async for message in ws:
                     conn.receive(message, loop.time())
                     wake.set()
-            except ConnectionClosed:
-                pass
+            except ConnectionClosed as exc:
+                if exc.sent is not None and exc.sent.code == CloseCode.MESSAGE_TOO_BIG:
+                    self.emit("emulator.close", conn=conn.number, code=exc.sent.code,
+                              reason=exc.sent.reason, why="frame too big")
             finally:
                 conn.peer_closed(loop.time(), timed_out=_timed_out(ws))
                 wake.set()

@@ -2,8 +2,16 @@
 
 No sockets and no clock: the shell hands each `Connection` the frames it received and the time
 (`now`, seconds on any monotonic clock), asks `poll(now)` for the frames and closes that are due,
-and says when the peer is gone (`peer_closed`). Every server timer is the personality's real value
-times `time_scale`.
+and says when the peer is gone (`peer_closed`); it also calls `Emulator.poll(now)` when
+`Emulator.next_due()` says, which forgets the sessions whose handles have died. Every server timer
+is the personality's real value times `time_scale`.
+
+Memory is bounded: a session keeps CONTEXT_CHARS of conversation (`brain`), an utterance
+UTTERANCE_KEPT_S of audio (`audio`), and a session is forgotten when its handles die (reaped, or
+2 hours after its connection ended) whether or not anyone connects again. Every input error closes
+1007 (or 1008: `wire`); anything else raised while handling a frame or a timer is an emulator bug:
+its traceback goes to the log and the connection is closed 1011 with EMULATOR_BUG, which no
+behaviour uses.
 """
 
 from __future__ import annotations
@@ -11,15 +19,24 @@ from __future__ import annotations
 import base64
 import heapq
 import itertools
+import logging
 import random
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from faultlab.emulator.audio import RATE_IN, RATE_OUT, TranscriptRegistry, Vad, resample, synthesise
+from faultlab.emulator.audio import (
+    RATE_IN,
+    RATE_OUT,
+    TranscriptRegistry,
+    Utterance,
+    Vad,
+    resample,
+    synthesise,
+)
 from faultlab.emulator.brain import Brain, CallRecord, Mind, Reply, booking_assistant, is_placeholder
 from faultlab.emulator.personality import (
     INTERNAL_ERROR,
@@ -29,7 +46,6 @@ from faultlab.emulator.personality import (
     served_model,
 )
 from faultlab.emulator.wire import (
-    CLOSE_REASON_BYTES,
     ClientContent,
     ContextUpdate,
     FunctionDecl,
@@ -37,9 +53,11 @@ from faultlab.emulator.wire import (
     RealtimeInput,
     Setup,
     ToolResponse,
+    close_reason,
     parse_frame,
 )
 
+log = logging.getLogger(__name__)
 Frame = dict[str, Any]
 Emit = Callable[..., None]
 TRANSPARENT_REFUSED = ('Invalid JSON payload received. Unknown name "transparent" at '
@@ -47,6 +65,7 @@ TRANSPARENT_REFUSED = ('Invalid JSON payload received. Unknown name "transparent
 TEXT_REFUSED = ("The requested combination of response modalities (TEXT) is not supported by "
                 "the model.")
 DEADLINE = "Deadline expired before operation could complete."
+EMULATOR_BUG = "Internal error encountered (an emulator bug: see its log)."
 DEAD_HANDLES_KEPT = 10_000
 
 
@@ -100,6 +119,9 @@ class Emulator:
         self.dead_handles: dict[str, None] = {}
         self._conn_ids = itertools.count(1)
         self._seq = itertools.count()
+        # When to look at a session with handles again: its connection ended, or it may be
+        # reaped (a heap; a session resumed since is looked at and left alone).
+        self._checks: list[tuple[float, int, Session]] = []
 
     def scaled(self, seconds: float) -> float:
         return seconds * self.time_scale
@@ -112,19 +134,48 @@ class Emulator:
                 client_port: int | None = None) -> Connection:
         """A new connection; `client_port`, the peer's, lets the run number it as the router
         saw it (faultlab.connections)."""
-        self._forget_expired(now)
+        self.poll(now)
         return Connection(self, next(self._conn_ids), now, api, client_port)
 
     def expired(self, session: Session, now: float) -> bool:
         """Dead, or dropped longer ago than a handle lives (2 hours after the session ended)."""
         return session.dead or (
             session.holder is None and session.dropped_at is not None
-            and now - session.dropped_at > self.scaled(self.personality.handle_ttl_s))
+            and now >= self.handles_end(session.dropped_at))
 
-    def _forget_expired(self, now: float) -> None:
-        for handle in [h for h, s in self.sessions.items() if self.expired(s, now)]:
-            del self.sessions[handle]
+    def handles_end(self, dropped_at: float) -> float:
+        """When the handles of a session dropped at `dropped_at` die, unless it is resumed."""
+        return dropped_at + self.scaled(self.personality.handle_ttl_s)
+
+    def next_due(self) -> float | None:
+        """When a session's handles may die next (None: no session has handles to lose)."""
+        return self._checks[0][0] if self._checks else None
+
+    def poll(self, now: float) -> None:
+        """Forget the sessions whose handles died by `now` (their handles become dead handles)."""
+        forgotten = 0
+        while self._checks and self._checks[0][0] <= now:
+            _, _, session = heapq.heappop(self._checks)
+            holder = session.holder
+            if holder is not None and holder.closed:
+                holder.holds(now)  # a connection held past its TCP's end is reaped by now
+            if self.expired(session, now) and session.handles:
+                self._forget(session)
+                forgotten += 1
+        if forgotten:
+            self.emit("emulator.forgot", sessions=forgotten,
+                      kept=len({id(s) for s in self.sessions.values()}))
+
+    def check_at(self, session: Session, at: float) -> None:
+        """Look at `session` again at `at` (its handles may die then)."""
+        if session.handles:
+            heapq.heappush(self._checks, (at, next(self._seq), session))
+
+    def _forget(self, session: Session) -> None:
+        for handle in session.handles:
+            self.sessions.pop(handle, None)
             self.dead_handles[handle] = None
+        session.handles = set()
         for handle in list(self.dead_handles)[:max(0, len(self.dead_handles) - DEAD_HANDLES_KEPT)]:
             del self.dead_handles[handle]
 
@@ -154,7 +205,7 @@ class Connection:
         self._speaking_until = 0.0
         self._speech: tuple[str, float, float] | None = None  # text, start, end of playback
         self._vad: Vad | None = None
-        self._manual_audio: list[np.ndarray[Any, Any]] | None = None
+        self._manual_audio: Utterance | None = None
         self._setup_seen = False
         self._silent = False  # a dead handle's resume left unanswered (S5)
         self._thinking: Action | None = None  # the model's answer to the user's turn, due
@@ -200,10 +251,14 @@ class Connection:
             elif isinstance(parsed.message, ContextUpdate):
                 mind = self.session.mind
                 if parsed.message.system_instruction:
-                    mind.instructions.append(parsed.message.system_instruction)
+                    mind.instruct(parsed.message.system_instruction)
                 mind.declared |= {f.name for f in parsed.message.functions}
         except ProtocolError as exc:
-            self._close(now, exc.code, exc.reason, "bad client message")
+            # The event keeps what a close frame's 123 bytes cut (a long field path).
+            full = {"detail": str(exc)[:500]} if str(exc) != exc.reason else {}
+            self._close(now, exc.code, exc.reason, "bad client message", **full)
+        except Exception as exc:  # a bug: every input error is a ProtocolError
+            self._bug(now, exc, "a client frame")
 
     def next_due(self) -> float | None:
         """When the next frame or close is due (None: nothing scheduled)."""
@@ -216,6 +271,14 @@ class Connection:
     def poll(self, now: float) -> list[Action]:
         """The frames and closes due by `now`, in order; after a close, nothing more."""
         out: list[Action] = []
+        try:
+            self._due(now, out)
+        except Exception as exc:  # in the model's answer, say: a bug, not a behaviour
+            self._bug(now, exc, "a timer")
+            self._due(now, out)
+        return out
+
+    def _due(self, now: float, out: list[Action]) -> None:
         reap = self._reap_at()
         if reap is not None and reap <= now and not self.closing:
             self._close(reap, 1011, INTERNAL_ERROR, "reaped: silent connection")
@@ -235,7 +298,6 @@ class Connection:
                 self._outbox.clear()
             elif self.session is not None:
                 self.session.last_activity = action.at
-        return out
 
     def peer_closed(self, now: float, timed_out: bool = False) -> None:
         """The connection is gone from the server's view (close frame, FIN, RST, or ours), or
@@ -251,6 +313,7 @@ class Connection:
             if timed_out and self.p.tcp_timeout_keeps_lock and s is not None and s.holder is self:
                 self.held_after_timeout = True
                 self.em.emit("emulator.tcp_gave_up", conn=self.number, session=s.id)
+                self.em.check_at(s, self.last_client_msg + self.em.scaled(self.p.reap_after_s))
             else:
                 self._release(now)
         self.em.emit("emulator.disconnect", conn=self.number,
@@ -288,18 +351,28 @@ class Connection:
                 s.cut_speech = _unheard(*self._speech, now)
             self.em.emit("emulator.release", conn=self.number, session=s.id,
                          speaking=s.dropped_speaking)
+            self.em.check_at(s, now if s.dead else self.em.handles_end(now))
 
     def _send(self, at: float, frame: Frame, turn: int = 0, audio_s: float = 0.0) -> None:
         heapq.heappush(self._outbox, Action(at, next(self.em._seq), frame, turn=turn,
                                             audio_s=audio_s))
 
-    def _close(self, at: float, code: int, reason: str, why: str) -> None:
+    def _close(self, at: float, code: int, reason: str, why: str, **detail: Any) -> None:
         if self.closing:
             return
         self.closing = True
-        reason = reason.encode()[:CLOSE_REASON_BYTES].decode(errors="ignore")
-        self.em.emit("emulator.close", conn=self.number, code=code, reason=reason, why=why)
+        reason = close_reason(reason)
+        self.em.emit("emulator.close", conn=self.number, code=code, reason=reason, why=why, **detail)
         heapq.heappush(self._outbox, Action(at, next(self.em._seq), None, code, reason))
+
+    def _bug(self, now: float, exc: Exception, handling: str) -> None:
+        """An exception no input should cause: logged with its traceback, and the connection
+        closed 1011 with a reason no behaviour uses, in place of whatever was due."""
+        log.error("emulator bug on connection %d, handling %s", self.number, handling, exc_info=exc)
+        self._outbox.clear()
+        self._thinking = None
+        self.closing = False
+        self._close(now, 1011, EMULATOR_BUG, "emulator bug", error=f"{type(exc).__name__}: {exc}"[:200])
 
     def _audio_note(self, message: object) -> dict[str, Any]:
         if isinstance(message, RealtimeInput) and message.audio:
@@ -323,10 +396,11 @@ class Connection:
         if setup.handle is not None:
             self._resume(setup, now)
             return
-        session = Session(id=uuid.uuid4().hex[:16], setup=setup,
+        # The instruction is kept once, in the mind (which bounds it), not in the setup as well.
+        session = Session(id=uuid.uuid4().hex[:16], setup=replace(setup, system_instruction=""),
                           mind=Mind(declared={f.name for f in setup.functions}))
         if setup.system_instruction:
-            session.mind.instructions.append(setup.system_instruction)
+            session.mind.instruct(setup.system_instruction)
         self._attach(session, setup, now, now + em.draw(p.setup_complete_s),
                      p.resumption_update_s)
 
@@ -402,7 +476,7 @@ class Connection:
     def _on_client_content(self, msg: ClientContent, now: float) -> None:
         """Turns join the conversation; `turnComplete` ends the user's turn (T7)."""
         assert self.session is not None
-        self.session.mind.turns += msg.turns
+        self._say(msg.turns)
         if msg.turn_complete:
             said = any(role == "user" and not is_placeholder(text) for role, text in msg.turns)
             self._turn_ends(said, now, now + self.em.draw(self.p.reply_s))
@@ -411,25 +485,24 @@ class Connection:
         assert self.session is not None
         if msg.text is not None:
             # Text input ends a turn as `clientContent` does, with the same latency.
-            self.session.mind.turns.append(("user", msg.text))
+            self._say([("user", msg.text)])
             self._turn_ends(not is_placeholder(msg.text), now, now + self.em.draw(self.p.reply_s))
         if msg.activity_start or msg.activity_end:
             if self._vad is not None:
                 raise ProtocolError("Explicit activity control is not supported when automatic "
                                     "activity detection is enabled.")
             if msg.activity_start:
-                self._manual_audio = []
+                self._manual_audio = Utterance()
                 self._interrupt(now)
             if msg.activity_end and self._manual_audio is not None:
-                audio = np.concatenate(self._manual_audio) if self._manual_audio else np.zeros(0, np.int16)
-                self._manual_audio = None
-                self._end_of_speech(audio, now)
+                utterance, self._manual_audio = self._manual_audio, None
+                self._end_of_speech(utterance, now)
         if msg.audio:
             pcm = resample(np.frombuffer(msg.audio, dtype="<i2").astype(np.int16), msg.audio_rate,
                            RATE_IN)
             if self._vad is None:
                 if self._manual_audio is not None:
-                    self._manual_audio.append(pcm)
+                    self._manual_audio.add(pcm)
             else:
                 for event in self._vad.feed(pcm):
                     self.em.emit("emulator.vad", conn=self.number, kind=event.kind,
@@ -449,19 +522,31 @@ class Connection:
             self._send(now + self.em.draw(self.p.activity_start_s),
                        {"voiceActivity": {"voiceActivityType": "ACTIVITY_START"}})
 
-    def _end_of_speech(self, audio: np.ndarray[Any, Any], now: float) -> None:
+    def _end_of_speech(self, utterance: Utterance, now: float) -> None:
         assert self.session is not None
+        audio = utterance.samples()
         heard = self.em.registry.recognise(audio)
         seconds = len(audio) / RATE_IN
         text = heard if heard is not None else f"[speech {seconds:.1f}s]"
+        dropped = {"dropped_s": round(utterance.dropped / RATE_IN, 3)} if utterance.dropped else {}
         self.em.emit("emulator.heard", conn=self.number, audio_s=round(seconds, 3),
-                     recognised=heard is not None, text=text)
+                     recognised=heard is not None, text=text, **dropped)
         at = now + self.em.draw(self.p.turn_end_s)
         if self.session.setup.input_transcription:
             self._send(at, {"serverContent": {"inputTranscription": {"text": text,
                                                                      "finished": True}}})
-        self.session.mind.turns.append(("user", text))
+        self._say([("user", text)])
         self._answer_at(at)
+
+    def _say(self, turns: Iterable[tuple[str, str]]) -> None:
+        """Turns join the conversation, which forgets its oldest past CONTEXT_CHARS."""
+        assert self.session is not None
+        mind = self.session.mind
+        before = mind.dropped_chars
+        mind.say(turns)
+        if mind.dropped_chars > before:
+            self.em.emit("emulator.context_trimmed", conn=self.number,
+                         chars=mind.dropped_chars - before)
 
     def _turn_ends(self, said: bool, now: float, answer_at: float) -> None:
         """The user's turn ended at `now`. Words cut the model's turn under way (T7) and are
@@ -524,7 +609,7 @@ class Connection:
     def _respond(self, reply: Reply, at: float) -> None:
         assert self.session is not None
         said = [f"{c.name}({', '.join(f'{k}={v}' for k, v in c.args.items())})" for c in reply.calls]
-        self.session.mind.turns.append(("model", " ".join([*said, reply.speech or ""]).strip()))
+        self._say([("model", " ".join([*said, reply.speech or ""]).strip())])
         self._turn += 1
         turn = self._turn
         setup = self.session.setup

@@ -27,6 +27,14 @@ class RunningEmulator:
     env: dict[str, str]
     events: Path
     process: subprocess.Popen[str]
+    log: Path  # its stderr
+
+    def rss_kib(self, field: str = "VmRSS") -> int:
+        """The process's resident memory (VmRSS) or its peak (VmHWM), in KiB."""
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith(f"{field}:"):
+                return int(line.split()[1])
+        raise AssertionError(f"no {field} in /proc/{self.process.pid}/status")
 
     def event_names(self) -> list[str]:
         import json
@@ -89,7 +97,7 @@ def start_emulator(tmp_path: Path, utterances: Path,
             monkeypatch.setenv("GOOGLE_GENAI_USE_VERTEXAI", "true")
         else:
             monkeypatch.delenv("GOOGLE_GENAI_USE_VERTEXAI", raising=False)
-        return RunningEmulator(env, events, proc)
+        return RunningEmulator(env, events, proc, Path(log.name))
 
     yield start
     for proc in started:

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from faultlab.emulator.audio import RATE_IN, TranscriptRegistry, Vad, resample, synthesise
+from faultlab.emulator.audio import (
+    RATE_IN,
+    UTTERANCE_KEPT_S,
+    TranscriptRegistry,
+    Utterance,
+    Vad,
+    resample,
+    synthesise,
+)
 
 BOOKING = "Book me the 3pm slot tomorrow, please."
 
@@ -36,7 +44,7 @@ def test_recognition_does_not_depend_on_chunking_or_rate() -> None:
     for chunk in (320, 1600, 4801):
         vad = Vad()
         assert feed(vad, stream, chunk) == ["start", "end"]
-        assert registry.recognise(vad.take_utterance()) == BOOKING
+        assert registry.recognise(vad.take_utterance().samples()) == BOOKING
     upsampled = resample(synthesise(BOOKING, RATE_IN), RATE_IN, 24000)
     assert registry.recognise(resample(upsampled, 24000, RATE_IN)) == BOOKING
 
@@ -46,3 +54,31 @@ def test_unknown_speech_is_not_recognised() -> None:
     registry = TranscriptRegistry()
     registry.add(BOOKING, synthesise(BOOKING, RATE_IN))
     assert registry.recognise(synthesise("The weather is lovely today.", RATE_IN)) is None
+
+
+def test_an_utterance_keeps_its_last_sixty_seconds_in_copies() -> None:
+    """Memory: past UTTERANCE_KEPT_S the oldest samples go, whatever the chunking, and what is
+    kept does not hold the (larger) chunk it came from."""
+    utterance = Utterance()
+    ramp = (np.arange(70 * RATE_IN) % 30000).astype(np.int16)
+    for i in range(0, len(ramp), 4800):
+        utterance.add(ramp[i : i + 4800])
+    assert len(utterance) == UTTERANCE_KEPT_S * RATE_IN and utterance.dropped == 10 * RATE_IN
+    assert np.array_equal(utterance.samples(), ramp[-UTTERANCE_KEPT_S * RATE_IN :])
+    whole = Utterance()
+    whole.add(ramp)
+    assert np.array_equal(whole.samples(), ramp[-UTTERANCE_KEPT_S * RATE_IN :])
+    assert all(chunk.base is None for chunk in whole._chunks)
+
+
+def test_vad_holds_at_most_sixty_seconds_of_one_long_utterance() -> None:
+    """70 s of speech without a pause, fed as 10 MB-style big chunks, ends (on silence) as the
+    last 60 s, with the rest counted as dropped."""
+    t = np.arange(70 * RATE_IN) / RATE_IN
+    voice = (np.sin(2 * np.pi * 180 * t) * 8000).astype(np.int16)
+    vad = Vad()
+    assert feed(vad, voice, 35 * RATE_IN) == ["start"]
+    assert feed(vad, np.zeros(RATE_IN, np.int16), 1600) == ["end"]
+    utterance = vad.take_utterance()
+    assert len(utterance) == UTTERANCE_KEPT_S * RATE_IN
+    assert utterance.dropped > 10 * RATE_IN - RATE_IN // 10

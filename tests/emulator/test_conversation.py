@@ -4,13 +4,16 @@ models."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
 
+from faultlab.emulator.brain import CONTEXT_CHARS
 from faultlab.emulator.personality import PERSONALITIES, personality_with
 from faultlab.emulator.session import Action, Connection, Emulator
 
+from ..conftest import slack
 from .test_session import closes, frames, setup
 
 DEV = PERSONALITIES["gemini-dev-2026-10"]
@@ -253,3 +256,32 @@ def test_a_function_without_behavior_gets_the_models_default(default: str, kept:
 def spoken_text(actions: list[Action]) -> list[str]:
     return [a.frame["serverContent"]["outputTranscription"]["text"] for a in actions
             if a.frame and "outputTranscription" in a.frame.get("serverContent", {})]
+
+
+def test_a_session_keeps_the_latest_context_chars_of_its_conversation() -> None:
+    """Memory: past CONTEXT_CHARS the oldest turns are forgotten (an event says how much), a
+    longer turn keeps its end, and the model still answers the latest words."""
+    events: list[dict[str, Any]] = []
+    em = Emulator(DEV, seed=2, emit=lambda name, **f: events.append({"event": name, **f}))
+    conn = connected(em)
+    conn.receive(content("old words " * 30_000, False), 1.0)  # 300,000 characters
+    conn.receive(content("x" * (CONTEXT_CHARS * 2) + " Did you book it?", True), 1.1)
+    mind = conn.session.mind  # type: ignore[union-attr]
+    assert [len(text) for _, text in mind.turns] == [CONTEXT_CHARS - len("user") - 3]
+    assert mind.turns[0][1].endswith("x Did you book it?")
+    assert sum(e["chars"] for e in events if e["event"] == "emulator.context_trimmed") == (
+        300_000 + len("user") + 3 + CONTEXT_CHARS + len(" Did you book it?") + len("user") + 3)
+    assert spoken(conn.poll(5.0)) == ["I haven't booked anything yet."]
+    assert len(mind.context_text()) <= CONTEXT_CHARS
+
+
+def test_a_long_turn_of_rule_words_is_answered_in_linear_time() -> None:
+    """The rules' patterns have bounded gaps: half a MiB of "book ... " is answered at once (with
+    `.*` between the words it took minutes), and the echo of the user's words stays short."""
+    em = Emulator(DEV, seed=2)
+    conn = connected(em)
+    conn.receive(content("book book_slot " * 35_000, True), 1.0)
+    started = time.monotonic()
+    (reply,) = spoken(conn.poll(5.0))
+    assert time.monotonic() - started < slack(2.0)
+    assert reply.startswith("You said: book book_slot") and len(reply) <= 140

@@ -305,3 +305,73 @@ def test_a_status_line_alone_gets_the_model_to_say_where_the_job_stands() -> Non
         text = " ".join(p["text"] for f in out for p in f.get("serverContent", {}).get(
             "modelTurn", {}).get("parts", []))
         assert words in text and not any("toolCall" in f for f in out)
+
+
+def test_a_session_is_forgotten_when_its_handles_die_with_no_connection_after() -> None:
+    """Memory: a dropped session goes when its handles die (2 h after the drop, or at once when
+    reaped), at the time `next_due` says, with no later connection; its handles stay dead."""
+    em = Emulator(DEV, time_scale=0.01, seed=11)  # 2 h -> 72 s, 480 s -> 4.8 s
+    kept, kept_handle = open_session(em, 0.0)
+    kept.peer_closed(1.0)
+    reaped, reaped_handle = open_session(em, 0.0)
+    closes(reaped.poll(4.8))  # reaped: closed 1011 and dead
+    assert em.next_due() == 4.8
+    em.poll(4.8)
+    assert reaped_handle not in em.sessions and reaped_handle in em.dead_handles
+    assert kept_handle in em.sessions and em.next_due() == 73.0
+    em.poll(72.9)
+    assert kept_handle in em.sessions
+    em.poll(73.0)
+    assert not em.sessions and em.next_due() is None
+    assert dead_handle_answers(em, kept_handle, 80.0) <= {(1011, "Internal error encountered."), None}
+
+
+def test_a_session_resumed_in_time_is_not_forgotten_at_the_old_deadline() -> None:
+    """A resume before the handles die keeps the session; its own drop sets the new deadline."""
+    em = Emulator(DEV, time_scale=0.01, seed=11)
+    conn, handle = open_session(em, 0.0)
+    conn.peer_closed(1.0)
+    again = em.connect(50.0)
+    again.receive(setup(handle), 50.0)
+    assert frames(again.poll(51.0))[0] == {"setupComplete": {}}
+    em.poll(73.0)
+    assert em.sessions[handle].holder is again
+    again.peer_closed(60.0)
+    em.poll(131.9)
+    assert handle in em.sessions
+    em.poll(132.0)
+    assert handle not in em.sessions
+
+
+def test_a_session_held_past_its_tcps_end_is_forgotten_once_reaped() -> None:
+    """L8 then L7 with nobody resuming: the session is reaped and forgotten at the reap time."""
+    em = Emulator(DEV, seed=4)
+    old, handle = open_session(em, 0.0)
+    old.peer_closed(120.0, timed_out=True)
+    assert em.next_due() == 480.0
+    em.poll(480.0)
+    assert handle not in em.sessions and handle in em.dead_handles
+
+
+def test_manual_activity_holds_at_most_sixty_seconds_of_audio() -> None:
+    """Memory: between activityStart and activityEnd the last 60 s are kept; the turn is heard
+    as 60 s, and the event says how much was dropped."""
+    import base64
+
+    import numpy as np
+
+    events: list[dict[str, Any]] = []
+    em = Emulator(DEV, seed=9, emit=lambda name, **f: events.append({"event": name, **f}))
+    conn = em.connect(0.0)
+    conn.receive(setup(realtimeInputConfig={"automaticActivityDetection": {"disabled": True}}), 0)
+    conn.poll(1.0)
+    conn.receive(json.dumps({"realtimeInput": {"activityStart": {}}}), 1.0)
+    tone = (np.sin(np.arange(10 * 16000) / 5) * 8000).astype("<i2").tobytes()
+    for i in range(7):
+        conn.receive(json.dumps({"realtimeInput": {"audio": {
+            "data": base64.b64encode(tone).decode(), "mimeType": "audio/pcm;rate=16000"}}}), 1.1 + i)
+    assert conn._manual_audio is not None and len(conn._manual_audio) == 60 * 16000
+    conn.receive(json.dumps({"realtimeInput": {"activityEnd": {}}}), 9.0)
+    (heard,) = [e for e in events if e["event"] == "emulator.heard"]
+    assert heard["audio_s"] == 60.0 and heard["dropped_s"] == 10.0
+    assert heard["text"] == "[speech 60.0s]"
