@@ -1,27 +1,31 @@
 """The `faultlab` command: parses, calls the library, maps errors to exit codes.
 
 Exit codes: 0 every expectation held; 1 an expectation failed; 2 usage or profile error;
-3 the lab or a mechanism failed; 130 interrupted (the lab is torn down first).
+3 the lab or a mechanism failed; 130 interrupted by SIGINT, 143 by SIGTERM, at any moment (what
+the run had built is torn down first; see `faultlab.interrupt`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
-import signal
 import sys
 import textwrap
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from faultlab import interrupt
 from faultlab.errors import FaultlabError, PrivilegeError, ProfileError
-from faultlab.events import Event
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from faultlab.events import Event
+
+# What `main` exits with after SIGINT; after SIGTERM, 143 (128 + the signal's number).
 EXIT_INTERRUPTED = 130
 
 
@@ -30,9 +34,26 @@ def _fail(message: str, code: int) -> None:
     sys.exit(code)
 
 
+def main() -> None:
+    """The `faultlab` command: click's, with SIGINT and SIGTERM answered at any moment (the
+    script's first call; importing this module does not touch signals)."""
+    interrupt.catch()
+    code: Any = 0
+    try:
+        try:
+            interrupt.raise_from_now()
+            cli.main(prog_name="faultlab")
+        except SystemExit as exc:
+            code = exc.code
+        interrupt.note_only()
+    except interrupt.Interrupted:
+        click.echo(f"faultlab: interrupted by {interrupt.describe()}", err=True)
+    sys.exit(interrupt.exit_code(code))
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="faultlab")
-def main() -> None:
+def cli() -> None:
     """Network fault injection for WebSocket and Live API clients."""
 
 
@@ -51,7 +72,7 @@ def _profile_files(paths: tuple[str, ...]) -> list[Path]:
     return files
 
 
-@main.command()
+@cli.command()
 @click.argument("paths", nargs=-1, required=True, metavar="PATH_OR_NAME...")
 def validate(paths: tuple[str, ...]) -> None:
     """Check profiles (files, folders, or names such as silent-loss); print every problem as
@@ -83,32 +104,7 @@ def _progress(quiet: bool) -> Callable[[Event], None] | None:
     return show
 
 
-def _run_cancellable(coro: Any) -> Any:
-    """Run `coro`; SIGTERM cancels it like Ctrl-C, so its teardown always runs."""
-
-    async def main_task() -> Any:
-        task = asyncio.current_task()
-        loop = asyncio.get_running_loop()
-        cancelled = False
-
-        def on_signal() -> None:
-            nonlocal cancelled
-            if not cancelled and task is not None:
-                cancelled = True
-                click.echo("faultlab: interrupted, tearing the lab down", err=True)
-                task.cancel()
-
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, on_signal)
-        return await coro
-
-    try:
-        return asyncio.run(main_task())
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        _fail("interrupted; the lab was torn down", EXIT_INTERRUPTED)
-
-
-@main.command()
+@cli.command()
 @click.argument("paths", nargs=-1, required=True, metavar="PATH_OR_NAME...")
 @click.option("--runs-dir", type=click.Path(path_type=Path), default=Path("runs"),
               show_default=True, help="Where run folders are written.")
@@ -121,6 +117,8 @@ def run(paths: tuple[str, ...], runs_dir: Path, quiet: bool, repeat: int) -> Non
 
     With several runs, a table in the field study's style (outcomes and latency ranges per
     scenario) is printed and written to RUNS_DIR/suite-TIME.md."""
+    import asyncio
+
     # Before the runner's imports, so that a misspelt name is answered at once.
     files = _profile_files(paths)
     from faultlab.lab.privilege import reexec_in_user_namespace
@@ -166,16 +164,19 @@ def run(paths: tuple[str, ...], runs_dir: Path, quiet: bool, repeat: int) -> Non
         return result
 
     try:
-        code = _run_cancellable(run_all())
+        code = asyncio.run(interrupt.cancel_on_signal(run_all()))
+    except asyncio.CancelledError:  # only a signal cancels the runs; main() exits with its code
+        _fail(f"interrupted by {interrupt.describe()}; the lab was torn down", EXIT_INTERRUPTED)
     except FaultlabError as exc:
         _fail(str(exc), 3)
+    # From here a signal only changes the exit code: the suite table is written whole.
     if len(results) > 1:
         table = runs_dir / f"suite-{datetime.now():%Y%m%d-%H%M%S}.md"
         click.echo("\n" + write_suite(results, table) + f"\n(written to {table})")
     sys.exit(code)
 
 
-@main.command()
+@cli.command()
 def profiles() -> None:
     """List the profiles that run and validate take by name, each with its first sentence."""
     from faultlab.catalogue import profile_catalogue, profile_summary
@@ -192,14 +193,15 @@ def profiles() -> None:
             click.echo(f"{indent}{name:<{width}}  {summary}".rstrip())
 
 
-@main.group()
+@cli.group()
 def lab() -> None:
     """Lab maintenance."""
 
 
 @lab.command()
 def gc() -> None:
-    """Remove what killed runs left behind: faultlab namespaces and the processes in them."""
+    """Remove what killed runs left behind: the processes in their namespaces, the namespaces,
+    their scratch folders and leases, and their folders in the temp dir; live runs' are spared."""
     from faultlab.lab.gc import collect
 
     try:
@@ -212,7 +214,7 @@ def gc() -> None:
         click.echo("nothing to clean")
 
 
-@main.command()
+@cli.command()
 def doctor() -> None:
     """Show what faultlab can use on this machine, and how to fix what is missing."""
     from faultlab.doctor import diagnose
@@ -227,7 +229,7 @@ def doctor() -> None:
     sys.exit(0 if ok else 1)
 
 
-@main.group()
+@cli.group()
 def emulator() -> None:
     """The Live API emulator."""
 
@@ -253,6 +255,8 @@ def serve(host: str, port: int, personality: str, time_scale: float, ca_dir: Pat
           utterances: tuple[Path, ...], events_path: Path | None, seed: int | None,
           settings: tuple[str, ...]) -> None:
     """Serve the Live API on TLS; prints the environment an SDK client needs."""
+    import asyncio
+
     import yaml
 
     from faultlab.emulator.run import serve_until_stopped
@@ -281,7 +285,7 @@ def serve(host: str, port: int, personality: str, time_scale: float, ca_dir: Pat
         _fail(str(exc), 3)
 
 
-@main.group()
+@cli.group()
 def pcap() -> None:
     """Capture analysis."""
 

@@ -4,13 +4,11 @@ An event is a line `{"t": <seconds since the run started>, "source": ..., "event
 Clients add their own events by appending JSON lines to the file named in `FAULTLAB_EVENTS`
 (`{"event": "client.lost", "ts": <unix time>, ...}`); the run tails those files
 (faultlab.sources) and puts their events on the bus, converting `ts` to the run clock. Secrets
-never reach a file: API keys and resumption handles are replaced by their length and a short
-hash.
+never reach a file: both writers redact every event on its way out (faultlab.private).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -19,32 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-# Field names whose values are secrets wherever they appear (compared case-insensitively).
-SECRET_FIELDS = frozenset(
-    {"api_key", "apikey", "key", "x-goog-api-key", "authorization", "access_token",
-     "handle", "newhandle", "new_handle", "token"}
+from faultlab.private import (
+    PRIVATE_FILE,
+    json_default,
+    open_private,
+    redact,
+    remember_env_secrets,
 )
-
-
-def redact_value(value: str) -> str:
-    """A secret as its length and a short hash, enough to tell two handles apart (a value already
-    redacted, by a client's own writer, stays as it is)."""
-    if value.startswith("<redacted len="):
-        return value
-    digest = hashlib.sha256(value.encode()).hexdigest()[:8]
-    return f"<redacted len={len(value)} sha256={digest}>"
-
-
-def redact(data: Any) -> Any:
-    """A copy of `data` with every secret field's string value redacted, at any depth."""
-    if isinstance(data, Mapping):
-        return {
-            k: redact_value(v) if isinstance(v, str) and k.lower() in SECRET_FIELDS else redact(v)
-            for k, v in data.items()
-        }
-    if isinstance(data, list | tuple):
-        return [redact(v) for v in data]
-    return data
 
 
 @dataclass(frozen=True)
@@ -65,7 +44,7 @@ class Event:
     def to_json(self) -> str:
         return json.dumps(
             {"t": round(self.t, 6), "source": self.source, "event": self.name, **self.fields},
-            default=str,
+            default=json_default,
         )
 
     @classmethod
@@ -96,9 +75,10 @@ class EventBus:
 
     def __init__(self, clock: RunClock, path: Path | None = None) -> None:
         self.clock = clock
+        remember_env_secrets()
         self.events: list[Event] = []
         self._subscribers: list[Subscriber] = []
-        self._file: IO[str] | None = path.open("w", encoding="utf-8") if path else None
+        self._file: IO[str] | None = open_private(path, "w") if path else None
 
     def subscribe(self, subscriber: Subscriber) -> None:
         self._subscribers.append(subscriber)
@@ -163,15 +143,17 @@ class EventWriter:
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         target = path if path is not None else os.environ.get("FAULTLAB_EVENTS")
+        remember_env_secrets()
         # O_APPEND makes every line one atomic write, even with several writers on one file.
         self._fd = (
-            os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) if target else None
+            os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE) if target else None
         )
 
     def emit(self, event: str, /, **fields: Any) -> None:
         if self._fd is None:
             return
-        line = json.dumps({"event": event, "ts": time.time(), **redact(fields)}, default=str)
+        line = json.dumps({"event": event, "ts": time.time(), **redact(fields)},
+                          default=json_default)
         os.write(self._fd, (line + "\n").encode())
 
     def close(self) -> None:

@@ -23,6 +23,7 @@ from faultlab.lab.base import Lab, Role
 from faultlab.lab.process import LabProcess, wait_listening
 from faultlab.mic import VirtualMic, write_clips
 from faultlab.peers import builtin_command
+from faultlab.private import create_private, remember_secrets, secrets_in_env
 from faultlab.profile import EmulatorTarget, Profile, Program
 from faultlab.sources import EventTails
 from faultlab.tls import LabCA
@@ -67,7 +68,7 @@ class Launcher:
         env = self._environment("target")
         if target.emulator is not None:
             argv = self._emulator_argv(target.emulator)
-            env["SSLKEYLOGFILE"] = str(self.run_dir / "emulator-keys.log")
+            env["SSLKEYLOGFILE"] = str(create_private(self.run_dir / "emulator-keys.log"))
         else:
             argv = program_argv(target)
         proc = await self._start("target", "server", argv, env, None)
@@ -124,8 +125,10 @@ class Launcher:
 
     async def _start(self, role: str, where: Role, argv: list[str], env: dict[str, str],
                      hosts: Path | None) -> LabProcess:
+        # Whatever key the process is given is redacted wherever the run meets it.
+        remember_secrets(secrets_in_env(env))
         proc = await LabProcess.start(role, self.lab, where, argv, env, hosts,
-                                      self.run_dir / f"{role}.log", self.bus)
+                                      create_private(self.run_dir / f"{role}.log"), self.bus)
         self.stack.push_async_callback(proc.stop)
         return proc
 

@@ -25,6 +25,7 @@ import numpy as np
 
 from faultlab.emulator.audio import RATE_IN, Samples, synthesise, write_wav
 from faultlab.events import EventBus
+from faultlab.lab.process import leftover_dirs
 
 PIECE_S = 0.02
 PIECE_BYTES = int(RATE_IN * PIECE_S) * 2
@@ -35,12 +36,7 @@ SPARE_DIR_PREFIX = "faultlab-mic-"
 
 def leftover_mic_dirs() -> list[Path]:
     """Spare microphone folders whose run (the pid in the name) is gone."""
-    out = []
-    for folder in Path(tempfile.gettempdir()).glob(f"{SPARE_DIR_PREFIX}*"):
-        pid = folder.name.removeprefix(SPARE_DIR_PREFIX).split("-")[0]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            out.append(folder)
-    return out
+    return leftover_dirs(SPARE_DIR_PREFIX)
 
 
 def write_clips(lines: Sequence[str], folder: Path) -> list[Samples]:

@@ -2,7 +2,7 @@
 the proxy, the capture, the client, the timeline; then the verdict and the report.
 
 Each step is a context entered on one stack, so teardown always runs, in reverse, on success,
-failure, Ctrl-C and SIGTERM.
+failure, Ctrl-C and SIGTERM; a signal that comes during teardown does not cut it (`Teardown`).
 """
 
 from __future__ import annotations
@@ -14,15 +14,18 @@ from collections.abc import Callable
 from contextlib import AsyncExitStack
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from faultlab.capture.live import LiveCapture
 from faultlab.errors import FaultlabError, LabError
 from faultlab.events import Event, EventBus, RunClock
 from faultlab.expect import RunFacts, evaluate
 from faultlab.injector import FaultRuntime
+from faultlab.interrupt import uncancelled
 from faultlab.lab import LABS, Lab, LabSpec
 from faultlab.lab.process import LabProcess
 from faultlab.launch import Launcher
+from faultlab.private import PRIVATE_DIR, redact_process_files
 from faultlab.profile import Profile
 from faultlab.proxy.control import ArmedStep, ProxyControl
 from faultlab.proxy.launch import launch_proxy
@@ -37,11 +40,19 @@ def make_run_dir(runs_dir: Path, name: str, started: datetime) -> Path:
     for n in range(1000):
         candidate = base if n == 0 else base.with_name(f"{base.name}.{n}")
         try:
-            candidate.mkdir(parents=True)
+            candidate.mkdir(parents=True, mode=PRIVATE_DIR)
             return candidate
         except FileExistsError:
             continue
     raise LabError(f"cannot make a run folder under {runs_dir}")
+
+
+class Teardown(AsyncExitStack):
+    """The run's exit stack: its unwinding runs to its end even when the run is cancelled (by
+    SIGINT or SIGTERM) meanwhile; the cancellation is raised after it."""
+
+    async def __aexit__(self, *exc_details: Any) -> bool | None:
+        return await uncancelled(super().__aexit__(*exc_details))
 
 
 class Run:
@@ -78,7 +89,11 @@ class Run:
             self._fail(str(exc))
             self.bus.emit("faultlab", "run.error", error=str(exc))
         except asyncio.CancelledError:
-            self.result.error = "interrupted before the run ended"
+            # After `run.teardown` the verdict's evidence was complete: it stands.
+            during = "teardown" if self.result.observed_until < float("inf") else "run"
+            if during == "run":
+                self.result.error = "interrupted before the run ended"
+            self.bus.emit("faultlab", "run.interrupted", during=during)
             raise
         finally:
             self._judge()
@@ -86,7 +101,7 @@ class Run:
 
     async def _run(self) -> None:
         p = self.profile
-        async with AsyncExitStack() as stack:
+        async with Teardown() as stack:
             lab = await self._build_lab(stack)
             self.bus.subscribe(self._observe)
             follow = asyncio.create_task(self.tails.follow())
@@ -195,6 +210,7 @@ class Run:
         self.bus.emit("faultlab", "run.end", verdict=result.verdict,
                       duration_s=round(result.duration_s, 3))
         self.bus.close()
+        redact_process_files(self.run_dir)
         write_summary(result, self.run_dir / "summary.md")
 
 

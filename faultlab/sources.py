@@ -15,6 +15,7 @@ from pathlib import Path
 from faultlab.capture.live import ConnectionTable
 from faultlab.events import Event, EventBus, EventFileTail
 from faultlab.frames import Frame, sender_of
+from faultlab.private import create_private
 
 TAIL_POLL_S = 0.01
 
@@ -28,7 +29,7 @@ class EventTails:
 
     def add(self, path: Path, source: str) -> Path:
         """Follow `path` (created empty) as the events of `source`; returns the path."""
-        path.touch()
+        create_private(path)
         self._tails.append(EventFileTail(path, source))
         return path
 

@@ -20,6 +20,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from faultlab.private import PRIVATE_DIR, write_private
+
 # The names the real Live API service answers on; certificates cover them by default.
 SERVICE_NAMES = (
     "generativelanguage.googleapis.com",
@@ -33,12 +35,6 @@ LOOPBACK_IPS = ("127.0.0.1", "::1")
 def default_ca_dir() -> Path:
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "faultlab" / "ca"
-
-
-def _write_private(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
 
 
 def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
@@ -61,7 +57,7 @@ class LabCA:
         self._key = key
 
     def _create(self) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.directory.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
         key = ec.generate_private_key(ec.SECP256R1())
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "faultlab lab CA"),
                           x509.NameAttribute(NameOID.ORGANIZATION_NAME, "faultlab")])
@@ -80,7 +76,7 @@ class LabCA:
                            critical=False)
             .sign(key, hashes.SHA256())
         )
-        _write_private(self._key_path, _pem_key(key))
+        write_private(self._key_path, _pem_key(key))
         tmp = self.cert_path.with_suffix(".tmp")
         tmp.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
         tmp.replace(self.cert_path)
@@ -113,7 +109,7 @@ class LabCA:
                            critical=False)
             .sign(self._key, hashes.SHA256())
         )
-        _write_private(key_path, _pem_key(key))
+        write_private(key_path, _pem_key(key))
         cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
         return cert_path, key_path
 
@@ -131,8 +127,8 @@ class LabCA:
 
     def mitmproxy_confdir(self, confdir: Path) -> Path:
         """A mitmproxy configuration folder whose CA is this one (`mitmproxy-ca.pem`: key + cert)."""
-        confdir.mkdir(parents=True, exist_ok=True)
-        _write_private(confdir / "mitmproxy-ca.pem",
-                       self._key_path.read_bytes() + self.cert_path.read_bytes())
+        confdir.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
+        write_private(confdir / "mitmproxy-ca.pem",
+                      self._key_path.read_bytes() + self.cert_path.read_bytes())
         (confdir / "mitmproxy-ca-cert.pem").write_bytes(self.cert_path.read_bytes())
         return confdir

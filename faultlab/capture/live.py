@@ -22,9 +22,11 @@ from faultlab.capture.pcap import ACK, FIN, RST, SYN, PcapStream, decode_tcp
 from faultlab.connections import ConnectionChoice, choose
 from faultlab.errors import MechanismError
 from faultlab.events import EventBus
+from faultlab.interrupt import uncancelled
 from faultlab.lab.base import Lab
 from faultlab.lab.privilege import in_user_namespace
 from faultlab.lab.process import terminate
+from faultlab.private import open_private
 
 READY_TIMEOUT_S = 5.0
 DRAIN_QUIET_S = 0.1
@@ -97,7 +99,12 @@ class LiveCapture:
             argv += ["-Z", "root"]
         self._proc = await self.lab.spawn("router", argv, os.environ, stdout=asyncio.subprocess.PIPE,
                                  stderr=asyncio.subprocess.PIPE)
-        await self._wait_listening()
+        try:
+            await self._wait_listening()
+        except BaseException:
+            # Not on the run's stack yet (a failed start, or a run cancelled meanwhile): stop it.
+            await uncancelled(terminate(self._proc, 1.0))
+            raise
         self._reader = asyncio.create_task(self._read())
         self.bus.emit("capture", "capture.start", iface=self.iface, pid=self._proc.pid)
         return self
@@ -113,14 +120,14 @@ class LiveCapture:
                     seen.append(line.strip())
         except TimeoutError:
             pass
-        await terminate(self._proc, 1.0)
         raise MechanismError(f"tcpdump did not start: {' '.join(seen) or 'no output'}")
 
     async def _read(self) -> None:
         assert self._proc is not None and self._proc.stdout is not None
         stream = PcapStream()
         loop = asyncio.get_running_loop()
-        out = self.pcap_path.open("wb") if self.pcap_path else None
+        # The capture holds every packet of the run: only its owner may read it.
+        out = open_private(self.pcap_path, "wb") if self.pcap_path else None
         try:
             while chunk := await self._proc.stdout.read(1 << 16):
                 self._last_data = loop.time()

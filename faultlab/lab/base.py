@@ -64,6 +64,13 @@ class Lab(ABC):
 
     @property
     @abstractmethod
+    def scratch(self) -> Path:
+        """A folder of this lab's own for what cannot live in the run folder (a unix socket's
+        path is limited to 108 bytes): short, private, removed at teardown and, after a SIGKILL,
+        by `lab gc` (so tie it to what gc judges the lab's owner by)."""
+
+    @property
+    @abstractmethod
     def client_address(self) -> IPv4Address: ...
 
     @property

@@ -3,8 +3,11 @@
 Each veth is created from inside the router with its peer placed directly in the end's namespace
 (moving a veth afterwards costs ~20 ms each). Names carry faultlab's prefix and a slot number; the
 slot also picks the addresses, from 198.18.0.0/15 (RFC 2544's benchmarking range, never a LAN), so
-several labs run at once. A lab built without root lives in the user namespace of its run and
-vanishes with it.
+several labs run at once. A lab built as root takes its slot's lease before anything else, then
+its scratch folder next to the lease, then the namespaces; teardown removes them in reverse, the
+lease last, and `lab gc` does the same for a run that was SIGKILLed. A lab built without root
+lives in the user namespace of its run and vanishes with it, but for its private folder in the
+temp dir (`faultlab-netns-<pid>-*`, which `lab gc` removes once that pid is gone).
 """
 
 from __future__ import annotations
@@ -27,15 +30,17 @@ from typing import Any, ClassVar, Self
 from pyroute2 import IPRoute
 
 from faultlab.errors import LabError
+from faultlab.interrupt import uncancelled
 from faultlab.lab.base import Lab, LabSpec, Role
 from faultlab.lab.namespace import Namespace, remove_namespace, write_sysctl
 from faultlab.lab.privilege import in_user_namespace
 
 NETNS_PREFIX = "faultlab-"
 ROOT_NETNS_DIR = Path("/run/netns")
-# A lab built as root leaves `lab-<slot>.pid` here, naming the run that owns it; `lab gc` spares
-# the labs of live runs.
+# A lab built as root leaves `lab-<slot>.pid` here, naming the run that owns it, and its scratch
+# folder `lab-<slot>/`; `lab gc` spares the labs of live runs.
 LEASE_DIR = Path("/run/faultlab")
+PRIVATE_DIR_PREFIX = "faultlab-netns-"
 ADDRESS_POOL = IPv4Network("198.18.0.0/15")
 SLOTS = ADDRESS_POOL.num_addresses // 8
 ROLES = ("router", "client", "server")
@@ -95,6 +100,7 @@ class NetnsLab(Lab):
         self.namespaces: dict[str, Namespace] = {}
         self._paths: list[Path] = []
         self._private_dir: Path | None = None
+        self._scratch: Path | None = None
 
     @classmethod
     def build(cls, spec: LabSpec) -> Self:
@@ -102,6 +108,13 @@ class NetnsLab(Lab):
 
     def place(self, role: Role) -> Namespace:
         return self.namespaces[role]
+
+    @property
+    def scratch(self) -> Path:
+        """`/run/faultlab/lab-<slot>/` as root (under the slot's lease), the private folder
+        without root."""
+        assert self._scratch is not None, "the lab is not built"
+        return self._scratch
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "slot": self.slot}
@@ -115,22 +128,25 @@ class NetnsLab(Lab):
         return self.addressing.server.ip
 
     async def __aenter__(self) -> Self:
+        # A thread cannot be stopped: a run cancelled meanwhile waits for the build to end, so
+        # that the teardown undoes all of it.
         try:
-            await asyncio.to_thread(self._build)
+            await uncancelled(asyncio.to_thread(self._build))
         except BaseException:
-            await asyncio.to_thread(self._teardown)
+            await uncancelled(asyncio.to_thread(self._teardown))
             raise
         return self
 
     async def __aexit__(
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
-        await asyncio.to_thread(self._teardown)
+        await uncancelled(asyncio.to_thread(self._teardown))
 
     def _netns_dir(self) -> Path:
         if in_user_namespace():
             # /run/netns belongs to the host's root; a rootless lab keeps its own, private one.
-            self._private_dir = Path(tempfile.mkdtemp(prefix="faultlab-netns-"))
+            self._private_dir = Path(tempfile.mkdtemp(prefix=f"{PRIVATE_DIR_PREFIX}{os.getpid()}-"))
+            self._scratch = self._private_dir
             return self._private_dir
         return ROOT_NETNS_DIR
 
@@ -146,6 +162,8 @@ class NetnsLab(Lab):
                 continue
             self.slot = slot
             try:
+                if self._private_dir is None:
+                    self._scratch = make_scratch(slot)
                 # A name taken all the same (a rootless run's, a leftover's) fails with EEXIST.
                 for role in ROLES:
                     self.namespaces[role] = Namespace.create(role, paths[role])
@@ -188,9 +206,11 @@ class NetnsLab(Lab):
         self._paths.clear()
 
     def _release(self) -> None:
-        """Remove the namespaces, then give the slot's lease back."""
+        """Remove the namespaces and the scratch folder, then give the slot's lease back."""
         self._remove_namespaces()
         if self.slot >= 0 and self._private_dir is None:
+            shutil.rmtree(scratch_path(self.slot), ignore_errors=True)
+            self._scratch = None
             lease_path(self.slot).unlink(missing_ok=True)
         self.slot = -1
 
@@ -198,11 +218,24 @@ class NetnsLab(Lab):
         self._release()
         if self._private_dir is not None:
             shutil.rmtree(self._private_dir, ignore_errors=True)
-            self._private_dir = None
+            self._private_dir = self._scratch = None
 
 
 def lease_path(slot: int) -> Path:
     return LEASE_DIR / f"lab-{slot}.pid"
+
+
+def scratch_path(slot: int) -> Path:
+    return LEASE_DIR / f"lab-{slot}"
+
+
+def make_scratch(slot: int) -> Path:
+    """The scratch folder of a slot whose lease this process holds (one found there is a
+    leftover: the lease says nobody else has the slot)."""
+    path = scratch_path(slot)
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(mode=0o700)
+    return path
 
 
 def take_lease(slot: int) -> bool:

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from faultlab import interrupt
 from faultlab.errors import PrivilegeError
 
 # Set in the environment of a faultlab re-executed inside its own user namespace.
@@ -54,4 +55,7 @@ def reexec_in_user_namespace(args: Sequence[str]) -> None:
             "(sysctl user.max_user_namespaces > 0, util-linux's unshare); see `faultlab doctor`"
         )
     os.environ[USERNS_MARK] = "1"
+    # Held across the exec, a SIGINT or SIGTERM is delivered once the new command has caught
+    # them (faultlab.interrupt) instead of killing it before its first instruction.
+    interrupt.hold()
     os.execv(unshare, [unshare, *UNSHARE_ARGS, "--", sys.executable, "-m", "faultlab", *args])

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -54,6 +55,17 @@ async def terminate(proc: asyncio.subprocess.Process, grace_s: float) -> Ending:
         code = await proc.wait()
         return Ending(code, stopped=True, killed=True, grace_s=grace_s,
                       stop_s=time.monotonic() - started)
+
+
+def leftover_dirs(prefix: str) -> list[Path]:
+    """Folders `<prefix><pid>-*` in the temp dir whose process is gone. A pid alone may have
+    been reused: then a leftover is spared, never a live run's folder removed."""
+    out = []
+    for folder in Path(tempfile.gettempdir()).glob(f"{prefix}*"):
+        pid = folder.name.removeprefix(prefix).split("-")[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            out.append(folder)
+    return out
 
 
 def listening(pid: int, port: int) -> bool:

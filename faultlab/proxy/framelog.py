@@ -3,7 +3,8 @@
 Frames carry the run's connection number `k` (faultlab.connections) once the run has told it, and
 `proxy.ws_start` the client's port, by which the run numbers them in any case. The proxy's own
 message history is trimmed as it goes (mitmproxy keeps every message of a flow otherwise), so
-memory stays flat over long runs.
+memory stays flat over long runs. The event writer redacts the client's credentials (the path's
+`?key=`), which the proxy also remembers, so they are redacted wherever else they appear.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from mitmproxy import http
 
 from faultlab.livewire import describe
+from faultlab.private import credentials, remember_secrets
 from faultlab.proxy import internals
 from faultlab.proxy.state import ProxyState
 
@@ -23,6 +25,8 @@ class FrameLog:
         self.events = state.events
 
     def websocket_start(self, flow: http.HTTPFlow) -> None:
+        # The key the client sent is redacted wherever this process writes it, path included.
+        remember_secrets(credentials(flow.request.path, flow.request.headers))
         self.state.flows.append(flow)
         client, server = flow.client_conn.peername, flow.server_conn.peername
         self.events.emit("proxy.ws_start", flow=flow.id[:8], k=self.state.number_of(flow),

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-import tempfile
 from contextlib import AsyncExitStack
 from pathlib import Path
 
@@ -13,6 +11,7 @@ from faultlab.events import EventBus
 from faultlab.faults.iptables import redirect
 from faultlab.lab.base import Lab
 from faultlab.lab.process import LabProcess, wait_listening
+from faultlab.private import create_private
 from faultlab.proxy.control import ProxyControl
 from faultlab.tls import LabCA
 
@@ -26,17 +25,17 @@ async def launch_proxy(lab: Lab, target_port: int, ca: LabCA, work_dir: Path, ev
     """mitmproxy in the router, fed the client's connections to `target_port` by a REDIRECT;
     everything it leaves is stopped and removed by `stack`."""
     await redirect(lab.router, lab.client_link, target_port, PROXY_PORT)
-    # A unix socket path is limited to 108 bytes: the work folder may be deeper than that.
-    sock_dir = Path(tempfile.mkdtemp(prefix="faultlab-"))
-    stack.callback(shutil.rmtree, sock_dir, True)
-    control_path = sock_dir / "proxy.sock"
+    # A unix socket path is limited to 108 bytes: the work folder may be deeper than that. The
+    # lab's scratch folder goes with the lab, and with `lab gc` after a SIGKILL.
+    control_path = lab.scratch / "proxy.sock"
+    stack.callback(control_path.unlink, True)
     argv = [sys.executable, "-m", "faultlab.proxy", "--port", str(PROXY_PORT), "--confdir",
             str(ca.mitmproxy_confdir(work_dir / "mitmproxy")), "--control", str(control_path)]
     if verify_with_lab_ca:
         argv += ["--upstream-ca", str(ca.cert_path)]
     env = dict(os.environ, FAULTLAB_EVENTS=str(events_file),
-               MITMPROXY_SSLKEYLOGFILE=str(work_dir / "keys.log"))
-    log = work_dir / "proxy.log"
+               MITMPROXY_SSLKEYLOGFILE=str(create_private(work_dir / "keys.log")))
+    log = create_private(work_dir / "proxy.log")
     proxy = await LabProcess.start("proxy", lab, "router", argv, env, None, log, bus)
     stack.push_async_callback(proxy.stop)
     await wait_listening(proxy, PROXY_PORT, READY_S, log)

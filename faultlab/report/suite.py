@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from faultlab.events import Event
 from faultlab.expect.session import delivered_audio
+from faultlab.private import redact_text, remember_env_secrets, write_private
 from faultlab.report.registry import columns, counts, register_column, span
 
 if TYPE_CHECKING:
@@ -101,6 +102,7 @@ def render_suite(results: Sequence[RunResult]) -> str:
 
 
 def write_suite(results: Sequence[RunResult], path: Path) -> str:
-    text = render_suite(results)
-    path.write_text(text, encoding="utf-8")
+    remember_env_secrets()
+    text = redact_text(render_suite(results))
+    write_private(path, text)
     return text

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from faultlab.private import redact_text, remember_env_secrets, write_private
 from faultlab.report.registry import summary_events
 
 if TYPE_CHECKING:
@@ -80,4 +81,5 @@ def render_summary(result: RunResult) -> str:
 
 
 def write_summary(result: RunResult, path: Path) -> None:
-    path.write_text(render_summary(result), encoding="utf-8")
+    remember_env_secrets()
+    write_private(path, redact_text(render_summary(result)))

@@ -95,6 +95,10 @@ class FakeLab(Lab):
         return self.places[role]
 
     @property
+    def scratch(self) -> Path:
+        raise NotImplementedError("a fault test keeps no files in the lab")
+
+    @property
     def client_address(self) -> IPv4Address:
         return IPv4Address(CLIENT)
 

@@ -9,7 +9,14 @@ import subprocess
 from pathlib import Path
 
 from faultlab.events import Event
-from faultlab.lab.netns import LAB_NAME, NETNS_PREFIX, ROLES, ROOT_NETNS_DIR, lease_path
+from faultlab.lab.netns import (
+    LAB_NAME,
+    NETNS_PREFIX,
+    ROLES,
+    ROOT_NETNS_DIR,
+    lease_path,
+    scratch_path,
+)
 from faultlab.profile import parse_profile
 from faultlab.result import RunResult
 from faultlab.runner import Run
@@ -54,9 +61,9 @@ def host_network_state() -> str:
 
 
 def lab_traces(slot: int, owner: int) -> list[str]:
-    """What is on the host of the lab that process `owner` built in `slot`: its namespaces and
-    its lease. Once another run has taken the slot (its lease names another pid), nothing
-    there is `owner`'s."""
+    """What is on the host of the lab that process `owner` built in `slot`: its namespaces, its
+    scratch folder and its lease. Once another run has taken the slot (its lease names another
+    pid), nothing there is `owner`'s."""
     lease = lease_path(slot)
     try:
         holder: int | None = int(lease.read_text().split()[0])
@@ -65,7 +72,9 @@ def lab_traces(slot: int, owner: int) -> list[str]:
     if holder is not None and holder != owner:
         return []
     names = [f"{NETNS_PREFIX}{slot}-{role}" for role in ROLES]
+    scratch = scratch_path(slot)
     return ([n for n in names if (ROOT_NETNS_DIR / n).exists()]
+            + ([str(scratch)] if scratch.exists() else [])
             + ([str(lease)] if holder == owner else []))
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from faultlab.lab.netns import ROOT_NETNS_DIR, NetnsLab, lease_path
+from faultlab.lab.netns import ROOT_NETNS_DIR, NetnsLab, lease_path, scratch_path
 
 from ..conftest import PROFILES, REPO, faultlab, slack
 from .helpers import host_network_state, lab_traces
@@ -71,13 +71,13 @@ def pid_alive(pid: int) -> bool:
 
 
 def test_sigterm_tears_everything_down(tmp_path: Path) -> None:
-    """SIGTERM mid-run: exit 130, the lab and its processes are gone, the report is written."""
+    """SIGTERM mid-run: exit 143, the lab and its processes are gone, the report is written."""
     before = host_network_state()
     proc, run_dir = start_run(tmp_path)
     assert lab_traces(run_slot(run_dir), proc.pid) != []  # the run's lab, while it runs
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=slack(20))
-    assert proc.returncode == 130, err.decode()
+    assert proc.returncode == 143, err.decode()
     assert b"Traceback" not in err
     evs = run_events(run_dir)
     assert evs[-1]["event"] == "run.end"
@@ -97,8 +97,9 @@ def test_sigkill_then_gc_restores_the_host(tmp_path: Path) -> None:
     proc.wait(timeout=slack(5))
     slot = run_slot(run_dir)
     names = [f"faultlab-{slot}-{role}" for role in ("client", "router", "server")]
-    # The killed run's three namespaces and its lease, naming its dead pid.
-    assert sorted(lab_traces(slot, proc.pid)) == sorted([*names, str(lease_path(slot))])
+    # The killed run's three namespaces, its scratch folder and its lease, naming its dead pid.
+    assert sorted(lab_traces(slot, proc.pid)) == sorted(
+        [*names, str(scratch_path(slot)), str(lease_path(slot))])
     done = faultlab("lab", "gc")
     assert done.returncode == 0, done.stderr
     assert all(f"removed namespace {n}" in done.stdout.splitlines() for n in names), done.stdout

@@ -1,0 +1,256 @@
+"""What a run keeps to itself: secrets redacted in every artifact it writes, and its folder and
+files readable by their owner only.
+
+Every writer of an artifact (the event bus, a process's event writer, the summary, the suite
+table, and the processes' own logs and event files, rewritten at the end of the run) goes through
+`redact` or `redact_text`. A secret is recognised
+
+- by the name of the field that holds it: API keys, tokens, resumption handles;
+- by where it sits in text: a URL's `key=` or `access_token=`, an `x-goog-api-key` or
+  `Authorization` header;
+- by its value: the API key in the environment (`GOOGLE_API_KEY`, `GEMINI_API_KEY`) and the
+  credentials a process was told or saw (`remember_secrets`);
+- by its shape: the emulator's resumption handles are UUIDs.
+
+It becomes its length and a short hash, so two occurrences can still be told equal. File modes
+keep other local users out, not the lab's processes: they run as root (or as the run's user).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import IO, Any, Literal, overload
+
+PRIVATE_FILE = 0o600
+PRIVATE_DIR = 0o700
+
+# Field names whose values are secrets wherever they appear (compared case-insensitively, with
+# `_` and `-` ignored), and the endings that make a name one (`new_handle`, `x-goog-api-key`,
+# `access_token`).
+SECRET_FIELDS = frozenset({"key", "authorization"})
+SECRET_ENDINGS = ("handle", "token", "apikey", "secret", "password")
+# Where a request carries its credentials: query parameters and headers (the service's names).
+CREDENTIAL_PARAMS = ("key", "access_token")
+CREDENTIAL_HEADERS = ("x-goog-api-key", "authorization")
+# The environment variables that give a client its API key.
+SECRET_ENV = ("GOOGLE_API_KEY", "GEMINI_API_KEY")
+# Shorter values are not redacted where they appear in text: a key of "x" would erase every x.
+# Real API keys are 39 characters; the tests' stand-ins ("not-a-real-key") are 14.
+MIN_SECRET_CHARS = 8
+
+_PLACEHOLDER = r"<redacted len=\d+ sha256=[0-9a-f]{8}>"
+_VALUE = r"[^\s&#,;\"'<>\\]+"
+_SHAPES = (
+    # An existing placeholder first: it is kept as it is, so redacting twice changes nothing.
+    # Names and UUIDs in any case; values as they are.
+    rf"(?i:(?P<done>{_PLACEHOLDER})"
+    rf"|(?P<param>[?&;](?:{'|'.join(CREDENTIAL_PARAMS)})=)(?P<pvalue>{_VALUE})"
+    rf"|(?P<header>\b(?:{'|'.join(CREDENTIAL_HEADERS)})[\"']?\s*[:=]\s*[\"']?"
+    rf"(?:(?:bearer|basic)\s+)?)(?P<hvalue>{_VALUE})"
+    r"|(?P<uuid>\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b))"
+)
+# Substrings one of which text holds if a shape may match (a UUID's start is checked whole), and
+# a JSON line if one of its fields may be a secret's.
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-")
+_NAMES = (*(f"{p}=" for p in CREDENTIAL_PARAMS), *CREDENTIAL_HEADERS)
+_FIELD_HINTS = ("key", "authorization", *SECRET_ENDINGS)
+
+
+def _compile(known: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile(_SHAPES + "".join(f"|{re.escape(v)}" for v in known))
+
+
+# The values redacted wherever they appear (remember_secrets), longest first, and the pattern
+# that finds them and the shapes.
+_known: tuple[str, ...] = ()
+_pattern = _compile(_known)
+
+
+def redact_value(value: str) -> str:
+    """A secret as its length and a short hash, enough to tell two handles apart (a value already
+    redacted, by a client's own writer, stays as it is)."""
+    if value.startswith("<redacted len="):
+        return value
+    digest = hashlib.sha256(value.encode()).hexdigest()[:8]
+    return f"<redacted len={len(value)} sha256={digest}>"
+
+
+@functools.lru_cache(maxsize=1024)
+def is_secret_field(name: str) -> bool:
+    plain = name.lower().replace("_", "").replace("-", "")
+    return plain in SECRET_FIELDS or plain.endswith(SECRET_ENDINGS)
+
+
+def secrets_in_env(env: Mapping[str, str]) -> list[str]:
+    """The API keys an environment gives a client."""
+    return [env[name] for name in SECRET_ENV if env.get(name)]
+
+
+def credentials(path: str, headers: Mapping[str, str]) -> list[str]:
+    """The credentials a request carries, in its query or its headers (without `Bearer `)."""
+    found = [m.group("pvalue") for m in _pattern.finditer(path) if m.group("pvalue")]
+    for name in CREDENTIAL_HEADERS:
+        value = headers.get(name)
+        if value:
+            found.append(value.split()[-1])
+    return found
+
+
+def remember_secrets(values: Iterable[str]) -> None:
+    """Redact these values wherever they appear from now on, in this process."""
+    global _known, _pattern
+    new = {v for v in values if len(v) >= MIN_SECRET_CHARS} - set(_known)
+    if new:
+        # Longest first: a key that contains another is replaced whole.
+        _known = tuple(sorted({*_known, *new}, key=lambda v: (-len(v), v)))
+        _pattern = _compile(_known)
+
+
+def remember_env_secrets(env: Mapping[str, str] = os.environ) -> None:
+    """Redact the API keys this environment gives: this process's at import, and a writer's
+    when it is made (a test may set a key later)."""
+    remember_secrets(secrets_in_env(env))
+
+
+remember_env_secrets()
+
+
+def _replace(match: re.Match[str]) -> str:
+    if match.group("done"):
+        return match.group(0)
+    if match.group("pvalue"):
+        return match.group("param") + redact_value(match.group("pvalue"))
+    if match.group("hvalue"):
+        return match.group("header") + redact_value(match.group("hvalue"))
+    return redact_value(match.group(0))
+
+
+def redact_text(text: str) -> str:
+    """`text` with every secret in it redacted where it stands."""
+    if not _may_hold_secret(text):
+        return text
+    return _pattern.sub(_replace, text)
+
+
+def _may_hold_secret(text: str) -> bool:
+    """False for text no shape or value can match, found by substrings: most strings are names
+    and numbers, and the regex costs several times more (the proxy redacts every frame's
+    event)."""
+    if "-" in text and text.count("-") >= 4 and _UUID.search(text):
+        return True
+    if "=" in text or ":" in text:
+        lower = text.lower()
+        for name in _NAMES:
+            if name in lower:
+                return True
+    return any(value in text for value in _known)
+
+
+def redact(data: Any) -> Any:
+    """A copy of `data` with every secret redacted, at any depth: a secret field's string value
+    whole, and the secrets inside any other string (field names included)."""
+    if isinstance(data, str):
+        return redact_text(data)
+    if isinstance(data, int | float) or data is None:
+        return data
+    if isinstance(data, Mapping):
+        return {redact(k): _redact_secret(v) if isinstance(k, str) and is_secret_field(k)
+                else redact(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [redact(v) for v in data]
+    return data
+
+
+def _redact_secret(value: Any) -> Any:
+    """A secret field's value: a string whole, or each string of a list (`Authorization`'s
+    values)."""
+    if isinstance(value, str):
+        return redact_value(value)
+    if isinstance(value, list | tuple):
+        return [_redact_secret(v) for v in value]
+    return redact(value)
+
+
+def json_default(value: object) -> str:
+    """What json.dumps writes for a value it cannot encode: its text, redacted."""
+    return redact_text(str(value))
+
+
+def redact_file(path: Path) -> bool:
+    """Rewrite a file a process wrote with its secrets redacted (JSON lines field by field, any
+    other line as text); True when something was."""
+    try:
+        source = path.open("rb")
+    except FileNotFoundError:
+        return False
+    changed = False
+    draft = path.with_name(f".{path.name}.redacting")
+    with source, open_private(draft, "wb") as out:
+        for raw in source:
+            line = raw.decode("utf-8", "surrogateescape")
+            clean = _redact_line(line)
+            changed |= clean != line
+            out.write(clean.encode("utf-8", "surrogateescape"))
+    if changed:
+        draft.replace(path)
+    else:
+        draft.unlink()
+    return changed
+
+
+def _redact_line(line: str) -> str:
+    clean = redact_text(line)
+    # A JSON line is redacted field by field too, when a field's name may be a secret's.
+    if line.startswith("{") and any(n in line.lower() for n in _FIELD_HINTS):
+        with contextlib.suppress(ValueError):
+            data = json.loads(clean)
+            redacted = redact(data)
+            if redacted != data:
+                return json.dumps(redacted, default=json_default) + "\n" * line.endswith("\n")
+    return clean
+
+
+@overload
+def open_private(path: Path, mode: Literal["w", "a"]) -> IO[str]: ...
+@overload
+def open_private(path: Path, mode: Literal["wb", "ab"]) -> IO[bytes]: ...
+def open_private(path: Path, mode: str) -> IO[Any]:
+    """Open a file for writing that only its owner can read (made so if it already existed)."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if mode.startswith("a") else os.O_TRUNC)
+    fd = os.open(path, flags, PRIVATE_FILE)
+    os.fchmod(fd, PRIVATE_FILE)
+    return os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8")
+
+
+def create_private(path: Path) -> Path:
+    """An empty file only its owner can read, for a process to append to (a file that exists keeps
+    its content)."""
+    open_private(path, "ab").close()
+    return path
+
+
+def write_private(path: Path, data: str | bytes) -> None:
+    """Write a whole file only its owner can read."""
+    if isinstance(data, str):
+        with open_private(path, "w") as f:
+            f.write(data)
+    else:
+        with open_private(path, "wb") as b:
+            b.write(data)
+
+
+def redact_process_files(run_dir: Path) -> list[Path]:
+    """Redact what the run's processes wrote themselves, once they are gone: their logs (their
+    own output, which the run does not rewrite as it goes) and their event files (a client that
+    does not use faultlab's writer may write anything there). Key logs are left as they are:
+    they hold TLS secrets, not text. Returns the files that had secrets."""
+    remember_env_secrets()
+    files = sorted({*run_dir.glob("*.log"), *run_dir.glob("*.events.jsonl")})
+    return [f for f in files if not f.name.endswith("keys.log") and redact_file(f)]
