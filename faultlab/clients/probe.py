@@ -3,7 +3,8 @@
 It reaches the service only through the environment (`GOOGLE_API_KEY`, `SSL_CERT_FILE`, the lab's
 hosts file or `GOOGLE_GEMINI_BASE_URL`), sends its turns, and writes to `FAULTLAB_EVENTS`:
 `client.connected`, `client.received` (the kind of every message, tool call ids and names),
-`client.error` (the SDK's exception: type, close code, message), `client.done`.
+`client.error` (the SDK's exception: type, close code, message), `client.no_answer` (a turn but the
+last got no answer within `--listen`), `client.done`.
 
 Exit codes: 0 listened to the end; 2 the connection failed or was closed under it.
 """
@@ -48,13 +49,16 @@ async def probe(args: argparse.Namespace, events: EventWriter) -> int:
                     await one_turn()
 
             try:
-                # A conversation: each turn but the last waits for the model's answer (turns
-                # sent at once are answered as one, as the service does).
+                # A conversation: each turn but the last waits for the model's answer (the
+                # emulator answers turns sent at once as one).
                 for i, text in enumerate(args.say):
                     await session.send_client_content(turns=types.Content(
                         role="user", parts=[types.Part(text=text)]), turn_complete=True)
                     if i < len(args.say) - 1:
-                        await asyncio.wait_for(one_turn(), args.listen)
+                        try:
+                            await asyncio.wait_for(one_turn(), args.listen)
+                        except TimeoutError:
+                            events.emit("client.no_answer", turn=i + 1, waited_s=args.listen)
                 await asyncio.wait_for(listen(), args.listen)
             except TimeoutError:
                 events.emit("client.done", listened_s=args.listen)

@@ -49,6 +49,12 @@ class Reply:
     speech: str | None = None
     calls: tuple[PlannedCall, ...] = ()
 
+    @staticmethod
+    def joined(replies: Sequence[Reply]) -> Reply:
+        """Several replies as one turn: every call, then every speech in order."""
+        speech = " ".join(r.speech for r in replies if r.speech)
+        return Reply(speech or None, tuple(c for r in replies for c in r.calls))
+
 
 @dataclass
 class CallRecord:
@@ -65,7 +71,8 @@ class Mind:
     the conversation as (role, text) turns, and its tool calls. Instructions and turns are added
     with `instruct` and `say`, which keep each within CONTEXT_CHARS."""
 
-    declared: set[str] = field(default_factory=set)
+    # The functions it may call, each with its declared behavior (None: the model's default).
+    declared: dict[str, str | None] = field(default_factory=dict)
     calls: list[CallRecord] = field(default_factory=list)
     instructions: deque[str] = field(default_factory=deque)
     turns: deque[tuple[str, str]] = field(default_factory=deque)
@@ -83,9 +90,22 @@ class Mind:
     def say(self, turns: Iterable[tuple[str, str]]) -> None:
         """Turns (role, text) join the conversation."""
         for role, text in turns:
-            text = self._fit(text, len(role) + 3)
-            self.turns.append((role, text))
-            self._turn_chars += len(role) + len(text) + 3
+            self._add_turn(len(self.turns), role, text)
+
+    def report(self, text: str) -> None:
+        """A model turn that answered none of the user's waiting parts (it spoke of a tool's
+        result): kept before them, so they stay unanswered."""
+        waiting = 0
+        for role, _ in reversed(self.turns):
+            if role != "user":
+                break
+            waiting += 1
+        self._add_turn(len(self.turns) - waiting, "model", text)
+
+    def _add_turn(self, index: int, role: str, text: str) -> None:
+        text = self._fit(text, len(role) + 3)
+        self.turns.insert(index, (role, text))
+        self._turn_chars += len(role) + len(text) + 3
         while self._turn_chars > CONTEXT_CHARS:
             role, text = self.turns.popleft()
             self._turn_chars -= self._forget(len(role) + len(text) + 3)
@@ -159,17 +179,20 @@ class Brain:
 # "book book_slot ..." took time growing with the square of its length (9.5 s for 120,000
 # characters; 0.03 s bounded), and a search holds the one event loop every connection shares.
 GAP = 200
-BOOK = re.compile(rf"\bbook\b.{{0,{GAP}}}?\b(?P<hour>\d{{1,2}})\s*(?P<ampm>am|pm)\b"
+# The day may come before the hour or after it ("today at 3pm", "3pm tomorrow").
+BOOK = re.compile(rf"\bbook\b.{{0,{GAP}}}?(?:\b(?P<day_first>today|tomorrow)\b.{{0,{GAP}}}?)?"
+                  rf"\b(?P<hour>\d{{1,2}})\s*(?P<ampm>am|pm)\b"
                   rf"(?:.{{0,{GAP}}}?\b(?P<day>today|tomorrow)\b)?", re.I)
 ASK = re.compile(r"\b(did|have) you (book|booked)\b|\bis it booked\b", re.I)
 STATUS_DONE = re.compile(rf"book_slot\b.{{0,{GAP}}}\b(committed|booked|confirmed|done)\b", re.I)
 STATUS_FAILED = re.compile(rf"book_slot\b.{{0,{GAP}}}\b(failed|error|rejected)\b", re.I)
 # A client's status line about a side effect (what field-recovery restores a new session with).
-STATUS_LINE = re.compile(r"^\[status\] (?P<name>\w+)\((?P<args>[^)]*)\): (?P<status>\w+)")
+STATUS_LINE = re.compile(r"^\[status\] (?P<name>\w+)\((?P<args>[^)]{0,120})\): (?P<status>\w+)")
 
 
 def _slot(match: re.Match[str]) -> str:
-    return f"{match.group('day') or 'tomorrow'} at {match.group('hour')}{match.group('ampm').lower()}"
+    day = match.group("day_first") or match.group("day") or "tomorrow"
+    return f"{day} at {match.group('hour')}{match.group('ampm').lower()}"
 
 
 def _book(match: re.Match[str], mind: Mind) -> Reply:

@@ -8,6 +8,7 @@ from it and multiplies by its time scale); every behaviour is a named switch. Nu
 from __future__ import annotations
 
 import fnmatch
+import re
 from typing import Literal
 
 from pydantic import Field
@@ -17,13 +18,16 @@ from faultlab.model import Model
 Range = tuple[float, float]
 INTERNAL_ERROR = "Internal error encountered."
 INVALID_ARGUMENT = "Request contains an invalid argument."
+# Developer API `models/<id>`; Vertex `publishers/google/models/<id>`, optionally under
+# `projects/<p>/locations/<l>/`.
+MODEL_NAME = re.compile(
+    r"^(models/|(projects/[^/]+/locations/[^/]+/)?publishers/[^/]+/models/)[A-Za-z0-9._-]+$")
 
 
 class ServedModel(Model):
     """A family of model names the service serves (or has retired), and how they behave."""
 
     pattern: str  # an fnmatch glob on the model's id, the part after the last "models/"
-    native_audio: bool = False  # speaks by itself (S4: then it answers only in AUDIO)
     modalities: tuple[Literal["AUDIO", "TEXT"], ...] = ("AUDIO", "TEXT")
     # How a function declaration without `behavior` is treated.
     default_behavior: Literal["BLOCKING", "NON_BLOCKING"] = "BLOCKING"
@@ -34,7 +38,7 @@ class ServedModel(Model):
 # names that never existed (S6).
 LIVE_MODELS = (
     ServedModel(pattern="gemini-2.0-flash-live*", retired=True),
-    ServedModel(pattern="gemini-*native-audio*", native_audio=True, modalities=("AUDIO",)),
+    ServedModel(pattern="gemini-*native-audio*", modalities=("AUDIO",)),  # S4: speaks only
     ServedModel(pattern="gemini-live-*"),
     ServedModel(pattern="gemini-*-live*"),
 )
@@ -108,7 +112,9 @@ def personality_with(name: str, overrides: dict[str, object] | None = None) -> P
 
 def served_model(personality: Personality, model: str) -> ServedModel | None:
     """What `model` (`models/<id>` or a Vertex resource name) is on this service; None: the
-    service does not serve it (unknown or retired)."""
+    service does not serve it (unknown, retired, or no model name at all)."""
+    if not MODEL_NAME.match(model):
+        return None
     name = model.rsplit("models/", 1)[-1]
     for served in personality.models:
         if fnmatch.fnmatchcase(name, served.pattern):

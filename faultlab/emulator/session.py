@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import heapq
 import itertools
+import json
 import logging
 import random
 import uuid
@@ -48,7 +49,6 @@ from faultlab.emulator.personality import (
 from faultlab.emulator.wire import (
     ClientContent,
     ContextUpdate,
-    FunctionDecl,
     ProtocolError,
     RealtimeInput,
     Setup,
@@ -62,11 +62,12 @@ Frame = dict[str, Any]
 Emit = Callable[..., None]
 TRANSPARENT_REFUSED = ('Invalid JSON payload received. Unknown name "transparent" at '
                        "'setup.session_resumption': Cannot find field.")
-TEXT_REFUSED = ("The requested combination of response modalities (TEXT) is not supported by "
-                "the model.")
+MODALITIES_REFUSED = ("The requested combination of response modalities ({modalities}) is not "
+                      "supported by the model.")
 DEADLINE = "Deadline expired before operation could complete."
 EMULATOR_BUG = "Internal error encountered (an emulator bug: see its log)."
 DEAD_HANDLES_KEPT = 10_000
+RESULT_KEPT_BYTES = 4096
 
 
 @dataclass(order=True)
@@ -176,8 +177,10 @@ class Emulator:
             self.sessions.pop(handle, None)
             self.dead_handles[handle] = None
         session.handles = set()
-        for handle in list(self.dead_handles)[:max(0, len(self.dead_handles) - DEAD_HANDLES_KEPT)]:
-            del self.dead_handles[handle]
+        # Past DEAD_HANDLES_KEPT the oldest dead handles count as never issued (1007, not S5's
+        # 1011 or silence): a memory bound, not a measured behaviour.
+        while len(self.dead_handles) > DEAD_HANDLES_KEPT:
+            del self.dead_handles[next(iter(self.dead_handles))]
 
     def new_handle(self, session: Session) -> str:
         handle = str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
@@ -208,7 +211,14 @@ class Connection:
         self._manual_audio: Utterance | None = None
         self._setup_seen = False
         self._silent = False  # a dead handle's resume left unanswered (S5)
-        self._thinking: Action | None = None  # the model's answer to the user's turn, due
+        # Turn-taking: the model's next answer, when due (an action in the outbox); tool results
+        # it has not spoken of; whether the user is speaking (VAD or activityStart), or has sent
+        # clientContent parts with words and no turnComplete yet; when the model's turn ends.
+        self._thinking: Action | None = None
+        self._results: list[CallRecord] = []
+        self._user_speaking = False
+        self._turn_open = False
+        self._model_turn_end = 0.0
         self.model: ServedModel | None = None
         self._gone = False
         self.held_after_timeout = False
@@ -252,7 +262,7 @@ class Connection:
                 mind = self.session.mind
                 if parsed.message.system_instruction:
                     mind.instruct(parsed.message.system_instruction)
-                mind.declared |= {f.name for f in parsed.message.functions}
+                mind.declared |= {f.name: f.behavior for f in parsed.message.functions}
         except ProtocolError as exc:
             # The event keeps what a close frame's 123 bytes cut (a long field path).
             full = {"detail": str(exc)[:500]} if str(exc) != exc.reason else {}
@@ -273,7 +283,7 @@ class Connection:
         out: list[Action] = []
         try:
             self._due(now, out)
-        except Exception as exc:  # in the model's answer, say: a bug, not a behaviour
+        except Exception as exc:  # while answering (the brain, speech): a bug, not a behaviour
             self._bug(now, exc, "a timer")
             self._due(now, out)
         return out
@@ -296,6 +306,7 @@ class Connection:
                 self.closed = True
                 self._release(now)
                 self._outbox.clear()
+                self._thinking = None
             elif self.session is not None:
                 self.session.last_activity = action.at
 
@@ -309,6 +320,7 @@ class Connection:
         if not self.closed:
             self.closed = True
             self._outbox.clear()
+            self._thinking = None
             s = self.session
             if timed_out and self.p.tcp_timeout_keeps_lock and s is not None and s.holder is self:
                 self.held_after_timeout = True
@@ -337,7 +349,9 @@ class Connection:
     # Internals.
 
     def _reap_at(self) -> float | None:
-        if self.session is None or self.closing or self.closed:
+        """When a silent connection is closed (L7): with or without a session (one left
+        unanswered, or that never sent its setup, is not held forever)."""
+        if self.closing or self.closed:
             return None
         return self.last_client_msg + self.em.scaled(self.p.reap_after_s)
 
@@ -384,21 +398,24 @@ class Connection:
         self.model = served_model(p, setup.model)
         if self.model is None:
             self._close(now + em.draw(p.invalid_argument_s), 1008,
-                        p.unknown_model.format(model=setup.model), "unknown model")
+                        p.unknown_model.replace("{model}", setup.model), "unknown model")
             return
         if setup.transparent and not p.transparent_resumption:
             self._close(now + em.draw(p.invalid_argument_s), 1007, TRANSPARENT_REFUSED,
                         "transparent resumption")
             return
-        if not set(setup.modalities) <= set(self.model.modalities):
-            self._close(now + em.draw(p.invalid_argument_s), 1007, TEXT_REFUSED, "TEXT modality")
+        refused = [m for m in setup.modalities if m not in self.model.modalities]
+        if refused:
+            self._close(now + em.draw(p.invalid_argument_s), 1007,
+                        MODALITIES_REFUSED.format(modalities=", ".join(refused)),
+                        f"{', '.join(refused)} modality")
             return
         if setup.handle is not None:
             self._resume(setup, now)
             return
         # The instruction is kept once, in the mind (which bounds it), not in the setup as well.
         session = Session(id=uuid.uuid4().hex[:16], setup=replace(setup, system_instruction=""),
-                          mind=Mind(declared={f.name for f in setup.functions}))
+                          mind=Mind(declared={f.name: f.behavior for f in setup.functions}))
         if setup.system_instruction:
             session.mind.instruct(setup.system_instruction)
         self._attach(session, setup, now, now + em.draw(p.setup_complete_s),
@@ -431,6 +448,7 @@ class Connection:
             self._close(now + em.draw(p.refusal_s), 1011, INTERNAL_ERROR, f"resume refused: {why}")
             return
         em.emit("emulator.resumed", conn=self.number, session=session.id)
+        session.mind.declared |= {f.name: f.behavior for f in setup.functions}
         session.setup = replace(session.setup, resumption=setup.resumption, handle=setup.handle)
         self._attach(session, setup, now, now + em.draw(p.resumed_setup_complete_s),
                      p.resumed_resumption_update_s)
@@ -474,12 +492,15 @@ class Connection:
     # Turns.
 
     def _on_client_content(self, msg: ClientContent, now: float) -> None:
-        """Turns join the conversation; `turnComplete` ends the user's turn (T7)."""
+        """Turns join the conversation; `turnComplete` ends the user's turn (T7), with the words
+        of the parts sent before it."""
         assert self.session is not None
         self._say(msg.turns)
-        if msg.turn_complete:
-            said = any(role == "user" and not is_placeholder(text) for role, text in msg.turns)
-            self._turn_ends(said, now, now + self.em.draw(self.p.reply_s))
+        words = any(role == "user" and not is_placeholder(text) for role, text in msg.turns)
+        if not msg.turn_complete:
+            self._turn_open = self._turn_open or words
+            return
+        self._turn_ends(words or self._turn_open, now, now + self.em.draw(self.p.reply_s))
 
     def _on_realtime(self, msg: RealtimeInput, now: float) -> None:
         assert self.session is not None
@@ -493,7 +514,7 @@ class Connection:
                                     "activity detection is enabled.")
             if msg.activity_start:
                 self._manual_audio = Utterance()
-                self._interrupt(now)
+                self._user_starts_speaking(now)
             if msg.activity_end and self._manual_audio is not None:
                 utterance, self._manual_audio = self._manual_audio, None
                 self._end_of_speech(utterance, now)
@@ -517,7 +538,7 @@ class Connection:
             self._end_of_speech(self._vad.take_utterance(), now)
 
     def _on_speech_start(self, now: float) -> None:
-        self._interrupt(now)
+        self._user_starts_speaking(now)
         if self.p.voice_activity_events:
             self._send(now + self.em.draw(self.p.activity_start_s),
                        {"voiceActivity": {"voiceActivityType": "ACTIVITY_START"}})
@@ -536,7 +557,15 @@ class Connection:
             self._send(at, {"serverContent": {"inputTranscription": {"text": text,
                                                                      "finished": True}}})
         self._say([("user", text)])
+        self._user_speaking = self._turn_open = False
         self._answer_at(at)
+
+    def _user_starts_speaking(self, now: float) -> None:
+        """Barge-in (T4): the model's turn is cut, and its next answer waits for the end of
+        the user's turn, as for words sent as text."""
+        self._user_speaking = True
+        self._interrupt(now)
+        self._put_off_answer()
 
     def _say(self, turns: Iterable[tuple[str, str]]) -> None:
         """Turns join the conversation, which forgets its oldest past CONTEXT_CHARS."""
@@ -549,47 +578,64 @@ class Connection:
                          chars=mind.dropped_chars - before)
 
     def _turn_ends(self, said: bool, now: float, answer_at: float) -> None:
-        """The user's turn ended at `now`. Words cut the model's turn under way (T7) and are
-        answered at `answer_at`; a nudge (nothing said) only gets an answer if none is due or
-        under way."""
+        """The user's turn ended at `now` (clientContent or realtimeInput.text). Words cut the
+        model's turn under way (T7) and are answered at `answer_at`; a nudge (nothing said) only
+        gets an answer if none is due or under way."""
+        self._turn_open = False
         if said:
             self._interrupt(now)
-        elif self._thinking is not None or self._speaking_until > now:
+        elif self._thinking is not None or self._model_turn_end > now or self._user_speaking:
             self.em.emit("emulator.nudge", conn=self.number, why="an answer is under way")
             return
         self._answer_at(answer_at)
 
     def _answer_at(self, at: float) -> None:
-        """One turn at a time: an answer not yet begun is put off to `at` and then answers
-        everything said until then."""
-        if self._thinking is not None:
-            self._outbox.remove(self._thinking)
-            heapq.heapify(self._outbox)
+        """One answer at a time: one not yet begun moves to `at`, and then answers everything
+        said and every tool result come until then."""
+        self._put_off_answer()
         self._thinking = Action(at, next(self.em._seq), think=True)
         heapq.heappush(self._outbox, self._thinking)
 
+    def _put_off_answer(self) -> None:
+        """The answer due is dropped (until the user's turn ends, which sets a new one)."""
+        if self._thinking is not None and self._thinking in self._outbox:
+            self._outbox.remove(self._thinking)
+            heapq.heapify(self._outbox)
+        self._thinking = None
+
     def _think(self, at: float) -> None:
+        """The model answers, once its own turn has ended and the user is not speaking: the
+        tool results it has not spoken of, and the user's words unless a turn is still open."""
         assert self.session is not None
         self._thinking = None
-        parts = len(self.session.mind.unanswered())
-        reply = self.em.brain.on_turn(self.session.mind)
-        if reply is None:
+        if self._user_speaking:
+            return  # the end of the user's turn sets the next answer
+        if self._model_turn_end > at:
+            self._answer_at(self._model_turn_end)
+            return
+        mind = self.session.mind
+        results, self._results = self._results, []
+        replies = [self.em.brain.on_result(call, mind) for call in results]
+        parts = 0 if self._turn_open else len(mind.unanswered())
+        answer = self.em.brain.on_turn(mind) if parts else None
+        if answer is None and not replies:
             self.em.emit("emulator.nudge", conn=self.number, why="nothing unanswered")
             return
-        self.em.emit("emulator.answer", conn=self.number, parts=parts,
+        reply = Reply.joined([*replies, *([answer] if answer else [])])
+        self.em.emit("emulator.answer", conn=self.number, parts=parts, results=len(results),
                      calls=[c.name for c in reply.calls], speech=reply.speech)
-        self._respond(reply, at)
+        self._respond(reply, at, answers_user=answer is not None)
 
     def _interrupt(self, now: float) -> None:
         """Barge-in: the model's turn still playing is cut (T4); BLOCKING calls are dropped (T5)."""
         if self._speaking_until <= now:
             return
-        self._outbox = [a for a in self._outbox if a.turn != self._turn or a.turn == 0]
+        self._outbox = [a for a in self._outbox if a.turn == 0]
         heapq.heapify(self._outbox)
         self._speaking_until = now
+        self._model_turn_end = now + self.em.scaled(self.em.rng.uniform(0.002, 0.007))
         self._send(now, {"serverContent": {"interrupted": True}})
-        self._send(now + self.em.scaled(self.em.rng.uniform(0.002, 0.007)),
-                   {"serverContent": {"turnComplete": True}})
+        self._send(self._model_turn_end, {"serverContent": {"turnComplete": True}})
         assert self.session is not None
         mind = self.session.mind
         mind.calls = [c for c in mind.calls if c.non_blocking or c.result is not None]
@@ -602,26 +648,32 @@ class Connection:
             if call is None or call.result is not None:
                 self.em.emit("emulator.tool_response_ignored", conn=self.number, id=response.id)
                 continue
-            call.result = response.response
+            call.result = kept_result(response.response)
             self.em.emit("emulator.tool_response", conn=self.number, id=call.id, name=call.name)
-            self._respond(self.em.brain.on_result(call, mind), now + self.em.draw(self.p.tool_reply_s))
+            self._results.append(call)
+        if self._results:
+            # T2: speech 0.5-0.8 s after the response, or with the answer already due.
+            at = now + self.em.draw(self.p.tool_reply_s)
+            self._answer_at(min(at, self._thinking.at) if self._thinking is not None else at)
 
-    def _respond(self, reply: Reply, at: float) -> None:
+    def _respond(self, reply: Reply, at: float, answers_user: bool = True) -> None:
         assert self.session is not None
+        mind = self.session.mind
         said = [f"{c.name}({', '.join(f'{k}={v}' for k, v in c.args.items())})" for c in reply.calls]
-        self._say([("model", " ".join([*said, reply.speech or ""]).strip())])
+        text = " ".join([*said, reply.speech or ""]).strip()
+        if answers_user:
+            self._say([("model", text)])
+        else:
+            mind.report(text)
         self._turn += 1
         turn = self._turn
-        setup = self.session.setup
         tail = self.p.turn_tail_s
         if reply.calls:
             calls = []
-            declared = {f.name: f for f in setup.functions}
             for planned in reply.calls:
                 call_id = f"function-call-{self.em.rng.getrandbits(64):016x}"
-                decl = declared.get(planned.name)
                 record = CallRecord(call_id, planned.name, dict(planned.args),
-                                    non_blocking=self._behavior(decl) == "NON_BLOCKING")
+                                    non_blocking=self._behavior(planned.name) == "NON_BLOCKING")
                 self.session.mind.calls.append(record)
                 calls.append({"id": call_id, "name": planned.name, "args": dict(planned.args)})
             self._send(at, {"toolCall": {"functionCalls": calls}}, turn)
@@ -632,10 +684,12 @@ class Connection:
         if reply.speech is not None:
             self._speak(reply.speech, at, turn)
 
-    def _behavior(self, decl: FunctionDecl | None) -> str:
+    def _behavior(self, name: str) -> str:
         """A declared function's behaviour; without one, the model's default."""
-        if decl is not None and decl.behavior is not None:
-            return decl.behavior
+        assert self.session is not None
+        behavior = self.session.mind.declared.get(name)
+        if behavior is not None:
+            return behavior
         return self.model.default_behavior if self.model is not None else "BLOCKING"
 
     def _speak(self, text: str, at: float, turn: int) -> None:
@@ -669,12 +723,21 @@ class Connection:
     def _finish_turn(self, at: float, turn: int, words: int, generation_done: bool = False) -> None:
         if not generation_done:
             self._send(at, {"serverContent": {"generationComplete": True}}, turn)
+        self._model_turn_end = max(self._model_turn_end, at)
         prompt = 40 + 10 * self._turn
         response = max(1, words * 2)
         usage: Frame = {"promptTokenCount": prompt, "totalTokenCount": prompt + response}
         usage["candidatesTokenCount" if self.api == "vertex" else "responseTokenCount"] = response
         # The turn's usage rides on its turnComplete (frameworks read it there).
         self._send(at, {"serverContent": {"turnComplete": True}, "usageMetadata": usage}, turn)
+
+
+def kept_result(response: dict[str, Any]) -> dict[str, Any]:
+    """What the model keeps of a tool's result for the session's life: all of a small one, the
+    status and error of a big one (a response may be a 16 MiB frame)."""
+    if len(json.dumps(response)) <= RESULT_KEPT_BYTES:
+        return response
+    return {k: str(response[k])[:200] for k in ("status", "error") if k in response}
 
 
 def _unheard(text: str, start: float, end: float, now: float) -> str:

@@ -44,10 +44,6 @@ _NUMBER = re.compile(r"-?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|NaN|-?Infinity")
 _WIRE_TYPES = {"string": "TYPE_STRING", "integer": "TYPE_INT64", "number": "TYPE_DOUBLE",
                "boolean": "TYPE_BOOL", "enum": "TYPE_ENUM", "object": "TYPE_MESSAGE",
                "string_map": "TYPE_MESSAGE"}
-# Developer API `models/<id>`; Vertex `publishers/google/models/<id>`, optionally under
-# `projects/<p>/locations/<l>/`.
-MODEL_NAME = re.compile(
-    r"^(models/|(projects/[^/]+/locations/[^/]+/)?publishers/[^/]+/models/)[A-Za-z0-9._-]+$")
 
 
 class ProtocolError(Exception):
@@ -267,9 +263,6 @@ def parse_setup(body: Any) -> Setup:
     model = s.get("model")
     if not isinstance(model, str) or not model:
         raise ProtocolError("Request contains an invalid argument.")
-    if not MODEL_NAME.match(model):
-        raise ProtocolError(f"{model[:60]} is not found for API version v1beta, or is not "
-                            "supported for bidiGenerateContent.", code=1008)
     gen = _obj(s.get("generation_config") or {}, "setup.generation_config")
     modalities = gen.get("response_modalities") or ["AUDIO"]
     functions = _functions(s.get("tools"), "setup.tools")

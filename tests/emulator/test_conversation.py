@@ -285,3 +285,143 @@ def test_a_long_turn_of_rule_words_is_answered_in_linear_time() -> None:
     (reply,) = spoken(conn.poll(5.0))
     assert time.monotonic() - started < slack(2.0)
     assert reply.startswith("You said: book book_slot") and len(reply) <= 140
+
+
+def turn_blocks(actions: list[Action]) -> list[int]:
+    """The model turn of every frame of a turn, in the order sent (0: not a turn's frame)."""
+    return [a.turn for a in actions if a.frame is not None and a.turn]
+
+
+def assert_one_turn_at_a_time(actions: list[Action]) -> None:
+    """No turn's frames interleave with another's, and each ends with its turnComplete (or is
+    cut: `interrupted` follows it)."""
+    blocks = turn_blocks(actions)
+    starts = [t for i, t in enumerate(blocks) if i == 0 or blocks[i - 1] != t]
+    assert len(starts) == len(set(starts)), blocks
+    sent = [a.frame for a in actions if a.frame is not None]
+    for t in set(blocks):
+        i = max(i for i, a in enumerate(a for a in actions if a.frame is not None) if a.turn == t)
+        ended = sent[i].get("serverContent", {}).get("turnComplete")
+        cut = i + 1 < len(sent) and sent[i + 1].get("serverContent", {}).get("interrupted")
+        assert ended or cut, (t, sent[i])
+
+
+def test_a_tool_result_is_spoken_after_the_turn_under_way() -> None:
+    """R5 then T2: asked while the booking is pending, the model says it is in progress; the
+    result that comes while it speaks is spoken after that turn, not inside it."""
+    em = Emulator(DEV, seed=13)
+    conn = connected(em, "AUDIO", outputAudioTranscription={})
+    conn.receive(content(BOOKING, done=True), 1.0)
+    (call,) = tool_calls(conn.poll(3.0))
+    conn.receive(content("Did you book it?", done=True), 3.0)
+    first = conn.poll(4.2)  # the in-progress sentence is playing
+    assert spoken_text(first) == ["I'm booking it now; it's still in progress."]
+    answer_calls(conn, [call], 4.2)
+    rest = conn.poll(30.0)
+    assert spoken_text(rest) == ["Done: your slot tomorrow at 3pm is booked."]
+    assert_one_turn_at_a_time(first + rest)
+
+
+def test_a_question_and_a_result_due_together_are_one_turn() -> None:
+    em = Emulator(DEV, seed=14)
+    conn = connected(em)
+    conn.receive(content(BOOKING, done=True), 1.0)
+    (call,) = tool_calls(conn.poll(3.0))
+    conn.receive(content("Hello there", done=True), 3.0)
+    answer_calls(conn, [call], 3.01)
+    out = conn.poll(10.0)
+    assert spoken(out) == ["Done: your slot tomorrow at 3pm is booked. You said: Hello there"]
+
+
+def test_a_result_while_a_turn_is_open_leaves_its_parts_unanswered() -> None:
+    """A result spoken of while the user's parts wait for their turnComplete: those parts are
+    still answered when it comes."""
+    em = Emulator(DEV, seed=15)
+    conn = connected(em)
+    conn.receive(content(BOOKING, done=True), 1.0)
+    (call,) = tool_calls(conn.poll(3.0))
+    conn.receive(content("Hello there", done=False), 3.0)
+    answer_calls(conn, [call], 3.0)
+    assert spoken(conn.poll(6.0)) == ["Done: your slot tomorrow at 3pm is booked."]
+    conn.receive(content(None, done=True), 6.0)
+    assert spoken(conn.poll(10.0)) == ["You said: Hello there"]
+
+
+def test_turn_complete_alone_after_parts_interrupts_like_words() -> None:
+    """Parts with turnComplete false, then turnComplete alone while the model speaks: the turn
+    has words, so the model's turn is cut and the parts are answered (T7), not ignored as a nudge."""
+    em = Emulator(DEV, seed=16)
+    conn = connected(em, "AUDIO", outputAudioTranscription={})
+    conn.receive(content("Tell me a long story about the sea and its ships", done=True), 1.0)
+    first = conn.poll(2.5)
+    conn.receive(content("Hello there", done=False), 2.5)
+    conn.receive(content(None, done=True), 2.5)
+    rest = conn.poll(30.0)
+    assert server_content(rest)[0][1] == "interrupted"
+    assert spoken_text(rest) == ["You said: Hello there"]
+    assert_one_turn_at_a_time(first + rest)
+
+
+def test_speech_holds_back_an_answer_due_to_text() -> None:
+    """Audio barge-in as for text: speech that starts while a text turn's answer is due puts the
+    answer off to the end of the speech, and one turn answers both."""
+    import base64
+
+    import numpy as np
+
+    em = Emulator(DEV, seed=17)
+    conn = connected(em, realtimeInputConfig={"automaticActivityDetection": {"disabled": True}})
+    conn.receive(realtime_text("Hello there"), 1.0)
+    conn.receive(json.dumps({"realtimeInput": {"activityStart": {}}}), 1.1)
+    tone = (np.sin(np.arange(16000) / 5) * 8000).astype("<i2").tobytes()
+    conn.receive(json.dumps({"realtimeInput": {"audio": {
+        "data": base64.b64encode(tone).decode(), "mimeType": "audio/pcm;rate=16000"}}}), 1.2)
+    assert not conn.poll(3.0)  # the user is still speaking
+    conn.receive(json.dumps({"realtimeInput": {"activityEnd": {}}}), 3.0)
+    assert spoken(conn.poll(6.0)) == ["You said: Hello there [speech 1.0s]"]
+
+
+def test_functions_declared_by_context_update_keep_their_behavior() -> None:
+    """A NON_BLOCKING function declared in a contextUpdate survives an interruption (T5)."""
+    em = Emulator(DEV, seed=18)
+    conn = em.connect(0.0)
+    conn.receive(setup(generationConfig={"responseModalities": ["AUDIO"]},
+                       outputAudioTranscription={}), 0.0)
+    conn.poll(1.0)
+    conn.receive(json.dumps({"contextUpdate": {"tools": {"tools": [{"functionDeclarations": [
+        {"name": "book_slot", "behavior": "NON_BLOCKING"}]}]}}}), 1.0)
+    conn.receive(content(BOOKING, done=True), 1.0)
+    (call,) = tool_calls(conn.poll(3.0))
+    conn.receive(content("Tell me a long story about the sea and its ships", done=True), 3.0)
+    conn.poll(4.5)
+    conn.receive(content("Stop, please.", done=True), 4.5)
+    answer_calls(conn, [call], 5.0)
+    assert any("is booked" in text for text in spoken_text(conn.poll(20.0)))
+
+
+@pytest.mark.parametrize(("words", "slot"), [
+    ("Book me a slot today at 3pm, please.", "today at 3pm"),
+    ("Book me the 4pm slot tomorrow.", "tomorrow at 4pm"),
+])
+def test_the_day_may_come_before_or_after_the_hour(words: str, slot: str) -> None:
+    em = Emulator(DEV, seed=19)
+    conn = connected(em)
+    conn.receive(content(words, done=True), 1.0)
+    assert tool_calls(conn.poll(3.0))[0]["args"] == {"slot": slot}
+
+
+def test_a_model_reason_with_braces_is_quoted_as_written() -> None:
+    custom = personality_with("gemini-dev-2026-10", {"unknown_model": "no {model} {here}"})
+    em = Emulator(custom, seed=20)
+    conn = em.connect(0.0)
+    conn.receive(json.dumps({"setup": {"model": "models/nope"}}), 0.0)
+    assert closes(conn.poll(1.0)) == [(1008, "no models/nope {here}")]
+
+
+def test_a_long_status_line_is_not_read_back() -> None:
+    """A status line's argument is read only up to 120 characters (the speech stays small)."""
+    em = Emulator(DEV, seed=21)
+    conn = connected(em)
+    conn.receive(content(f"[status] book_slot({'x' * 5000}): committed", done=True), 1.0)
+    (speech,) = spoken(conn.poll(5.0))
+    assert len(speech) < 200

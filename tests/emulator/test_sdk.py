@@ -243,7 +243,7 @@ def test_silent_connection_is_reaped_and_its_handle_dies(start_emulator: Start,
             took = time.monotonic() - started
         resumed = config(session_resumption=types.SessionResumptionConfig(handle=handle))
         with pytest.raises((errors.APIError, TimeoutError)) as dead:
-            async with asyncio.timeout(3):
+            async with asyncio.timeout(2):  # under the 2.4 s after which a silent one is reaped
                 async with client.aio.live.connect(model=MODEL, config=resumed):
                     pass
         return reaped.value, took, dead.value

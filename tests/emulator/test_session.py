@@ -115,8 +115,9 @@ def dead_handle_answers(em: Emulator, handle: str, t: float,
         out = attempt.poll(t + i + 0.9)
         assert not frames(out)
         answers.append(closes(out)[0] if closes(out) else None)
-        if answers[-1] is None:
-            assert attempt.next_due() is None  # never answered, not even later
+        if answers[-1] is None:  # never answered: only reaped once silent long enough (L7)
+            due = attempt.next_due()
+            assert due is not None and abs(due - (t + i + em.scaled(em.personality.reap_after_s))) < 1e-9
     silent = answers.count(None) / attempts
     assert 0.0 < silent < 0.6, answers  # 4 of 18 in the field's P4
     return set(answers)
