@@ -41,6 +41,15 @@ class Event:
             return False
         return all(self.fields.get(k) == v for k, v in (where or {}).items())
 
+    @property
+    def began(self) -> float:
+        """When what it records began: `fault.applied` is stamped once the fault is in place,
+        `applied_in_ms` after its application began, and what the fault causes can be seen from
+        then on (a close the proxy sends is echoed by the peer before the stamp)."""
+        if self.name == "fault.applied":
+            return self.t - float(self.fields.get("applied_in_ms") or 0) / 1000
+        return self.t
+
     def to_json(self) -> str:
         return json.dumps(
             {"t": round(self.t, 6), "source": self.source, "event": self.name, **self.fields},

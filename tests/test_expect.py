@@ -70,3 +70,18 @@ def test_windows_without_a_reference_count_from_the_clients_start() -> None:
     assert outcome.held and outcome.seen == "at +1.700s"
     assert not Occurs.model_validate({"event": "client.connected",
                                       "within": "1.5s"}).check(facts).held
+
+
+def test_a_faults_effects_count_from_the_start_of_its_application() -> None:
+    """`fault.applied` is stamped once the fault is in place: an effect seen while it was being
+    applied (a close echoed before the stamp) still comes after it."""
+    events = [Event(2.0525, "target", "server.closed", {}),
+              Event(2.0526, "faultlab", "fault.applied", {"step": "bye", "applied_in_ms": 3.4})]
+    facts = RunFacts(events, {}, frozenset())
+    after = {"event": "fault.applied", "where": {"step": "bye"}}
+    seen = Occurs.model_validate({"event": "server.closed", "after": after,
+                                  "within": "1s"}).check(facts)
+    assert seen.held and seen.seen == "at +0.003s"
+    late = [Event(2.0, "target", "server.closed", {}), *events[1:]]
+    assert not Occurs.model_validate({"event": "server.closed", "after": after}).check(
+        RunFacts(late, {}, frozenset())).held

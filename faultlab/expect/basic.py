@@ -89,7 +89,7 @@ class Occurs(Expectation):
             ref = self.after.first(facts.events)
             if ref is None:
                 return self._outcome(False, f"{self.after.describe()} never happened")
-            t0 = ref.t
+            t0 = ref.began
         hits = [e.t - t0 for e in facts.events
                 if e.matches(self.event, self.where) and e.t >= t0]
         if not hits:

@@ -64,11 +64,11 @@ class Recovered(Expectation):
         ref = self.after.first(facts.events)
         if ref is None:
             return self._outcome(False, f"{self.after.describe()} never happened")
-        hit = next((e for e in facts.events if e.name == "client.recovered" and e.t >= ref.t),
+        hit = next((e for e in facts.events if e.name == "client.recovered" and e.t >= ref.began),
                    None)
         if hit is None:
             return self._outcome(False, "never recovered")
-        gap = hit.t - ref.t
+        gap = hit.t - ref.began
         return self._outcome(gap <= self.recovered_within, f"+{gap:.3f}s")
 
 
@@ -167,7 +167,7 @@ class NoReply(Expectation):
             ref = w.after.first(facts.events)
             if ref is None:
                 return self._outcome(False, f"{w.after.describe()} never happened")
-            t0 = ref.t
+            t0 = ref.began
         reply = next((e for e in facts.events if e.t >= t0 and is_reply(e)), None)
         if reply is None:
             return self._outcome(True, "no reply")
