@@ -92,15 +92,19 @@ class Mind:
         for role, text in turns:
             self._add_turn(len(self.turns), role, text)
 
-    def report(self, text: str) -> None:
-        """A model turn that answered none of the user's waiting parts (it spoke of a tool's
-        result): kept before them, so they stay unanswered."""
-        waiting = 0
+    def add_model_turn(self, text: str, before_last: int = 0) -> None:
+        """The model's turn, placed before the last `before_last` turns: parts it did not
+        answer, which stay unanswered."""
+        self._add_turn(len(self.turns) - before_last, "model", text)
+
+    def waiting(self) -> int:
+        """How many turns at the end are the user's, with no model turn after them."""
+        count = 0
         for role, _ in reversed(self.turns):
             if role != "user":
                 break
-            waiting += 1
-        self._add_turn(len(self.turns) - waiting, "model", text)
+            count += 1
+        return count
 
     def _add_turn(self, index: int, role: str, text: str) -> None:
         text = self._fit(text, len(role) + 3)
@@ -128,10 +132,11 @@ class Mind:
     def context_text(self) -> str:
         return "\n".join([*self.instructions, *(f"{role}: {text}" for role, text in self.turns)])
 
-    def unanswered(self) -> list[str]:
-        """The user's parts since the model last spoke or called, nudges left out."""
+    def unanswered(self, held_back: int = 0) -> list[str]:
+        """The user's parts since the model last spoke or called, nudges left out, and the last
+        `held_back` turns too (sent after the turn being answered ended)."""
         parts: list[str] = []
-        for role, text in self.turns:
+        for role, text in list(self.turns)[:len(self.turns) - held_back]:
             if role != "user":
                 parts = []
             elif not is_placeholder(text):
@@ -157,11 +162,11 @@ class Brain:
         self._on_result = on_result
         self._fallback = fallback
 
-    def on_turn(self, mind: Mind) -> Reply | None:
-        """The reply to the user's unanswered parts (None: nothing to answer). The last part is
-        read first (a question after a restored transcript), then all of them as one request
-        (a request sent in pieces)."""
-        parts = mind.unanswered()
+    def on_turn(self, mind: Mind, held_back: int = 0) -> Reply | None:
+        """The reply to the user's unanswered parts (None: nothing to answer), leaving out the
+        last `held_back` turns. The last part is read first (a question after a restored
+        transcript), then all of them as one request (a request sent in pieces)."""
+        parts = mind.unanswered(held_back)
         if not parts:
             return None
         for text in dict.fromkeys((parts[-1], " ".join(parts))):

@@ -211,10 +211,14 @@ class Connection:
         self._manual_audio: Utterance | None = None
         self._setup_seen = False
         self._silent = False  # a dead handle's resume left unanswered (S5)
-        # Turn-taking: the model's next answer, when due (an action in the outbox); tool results
-        # it has not spoken of; whether the user is speaking (VAD or activityStart), or has sent
-        # clientContent parts with words and no turnComplete yet; when the model's turn ends.
+        # Turn-taking: the model's next answer, when due (an action in the outbox); whether it
+        # owes the user an answer (a user turn ended), and how many turns came after that end
+        # (clientContent with turnComplete false: for the next turn); tool results it has not
+        # spoken of; whether the user is speaking (VAD or activityStart), or has sent parts with
+        # words and no turnComplete yet; when the model's turn under way ends.
         self._thinking: Action | None = None
+        self._answer_owed = False
+        self._held_back = 0
         self._results: list[CallRecord] = []
         self._user_speaking = False
         self._turn_open = False
@@ -499,6 +503,8 @@ class Connection:
         words = any(role == "user" and not is_placeholder(text) for role, text in msg.turns)
         if not msg.turn_complete:
             self._turn_open = self._turn_open or words
+            if self._answer_owed:
+                self._held_back += len(msg.turns)
             return
         self._turn_ends(words or self._turn_open, now, now + self.em.draw(self.p.reply_s))
 
@@ -558,7 +564,7 @@ class Connection:
                                                                      "finished": True}}})
         self._say([("user", text)])
         self._user_speaking = self._turn_open = False
-        self._answer_at(at)
+        self._owe_answer(at)
 
     def _user_starts_speaking(self, now: float) -> None:
         """Barge-in (T4): the model's turn is cut, and its next answer waits for the end of
@@ -569,10 +575,14 @@ class Connection:
 
     def _say(self, turns: Iterable[tuple[str, str]]) -> None:
         """Turns join the conversation, which forgets its oldest past CONTEXT_CHARS."""
+        self._remember(lambda mind: mind.say(turns))
+
+    def _remember(self, add: Callable[[Mind], None]) -> None:
+        """`add` something to the session's mind, telling when that made it forget."""
         assert self.session is not None
         mind = self.session.mind
         before = mind.dropped_chars
-        mind.say(turns)
+        add(mind)
         if mind.dropped_chars > before:
             self.em.emit("emulator.context_trimmed", conn=self.number,
                          chars=mind.dropped_chars - before)
@@ -587,7 +597,13 @@ class Connection:
         elif self._thinking is not None or self._model_turn_end > now or self._user_speaking:
             self.em.emit("emulator.nudge", conn=self.number, why="an answer is under way")
             return
-        self._answer_at(answer_at)
+        self._owe_answer(answer_at)
+
+    def _owe_answer(self, at: float) -> None:
+        """A user turn ended: everything said until now is answered at `at`."""
+        self._answer_owed = True
+        self._held_back = 0
+        self._answer_at(at)
 
     def _answer_at(self, at: float) -> None:
         """One answer at a time: one not yet begun moves to `at`, and then answers everything
@@ -604,8 +620,9 @@ class Connection:
         self._thinking = None
 
     def _think(self, at: float) -> None:
-        """The model answers, once its own turn has ended and the user is not speaking: the
-        tool results it has not spoken of, and the user's words unless a turn is still open."""
+        """The model takes its turn, once its own turn has ended and the user is not speaking:
+        first about the tool results it has not spoken of (T2), then, as the next turn, the
+        answer it owes the user."""
         assert self.session is not None
         self._thinking = None
         if self._user_speaking:
@@ -614,17 +631,26 @@ class Connection:
             self._answer_at(self._model_turn_end)
             return
         mind = self.session.mind
-        results, self._results = self._results, []
-        replies = [self.em.brain.on_result(call, mind) for call in results]
-        parts = 0 if self._turn_open else len(mind.unanswered())
-        answer = self.em.brain.on_turn(mind) if parts else None
-        if answer is None and not replies:
+        if self._results:
+            results, self._results = self._results, []
+            reply = Reply.joined([self.em.brain.on_result(call, mind) for call in results])
+            self.em.emit("emulator.answer", conn=self.number, parts=0, results=len(results),
+                         calls=[c.name for c in reply.calls], speech=reply.speech)
+            self._respond(reply, at, before_last=mind.waiting())  # the user's parts still wait
+            if self._answer_owed:
+                self._answer_at(self._model_turn_end)
+            return
+        if not self._answer_owed:
+            return
+        held, self._answer_owed, self._held_back = self._held_back, False, 0
+        parts = len(mind.unanswered(held))
+        answer = self.em.brain.on_turn(mind, held)
+        if answer is None:
             self.em.emit("emulator.nudge", conn=self.number, why="nothing unanswered")
             return
-        reply = Reply.joined([*replies, *([answer] if answer else [])])
-        self.em.emit("emulator.answer", conn=self.number, parts=parts, results=len(results),
-                     calls=[c.name for c in reply.calls], speech=reply.speech)
-        self._respond(reply, at, answers_user=answer is not None)
+        self.em.emit("emulator.answer", conn=self.number, parts=parts, results=0,
+                     calls=[c.name for c in answer.calls], speech=answer.speech)
+        self._respond(answer, at, before_last=held)
 
     def _interrupt(self, now: float) -> None:
         """Barge-in: the model's turn still playing is cut (T4); BLOCKING calls are dropped (T5)."""
@@ -656,15 +682,13 @@ class Connection:
             at = now + self.em.draw(self.p.tool_reply_s)
             self._answer_at(min(at, self._thinking.at) if self._thinking is not None else at)
 
-    def _respond(self, reply: Reply, at: float, answers_user: bool = True) -> None:
+    def _respond(self, reply: Reply, at: float, before_last: int = 0) -> None:
+        """The model's turn from `at`, kept in the conversation before the last `before_last`
+        turns (the user's parts it does not answer)."""
         assert self.session is not None
-        mind = self.session.mind
         said = [f"{c.name}({', '.join(f'{k}={v}' for k, v in c.args.items())})" for c in reply.calls]
-        text = " ".join([*said, reply.speech or ""]).strip()
-        if answers_user:
-            self._say([("model", text)])
-        else:
-            mind.report(text)
+        self._remember(lambda mind: mind.add_model_turn(
+            " ".join([*said, reply.speech or ""]).strip(), before_last))
         self._turn += 1
         turn = self._turn
         tail = self.p.turn_tail_s

@@ -322,15 +322,32 @@ def test_a_tool_result_is_spoken_after_the_turn_under_way() -> None:
     assert_one_turn_at_a_time(first + rest)
 
 
-def test_a_question_and_a_result_due_together_are_one_turn() -> None:
+def test_a_result_and_a_question_due_together_are_two_turns_in_order() -> None:
+    """The result is spoken of first (T2), then the question is answered, as the next turn."""
     em = Emulator(DEV, seed=14)
     conn = connected(em)
     conn.receive(content(BOOKING, done=True), 1.0)
     (call,) = tool_calls(conn.poll(3.0))
-    conn.receive(content("Hello there", done=True), 3.0)
+    conn.receive(content("Did you book it?", done=True), 3.0)
     answer_calls(conn, [call], 3.01)
     out = conn.poll(10.0)
-    assert spoken(out) == ["Done: your slot tomorrow at 3pm is booked. You said: Hello there"]
+    assert spoken(out) == ["Done: your slot tomorrow at 3pm is booked.",
+                           "Yes, your slot tomorrow at 3pm is booked."]
+    assert_one_turn_at_a_time(out)
+
+
+def test_parts_sent_after_a_turn_ended_wait_for_the_next_turn() -> None:
+    """A turn ends with a question; a note sent right after with turnComplete false (a
+    recovering client's status line) is not part of it: the question is answered, and the note
+    waits for the next turn's end."""
+    em = Emulator(DEV, seed=22)
+    conn = connected(em)
+    conn.receive(content("Hello there", done=True), 1.0)
+    conn.receive(content("Book me the 3pm slot tomorrow, please.", done=False), 1.01)
+    out = conn.poll(5.0)
+    assert spoken(out) == ["You said: Hello there"] and not tool_calls(out)
+    conn.receive(content(None, done=True), 5.0)
+    assert tool_calls(conn.poll(10.0))[0]["args"] == {"slot": "tomorrow at 3pm"}
 
 
 def test_a_result_while_a_turn_is_open_leaves_its_parts_unanswered() -> None:
