@@ -6,6 +6,7 @@ import re
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*(ms|s|m|h)\s*$")
 _SECONDS_PER_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+MAX_SECONDS = 365 * 24 * 3600.0
 
 
 def parse_duration(text: object) -> float:
@@ -15,4 +16,7 @@ def parse_duration(text: object) -> float:
     match = _DURATION.match(text)
     if match is None:
         raise ValueError(f"not a duration: {text!r} (write e.g. '1.5s', '200ms', '2m')")
-    return float(match.group(1)) * _SECONDS_PER_UNIT[match.group(2)]
+    seconds = float(match.group(1)) * _SECONDS_PER_UNIT[match.group(2)]
+    if seconds > MAX_SECONDS:  # 10^309 s parses as inf, and a year is longer than any run
+        raise ValueError(f"{text.strip()[:40]!r} is longer than a year, the longest duration")
+    return seconds

@@ -11,7 +11,8 @@ def test_durations_with_units_parse_to_seconds(text: str, seconds: float) -> Non
     assert parse_duration(text) == pytest.approx(seconds)
 
 
-@pytest.mark.parametrize("bad", [1.5, 2, "2", "1.5 sec", "-1s", "", None, True])
+@pytest.mark.parametrize("bad", [1.5, 2, "2", "1.5 sec", "-1s", "", None, True, "9" * 400 + "s",
+                                 "8761h"])
 def test_bare_numbers_and_unknown_units_are_refused(bad: object) -> None:
     """A number without a unit is ambiguous, so it is an error."""
     with pytest.raises(ValueError):
