@@ -306,13 +306,19 @@ def assert_one_turn_at_a_time(actions: list[Action]) -> None:
         assert ended or cut, (t, sent[i])
 
 
+def booking_pending(em: Emulator, modalities: str = "TEXT",
+                    **extra: Any) -> tuple[Connection, dict[str, Any]]:
+    """A session asked for the booking at 1 s, with its book_slot call made and unanswered."""
+    conn = connected(em, modalities, **extra)
+    conn.receive(content(BOOKING, done=True), 1.0)
+    (call,) = tool_calls(conn.poll(3.0))
+    return conn, call
+
+
 def test_a_tool_result_is_spoken_after_the_turn_under_way() -> None:
     """R5 then T2: asked while the booking is pending, the model says it is in progress; the
     result that comes while it speaks is spoken after that turn, not inside it."""
-    em = Emulator(DEV, seed=13)
-    conn = connected(em, "AUDIO", outputAudioTranscription={})
-    conn.receive(content(BOOKING, done=True), 1.0)
-    (call,) = tool_calls(conn.poll(3.0))
+    conn, call = booking_pending(Emulator(DEV, seed=13), "AUDIO", outputAudioTranscription={})
     conn.receive(content("Did you book it?", done=True), 3.0)
     first = conn.poll(4.2)  # the in-progress sentence is playing
     assert spoken_text(first) == ["I'm booking it now; it's still in progress."]
@@ -324,10 +330,7 @@ def test_a_tool_result_is_spoken_after_the_turn_under_way() -> None:
 
 def test_a_result_and_a_question_due_together_are_two_turns_in_order() -> None:
     """The result is spoken of first (T2), then the question is answered, as the next turn."""
-    em = Emulator(DEV, seed=14)
-    conn = connected(em)
-    conn.receive(content(BOOKING, done=True), 1.0)
-    (call,) = tool_calls(conn.poll(3.0))
+    conn, call = booking_pending(Emulator(DEV, seed=14))
     conn.receive(content("Did you book it?", done=True), 3.0)
     answer_calls(conn, [call], 3.01)
     out = conn.poll(10.0)
@@ -353,10 +356,7 @@ def test_parts_sent_after_a_turn_ended_wait_for_the_next_turn() -> None:
 def test_a_result_while_a_turn_is_open_leaves_its_parts_unanswered() -> None:
     """A result spoken of while the user's parts wait for their turnComplete: those parts are
     still answered when it comes."""
-    em = Emulator(DEV, seed=15)
-    conn = connected(em)
-    conn.receive(content(BOOKING, done=True), 1.0)
-    (call,) = tool_calls(conn.poll(3.0))
+    conn, call = booking_pending(Emulator(DEV, seed=15))
     conn.receive(content("Hello there", done=False), 3.0)
     answer_calls(conn, [call], 3.0)
     assert spoken(conn.poll(6.0)) == ["Done: your slot tomorrow at 3pm is booked."]

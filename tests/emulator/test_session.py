@@ -233,14 +233,20 @@ def test_new_session_without_status_line_reissues_the_call() -> None:
             assert not calls and "Yes" in text
 
 
+def resumed_in_time(em: Emulator) -> tuple[Connection, str]:
+    """A session dropped at 1 s and resumed at 50 s (within its handles' 72 s at scale 0.01)."""
+    conn, handle = open_session(em, 0.0)
+    conn.peer_closed(1.0)
+    resumed = em.connect(50.0)
+    resumed.receive(setup(handle), 50.0)
+    assert frames(resumed.poll(51.0))[0] == {"setupComplete": {}}
+    return resumed, handle
+
+
 def test_handles_expire_two_hours_after_the_session_ended() -> None:
     """A handle resumes within its lifetime and is dead after it (S5: 1011 or no answer)."""
     em = Emulator(DEV, time_scale=0.01, seed=11)  # 2 h -> 72 s
-    conn, handle = open_session(em, 0.0)
-    conn.peer_closed(1.0)
-    ok = em.connect(50.0)
-    ok.receive(setup(handle), 50.0)
-    assert frames(ok.poll(51.0))[0] == {"setupComplete": {}}
+    ok, handle = resumed_in_time(em)
     ok.peer_closed(51.0)
     assert dead_handle_answers(em, handle, 124.0) <= {(1011, "Internal error encountered."), None}
 
@@ -330,11 +336,7 @@ def test_a_session_is_forgotten_when_its_handles_die_with_no_connection_after() 
 def test_a_session_resumed_in_time_is_not_forgotten_at_the_old_deadline() -> None:
     """A resume before the handles die keeps the session; its own drop sets the new deadline."""
     em = Emulator(DEV, time_scale=0.01, seed=11)
-    conn, handle = open_session(em, 0.0)
-    conn.peer_closed(1.0)
-    again = em.connect(50.0)
-    again.receive(setup(handle), 50.0)
-    assert frames(again.poll(51.0))[0] == {"setupComplete": {}}
+    again, handle = resumed_in_time(em)
     em.poll(73.0)
     assert em.sessions[handle].holder is again
     again.peer_closed(60.0)
