@@ -9,12 +9,14 @@ profiles match them in either spelling (`toolCall`, `serverContent.turnComplete`
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
-_RATE = re.compile(r"rate=(\d+)")
+# The sample rate in an audio MIME type, `audio/pcm;rate=16000`.
+RATE = re.compile(r"rate=(\d+)")
 # Sub-objects whose keys are the user's data, not protocol fields.
 OPAQUE = frozenset({"args", "response", "parameters", "parameters_json_schema", "response_schema",
                     "response_json_schema", "data"})
@@ -23,6 +25,7 @@ SERVER_CONTENT_PARTS = ("interrupted", "generation_complete", "turn_complete", "
                         "input_transcription", "output_transcription")
 
 
+@functools.lru_cache(maxsize=1024)  # a frame's few key names, met on every frame
 def snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
@@ -76,7 +79,7 @@ def _audio_seconds(blob: dict[str, Any], default_rate: int) -> float:
     if not isinstance(data, str):
         return 0.0
     mime = str(blob.get("mime_type", ""))
-    match = _RATE.search(mime)
+    match = RATE.search(mime)
     rate = int(match.group(1)) if match else default_rate
     size = len(data) * 3 // 4 - data[-2:].count("=")
     return size / 2 / rate

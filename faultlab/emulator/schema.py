@@ -95,12 +95,6 @@ def client_message() -> Message:
     return _message(types.LiveClientMessage, {})
 
 
-def setup_message() -> Message:
-    """`LiveClientSetup` as the converters send it: the fields a `setup` frame may carry."""
-    setup = client_message().fields["setup"].message
-    assert setup is not None
-    return setup
-
 
 def _message(model: type[pydantic.BaseModel], known: dict[type[pydantic.BaseModel], Message]) -> Message:
     if model in known:  # a recursive type: share the node instead of unrolling it

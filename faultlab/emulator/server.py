@@ -32,6 +32,7 @@ from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
 
 from faultlab.emulator.session import Emulator
+from faultlab.emulator.wire import close_reason
 from faultlab.livewire import kind_of
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,7 @@ UNPARSED_STATUS: dict[type[BaseException], int] = {
     RequestLineTooLong: 414, HeaderLineTooLong: 431, TooManyHeaders: 431}
 NO_IDENTITY = ("Method doesn't allow unregistered callers (callers without established identity)."
                " Please use API Key or other form of API consumer identity to call this API.")
+NO_IDENTITY_REASON = close_reason(NO_IDENTITY)
 DEVELOPER_PATH = re.compile(
     r"/ws/google\.ai\.generativelanguage\.v1(alpha|beta)?\.GenerativeService\."
     r"BidiGenerateContent(Constrained)?$")
@@ -200,9 +202,9 @@ class EmulatorServer:
                                      client_port=int(peer[1]) if peer else None)
         if not has_identity(request):
             self.emit("emulator.refused", conn=conn.number, path=without_query(request.path),
-                      code=1008, reason=NO_IDENTITY[:123])
+                      code=1008, reason=NO_IDENTITY_REASON)
             conn.peer_closed(loop.time())
-            await ws.close(1008, NO_IDENTITY[:123])
+            await ws.close(1008, NO_IDENTITY_REASON)
             return
         wake = asyncio.Event()
 

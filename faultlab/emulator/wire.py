@@ -26,9 +26,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from faultlab.emulator.schema import Leaf, Message, client_message
-from faultlab.livewire import kind_of, snake, snake_keys
+from faultlab.livewire import RATE, kind_of, snake, snake_keys
 
 INVALID_JSON = "Invalid JSON payload received."
+MALFORMED = f"{INVALID_JSON} Closing due to a malformed message."
 CLOSE_REASON_BYTES = 123
 # Objects and lists nested deeper than this are refused before anything walks them: the SDK's own
 # setup nests 9 levels, a function's parameters schema 2 more per level of the schema it describes.
@@ -297,7 +298,7 @@ def _audio_rate(mime: Any) -> int:
         return 16000
     if not isinstance(mime, str) or not mime.startswith("audio/pcm"):
         raise ProtocolError(f"Unsupported mime type: {str(mime)[:60]}")
-    match = re.search(r"rate=(\d+)", mime)
+    match = RATE.search(mime)
     if match is None:
         return 16000
     digits = match.group(1)
@@ -440,18 +441,17 @@ def _values(text: str) -> int:
 
 def parse_frame(frame: str | bytes) -> Parsed:
     """One client frame (text or binary JSON) as a typed message."""
-    malformed = ProtocolError(f"{INVALID_JSON} Closing due to a malformed message.")
     try:
         # JSON between systems is UTF-8 (RFC 8259); json.loads would also guess UTF-16 or 32.
         text = frame if isinstance(frame, str) else frame.decode()
     except UnicodeDecodeError:
-        raise malformed from None
+        raise ProtocolError(MALFORMED) from None
     if _values(text) > MAX_VALUES:
         raise ProtocolError(f"{INVALID_JSON} More than {MAX_VALUES} values in one message.")
     try:
         data = json.loads(text, parse_constant=_no_constant, parse_int=_integer, parse_float=_finite)
     except (ValueError, RecursionError):  # nested past the parser's depth
-        raise malformed from None
+        raise ProtocolError(MALFORMED) from None
     try:
         _check_tree(data)
     except _Nested as exc:
