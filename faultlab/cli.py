@@ -111,7 +111,11 @@ def _progress(quiet: bool) -> Callable[[Event], None] | None:
 @click.option("-q", "--quiet", is_flag=True, help="Print only the verdicts.")
 @click.option("--repeat", type=click.IntRange(1, 1000), default=1, show_default=True,
               help="Run each profile this many times.")
-def run(paths: tuple[str, ...], runs_dir: Path, quiet: bool, repeat: int) -> None:
+@click.option("--client-image", metavar="IMAGE", default=None,
+              help="Run each profile's client as a container of IMAGE (the same command or "
+                   "builtin; faultlab-clients has the builtins).")
+def run(paths: tuple[str, ...], runs_dir: Path, quiet: bool, repeat: int,
+        client_image: str | None) -> None:
     """Run profiles (files, folders of them, or names such as silent-loss) and check their
     expectations.
 
@@ -122,7 +126,7 @@ def run(paths: tuple[str, ...], runs_dir: Path, quiet: bool, repeat: int) -> Non
     # Before the runner's imports, so that a misspelt name is answered at once.
     files = _profile_files(paths)
     from faultlab.lab.privilege import reexec_in_user_namespace
-    from faultlab.profile import Profile, load_profile
+    from faultlab.profile import Profile, load_profile, with_client_image
     from faultlab.report.suite import write_suite
     from faultlab.result import RunResult
     from faultlab.runner import Run
@@ -133,6 +137,11 @@ def run(paths: tuple[str, ...], runs_dir: Path, quiet: bool, repeat: int) -> Non
         for line in exc.problems:
             click.echo(line, err=True)
         sys.exit(2)
+    if client_image is not None:
+        try:
+            profiles = [with_client_image(p, client_image) for p in profiles]
+        except ValueError as exc:
+            _fail(f"--client-image: {exc}", 2)
     try:
         reexec_in_user_namespace(sys.argv[1:])
     except PrivilegeError as exc:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from faultlab.emulator.server import client_environment
 from faultlab.events import EventBus
-from faultlab.lab.base import Lab, Role
+from faultlab.lab.base import Image, Lab, Role
 from faultlab.lab.process import LabProcess, wait_listening
 from faultlab.mic import VirtualMic, write_clips
 from faultlab.peers import builtin_command
@@ -34,7 +34,14 @@ EMULATED_HOSTS = ["generativelanguage.googleapis.com", "aiplatform.googleapis.co
 
 
 def program_argv(program: Program) -> list[str]:
-    base = list(program.command) if program.command else builtin_command(program.builtin or "")
+    """Its command line; in a container, empty or just `args` leaves the image's own command
+    (as `docker run IMAGE ARGS` does)."""
+    if program.command:
+        base = list(program.command)
+    elif program.builtin:
+        base = builtin_command(program.builtin, in_image=program.image is not None)
+    else:
+        base = []
     return base + list(program.args)
 
 
@@ -45,7 +52,8 @@ class Launcher:
                  tails: EventTails, stack: AsyncExitStack) -> None:
         self.profile = profile
         self.lab = lab
-        self.run_dir = run_dir
+        # Absolute: a container sees the run folder at the same path, from another cwd.
+        self.run_dir = run_dir.absolute()
         self.bus = bus
         self.tails = tails
         self.stack = stack
@@ -65,13 +73,13 @@ class Launcher:
         """The target in the server's place, once it listens on its port."""
         target = self.profile.target
         assert target is not None
-        env = self._environment("target")
+        env = self._environment("target", target)
         if target.emulator is not None:
             argv = self._emulator_argv(target.emulator)
             env["SSLKEYLOGFILE"] = str(create_private(self.run_dir / "emulator-keys.log"))
         else:
             argv = program_argv(target)
-        proc = await self._start("target", "server", argv, env, None)
+        proc = await self._start("target", "server", argv, env, None, target.image)
         await wait_listening(proc, target.listen_port, target.ready_timeout,
                              self.run_dir / "target.log")
         self.bus.emit("faultlab", "target.ready", port=target.listen_port)
@@ -81,7 +89,7 @@ class Launcher:
         """The client in the client's place, with the hosts file and, with an emulator target,
         the SDK's trust and base URL."""
         p = self.profile
-        env = self._environment("client")
+        env = self._environment("client", p.client)
         names = list(p.hosts)
         if p.target is not None and p.target.emulator is not None:
             names += EMULATED_HOSTS
@@ -95,7 +103,8 @@ class Launcher:
         hosts = self.run_dir / "hosts"
         hosts.write_text("127.0.0.1\tlocalhost\n::1\tlocalhost\n"
                          + (f"{self.lab.server_address}\t{' '.join(names)}\n" if names else ""))
-        return await self._start("client", "client", program_argv(p.client), env, hosts)
+        return await self._start("client", "client", program_argv(p.client), env, hosts,
+                                 p.client.image)
 
     async def start_mic(self) -> VirtualMic:
         """The client's virtual microphone, serving the profile's utterances."""
@@ -107,9 +116,11 @@ class Launcher:
         self.mic_path = await virtual.serve(self.run_dir)
         return virtual
 
-    def _environment(self, role: str) -> dict[str, str]:
+    def _environment(self, role: str, program: Program) -> dict[str, str]:
+        """faultlab's variables over this process's environment; a container gets only them
+        (and the profile's `env`), its image's own environment beneath."""
         events = self.tails.add(self.run_dir / f"{role}.events.jsonl", role)
-        env = dict(os.environ)
+        env = dict(os.environ) if program.image is None else {}
         env.update({
             "FAULTLAB_EVENTS": str(events), "FAULTLAB_RUN_DIR": str(self.run_dir),
             "FAULTLAB_ROLE": role, "FAULTLAB_T0": f"{self.bus.clock.t0_wall:.6f}",
@@ -124,13 +135,23 @@ class Launcher:
         return env
 
     async def _start(self, role: str, where: Role, argv: list[str], env: dict[str, str],
-                     hosts: Path | None) -> LabProcess:
+                     hosts: Path | None, image: str | None) -> LabProcess:
         # Whatever key the process is given is redacted wherever the run meets it.
         remember_secrets(secrets_in_env(env))
-        proc = await LabProcess.start(role, self.lab, where, argv, env, hosts,
-                                      create_private(self.run_dir / f"{role}.log"), self.bus)
+        log = create_private(self.run_dir / f"{role}.log")
+        member = await self.lab.start(where, argv, env, hosts, log,
+                                      None if image is None else Image(image, self._shared()))
+        proc = LabProcess.started(role, member, argv, self.bus)
         self.stack.push_async_callback(proc.stop)
         return proc
+
+    def _shared(self) -> tuple[Path, ...]:
+        """The host folders a container sees at the same paths: the run folder (event files,
+        the CA, logs) and the microphone's socket's, where that is elsewhere."""
+        folders = [self.run_dir.absolute()]
+        if self.mic_path is not None and not self.mic_path.is_relative_to(folders[0]):
+            folders.append(self.mic_path.parent)
+        return tuple(folders)
 
     def _emulator_argv(self, emulator: EmulatorTarget) -> list[str]:
         port = self.profile.target.listen_port if self.profile.target else 443

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -29,6 +29,9 @@ from faultlab.plainyaml import load_plain, read_bounded
 from faultlab.problems import Loc, Problems, line_map, message_of
 
 STEP_ID = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,23}$")
+# A Docker image reference: [registry[:port]/]name[/name...][:tag][@sha256:digest].
+IMAGE_REF = re.compile(r"^([A-Za-z0-9.-]+(:\d+)?/)?[a-z0-9]+([._-]+[a-z0-9]+)*(/[a-z0-9]+([._-]+[a-z0-9]+)*)*"
+                       r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$")
 
 
 def one_of(what: str, name: str, known: Collection[str]) -> str:
@@ -39,19 +42,32 @@ def one_of(what: str, name: str, known: Collection[str]) -> str:
 
 
 class Program(Model):
-    """A command to run in the lab: either a `command` list or a `builtin` name, plus `args`."""
+    """A command to run in the lab: either a `command` list or a `builtin` name, plus `args`;
+    with `image`, run in a container of that image (whose own command runs when neither is
+    given)."""
 
     command: list[str] | None = Field(default=None, min_length=1)
     builtin: str | None = None
+    image: str | None = None
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
 
     KINDS: ClassVar[tuple[str, ...]] = ("command", "builtin")
 
+    @field_validator("image")
+    @classmethod
+    def _image_ref(cls, ref: str | None) -> str | None:
+        if ref is not None and (len(ref) > 255 or not IMAGE_REF.match(ref)):
+            raise ValueError(f"{ref!r} is not an image reference (name[:tag], lowercase)")
+        return ref
+
     @model_validator(mode="after")
     def _one_program(self) -> Program:
-        if sum(getattr(self, k) is not None for k in self.KINDS) != 1:
-            raise ValueError(f"give exactly one of {' or '.join(map(repr, self.KINDS))}")
+        given = sum(getattr(self, k) is not None for k in self.KINDS)
+        if given > 1 or (given == 0 and self.image is None):
+            raise ValueError(f"give exactly one of {' or '.join(map(repr, self.KINDS))}"
+                             + (" (or an 'image' with a command of its own)"
+                                if "image" in type(self).model_fields else ""))
         if self.builtin is not None:
             one_of("builtin", self.builtin, BUILTINS)
         return self
@@ -95,6 +111,8 @@ class Target(Program):
     def _port(self) -> Target:
         if self.port is None and self.emulator is None:
             raise ValueError("'port' is required: the port the target listens on")
+        if self.emulator is not None and self.image is not None:
+            raise ValueError("the emulator is faultlab's own program: it takes no 'image'")
         return self
 
     @property
@@ -121,16 +139,18 @@ class Subnets(Model):
 
 
 class Network(Model):
-    """How the lab is built."""
+    """How the lab is built: `netns` (namespaces only) or `docker` (a member runs as a container
+    wired into the same router); by default, docker where the client or the target names an
+    image."""
 
-    backend: str = "netns"
+    backend: str | None = None
     subnets: Subnets | None = None
     sysctl: dict[Role, dict[str, str | int]] = Field(default_factory=dict)
 
     @field_validator("backend")
     @classmethod
-    def _known_backend(cls, name: str) -> str:
-        return one_of("lab backend", name, LABS)
+    def _known_backend(cls, name: str | None) -> str | None:
+        return None if name is None else one_of("lab backend", name, LABS)
 
     @field_validator("sysctl")
     @classmethod
@@ -277,6 +297,11 @@ class Profile:
     settle: float
 
     @property
+    def backend(self) -> str:
+        """The lab backend (decided when the profile is parsed)."""
+        return self.network.backend or "netns"
+
+    @property
     def needs(self) -> frozenset[Need]:
         """What the run starts: whatever a step's fault needs, and what the profile asks for."""
         asked: set[Need] = {"proxy"} if self.proxy else set()
@@ -312,11 +337,12 @@ def parse_profile(text: str | bytes, source: str = "<profile>", path: Path | Non
         _check_parts(data, problems)
         problems.fail()
     steps = _check_steps(raw.timeline, problems)
+    network = _check_backend(raw, problems)
     _check_needs(raw, steps, problems)
     expectations = _check_expectations(raw.expect, problems)
     problems.raise_if_any()
     return Profile(
-        path=path, name=raw.name, description=raw.description.strip(), network=raw.network,
+        path=path, name=raw.name, description=raw.description.strip(), network=network,
         target=raw.target, client=raw.client, hosts=tuple(raw.hosts), timeline=tuple(steps),
         capture=raw.capture, mic=raw.mic, proxy=raw.proxy, expect=tuple(expectations),
         timeout=raw.timeout,
@@ -383,6 +409,29 @@ def _check_steps(raw_steps: Iterable[RawStep], problems: Problems) -> list[Step]
                 problems.add(("timeline", i, "do"), f"no step has the id {ref!r}")
         steps.append(Step(ids[i], raw.when, raw.after, name, params))
     return steps
+
+
+def _check_backend(raw: RawProfile, problems: Problems) -> Network:
+    """The network with its backend decided: docker where a member names an image."""
+    imaged = [role for role in ("client", "target")
+              if getattr(getattr(raw, role), "image", None) is not None]
+    backend = raw.network.backend or ("docker" if imaged else "netns")
+    if imaged and backend != "docker":
+        problems.add(("network", "backend"), f"the {imaged[0]} runs in a container (it names an "
+                     "'image'): the lab is then 'docker' (or leave 'backend' out)")
+    if backend == "docker" and not imaged:
+        problems.add(("network", "backend"), "the docker lab runs a member as a container: give "
+                     "the client (or the target) an 'image'")
+    return raw.network.model_copy(update={"backend": backend})
+
+
+def with_client_image(profile: Profile, image: str) -> Profile:
+    """`profile` with its client run as a container of `image` (`faultlab run --client-image`):
+    the same command or builtin, in the image."""
+    Program._image_ref(image)
+    client = profile.client.model_copy(update={"image": image})
+    return replace(profile, client=client,
+                   network=profile.network.model_copy(update={"backend": "docker"}))
 
 
 def _check_needs(raw: RawProfile, steps: Sequence[Step], problems: Problems) -> None:

@@ -140,7 +140,7 @@ class Run:
         subnets = (network.subnets.client, network.subnets.server) if network.subnets else None
         started = time.perf_counter()
         lab = await stack.enter_async_context(
-            LABS[network.backend].build(LabSpec(subnets, network.sysctl)))
+            LABS[self.profile.backend].build(LabSpec(subnets, network.sysctl)))
         self.bus.emit("faultlab", "lab.ready", **lab.describe(),
                       setup_ms=round((time.perf_counter() - started) * 1000, 1))
         return lab

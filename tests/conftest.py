@@ -7,8 +7,12 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
 import pytest
+
+if TYPE_CHECKING:
+    from docker import DockerClient
 
 REPO = Path(__file__).resolve().parents[1]
 PROFILES = REPO / "profiles"
@@ -50,3 +54,38 @@ def runs_dir(tmp_path: Path) -> Iterator[Path]:
     path = tmp_path / "runs"
     path.mkdir()
     yield path
+
+
+@pytest.fixture(scope="session")
+def docker_engine() -> Iterator[DockerClient]:
+    """The Docker engine; tests that need it are skipped, with the reason, where none answers
+    (and fail instead where FAULTLAB_REQUIRE_DOCKER=1, as in CI)."""
+    from faultlab.errors import LabError
+    from faultlab.lab.engine import connect
+
+    try:
+        client = connect()
+    except LabError as exc:
+        _no_docker(str(exc))
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def clients_image(docker_engine: DockerClient) -> str:
+    """faultlab's reference clients as an image (`make images`)."""
+    from docker.errors import ImageNotFound
+
+    from faultlab.lab.engine import CLIENTS_IMAGE
+
+    try:
+        docker_engine.images.get(CLIENTS_IMAGE)
+    except ImageNotFound:
+        _no_docker(f"no {CLIENTS_IMAGE} image: make images")
+    return CLIENTS_IMAGE
+
+
+def _no_docker(reason: str) -> NoReturn:
+    if os.environ.get("FAULTLAB_REQUIRE_DOCKER") == "1":
+        pytest.fail(reason)
+    pytest.skip(reason)

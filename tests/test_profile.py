@@ -211,3 +211,46 @@ def test_forward_before_cannot_wait() -> None:
                        "  - when: {frame: {kind: toolCall, forward: before}}\n"
                        "    after: 1s\n    do: {fault: freeze}\n")
     assert line.startswith("p.yaml:6: timeline[0].after: 'forward: before' acts on the message")
+
+
+def test_an_image_makes_a_docker_lab() -> None:
+    """A member with an image runs in the docker lab; a builtin then runs with the image's
+    Python, and an image with no command keeps its own (args become its CMD)."""
+    from faultlab.launch import program_argv
+
+    profile = parse_profile("name: x\nclient: {image: my-agent:dev, builtin: naive}\n")
+    assert (profile.backend, profile.client.image) == ("docker", "my-agent:dev")
+    assert program_argv(profile.client) == ["python3", "-m", "faultlab.clients.naive"]
+    own = parse_profile("name: x\nclient: {image: registry.local:5000/team/agent:1.2, args: [-v]}\n")
+    assert (own.backend, program_argv(own.client)) == ("docker", ["-v"])
+    assert parse_profile("name: x\nclient: {builtin: naive}\n").backend == "netns"
+
+
+@pytest.mark.parametrize(("text", "where", "message"), [
+    ("client: {image: My Agent}", "3: client.image", "not an image reference"),
+    ("client: {}", "3: client", "or an 'image' with a command of its own"),
+    ("network: {backend: netns}\nclient: {image: agent}", "3: network.backend",
+     "runs in a container"),
+    ("network: {backend: docker}\nclient: {builtin: naive}", "3: network.backend",
+     "give the client (or the target) an 'image'"),
+    ("client: {builtin: naive}\ntarget: {emulator: {}, image: agent}", "4: target",
+     "takes no 'image'"),
+])
+def test_image_mistakes_are_pinned(text: str, where: str, message: str) -> None:
+    with pytest.raises(ProfileError) as caught:
+        parse_profile("name: x\n\n" + text + "\n", "p.yaml")
+    assert any(where in line and message in line for line in caught.value.problems), \
+        caught.value.problems
+
+
+def test_client_image_override_keeps_the_profile() -> None:
+    """`run --client-image` runs the same client, expectations and timeline in a container."""
+    from faultlab.profile import with_client_image
+
+    profile = load_profile(PROFILES / "silent-loss.yaml")
+    boxed = with_client_image(profile, "faultlab-clients")
+    assert (boxed.backend, boxed.client.image) == ("docker", "faultlab-clients")
+    assert (boxed.client.builtin, boxed.expect, boxed.timeline) == (
+        profile.client.builtin, profile.expect, profile.timeline)
+    with pytest.raises(ValueError, match="not an image reference"):
+        with_client_image(profile, "Bad Name")

@@ -6,8 +6,9 @@ A backend is a `Lab` class registered here by the name a profile's `network.back
 from __future__ import annotations
 
 from faultlab.lab.base import Lab, LabSpec
+from faultlab.lab.docker import DockerLab
 from faultlab.lab.netns import Addressing, NetnsLab
 
-LABS: dict[str, type[Lab]] = {NetnsLab.backend: NetnsLab}
+LABS: dict[str, type[Lab]] = {NetnsLab.backend: NetnsLab, DockerLab.backend: DockerLab}
 
-__all__ = ["LABS", "Addressing", "Lab", "LabSpec", "NetnsLab"]
+__all__ = ["LABS", "Addressing", "DockerLab", "Lab", "LabSpec", "NetnsLab"]

@@ -18,9 +18,20 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, ClassVar, Literal, Self
 
+from faultlab.errors import LabError
 from faultlab.lab.namespace import Namespace
+from faultlab.lab.process import HostProcess, Member
 
 Role = Literal["client", "router", "server"]
+
+
+@dataclass(frozen=True)
+class Image:
+    """A program run as a container of `name`, sharing the host folders `shared` at the same
+    paths (the run folder: its event file, the run's CA, the microphone's socket)."""
+
+    name: str
+    shared: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -88,6 +99,16 @@ class Lab(ABC):
         """Start `argv` in `role`'s place (with `hosts` as its /etc/hosts), in a session of its
         own so that it is stopped by its own process group."""
         return await self.place(role).spawn(argv, env, hosts, stdout, stderr)
+
+    async def start(self, role: Role, argv: Sequence[str], env: Mapping[str, str],
+                    hosts: Path | None, log: Path, image: Image | None = None) -> Member:
+        """Start a lab member in `role`'s place, its output appended to `log`: a host process,
+        or a container of `image` on a lab that runs them."""
+        if image is not None:
+            raise LabError(f"the {self.backend} lab runs no containers")
+        with log.open("ab") as out:
+            return HostProcess(await self.spawn(role, argv, env, hosts, stdout=out,
+                                                stderr=asyncio.subprocess.STDOUT))
 
     @abstractmethod
     async def __aenter__(self) -> Self: ...

@@ -4,9 +4,10 @@ A run as root owns a slot through its lease (`/run/faultlab/lab-<slot>.pid`: pid
 taken before anything else of its lab exists. Everything it makes in the host's view carries the
 slot: the namespaces `faultlab-<slot>-<role>` (their veths and iptables rules live inside them),
 the processes inside those namespaces, the scratch folder `/run/faultlab/lab-<slot>/` (the proxy's
-control socket). A slot whose lease names a live process is spared; any other slot with traces is
-collected, the lease last, so that no new run takes the slot while it is being cleaned (a slot with
-no lease at all is first leased by gc itself). Outside the slots, folders in the temp dir named
+control socket), the docker lab's containers (labelled with the slot and the run's lease). A slot
+whose lease names a live process is spared; any other slot with traces is collected, the lease
+last, so that no new run takes the slot while it is being cleaned (a slot with no lease at all is
+first leased by gc itself). Outside the slots, folders in the temp dir named
 with a pid (a spare microphone folder, a rootless lab's private folder) go once that pid is gone.
 The host's own network is never changed by a run, and gc touches nothing without faultlab's names.
 """
@@ -23,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from faultlab.errors import PrivilegeError
+from faultlab.lab.engine import container_slots, remove_containers
 from faultlab.lab.namespace import remove_namespace
 from faultlab.lab.netns import (
     LAB_NAME,
@@ -101,18 +103,17 @@ def remove_scratch(slot: int) -> list[str]:
     return [f"removed {path}"]
 
 
-# What a run leaves in its slot, removed in this order while the slot's lease keeps new runs out.
-# A lab backend with things of its own (a Docker backend's containers, labelled with the slot)
-# adds its collector here, before the namespaces its processes may hold.
+# What a run leaves in its slot, removed in this order while the slot's lease keeps new runs out:
+# containers first (a container's network is bound to one of the slot's namespace names).
 SLOT_COLLECTORS: list[Callable[[int], list[str]]] = [
-    kill_processes, remove_namespaces, remove_scratch,
+    remove_containers, kill_processes, remove_namespaces, remove_scratch,
 ]
 # Folders in the temp dir named `<prefix><pid>-*`, removed once that pid is gone.
 PID_FOLDER_PREFIXES = (SPARE_DIR_PREFIX, PRIVATE_DIR_PREFIX)
 
 
 def _slots_with_traces() -> set[int]:
-    slots = set()
+    slots = container_slots()
     names = os.listdir(ROOT_NETNS_DIR) if ROOT_NETNS_DIR.is_dir() else []
     for name in names:
         match = LAB_NAME.match(name)

@@ -50,6 +50,19 @@ class Namespace:
             raise
         return ns
 
+    @classmethod
+    def bind(cls, role: str, path: Path, source: Path) -> Namespace:
+        """The network namespace at `source` (another process's `/proc/PID/ns/net`: a
+        container's) bound at `path` too, so that it keeps the lab's name and outlives that
+        process until teardown; fails with FileExistsError if the name is taken."""
+        ns = cls(role, path)
+        try:
+            ns.call(_bind_here, source, path)
+        except BaseException:
+            ns.close()
+            raise
+        return ns
+
     @property
     def name(self) -> str:
         return self.path.name
@@ -96,6 +109,22 @@ def _create_here(path: Path) -> None:
             raise OSError(err, f"cannot bind the namespace at {path}: {os.strerror(err)}")
     except BaseException:
         path.unlink(missing_ok=True)
+        raise
+
+
+def _bind_here(source: Path, path: Path) -> None:
+    os.close(os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL, 0o444))
+    try:
+        if _libc.mount(bytes(source), bytes(path), None, MS_BIND, None) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"cannot bind {source} at {path}: {os.strerror(err)}")
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.setns(fd, os.CLONE_NEWNET)
+        finally:
+            os.close(fd)
+    except BaseException:
+        remove_namespace(path)
         raise
 
 

@@ -186,8 +186,8 @@ class NetnsLab(Lab):
             self.router.call(
                 _wire_router, self.client.path, self.server.path, a.router_client, a.router_server
             )
-            self.client.call(_configure_end, self.client_iface, a.client, a.router_client.ip)
-            self.server.call(_configure_end, self.server_iface, a.server, a.router_server.ip)
+            self.client.call(configure_end, self.client_iface, a.client, a.router_client.ip)
+            self.server.call(configure_end, self.server_iface, a.server, a.router_server.ip)
             for role, settings in self.sysctl.items():
                 for name, value in settings.items():
                     self.namespaces[role].call(write_sysctl, name, value)
@@ -301,7 +301,7 @@ def _wire_router(
     write_sysctl("net.ipv4.ip_forward", 1)
 
 
-def _configure_end(ifname: str, address: IPv4Interface, gateway: IPv4Address) -> None:
+def configure_end(ifname: str, address: IPv4Interface, gateway: IPv4Address) -> None:
     with IPRoute() as ipr:
         ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
         index = ipr.link_lookup(ifname=ifname)[0]

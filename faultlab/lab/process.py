@@ -1,4 +1,5 @@
-"""Processes started inside lab namespaces, watched, and stopped by their own PID."""
+"""The lab's programs (the client, the target): started in their place as a host process or a
+container (a `Member`), watched, and stopped by their own PID or container."""
 
 from __future__ import annotations
 
@@ -8,14 +9,13 @@ import os
 import signal
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from faultlab.errors import LabError
 from faultlab.events import EventBus
-from faultlab.lab.base import Lab, Role
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,49 @@ async def terminate(proc: asyncio.subprocess.Process, grace_s: float) -> Ending:
                       stop_s=time.monotonic() - started)
 
 
+class Member(Protocol):
+    """A program running in the lab: a host process in a namespace, or a container."""
+
+    @property
+    def pid(self) -> int:
+        """Its process on the host (whose /proc/PID/net is its place's network)."""
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    def describe(self) -> dict[str, Any]:
+        """What `process.start` tells of it beyond its role, pid and argv."""
+
+    async def wait(self) -> int: ...
+
+    async def terminate(self, grace_s: float) -> Ending:
+        """SIGTERM, then SIGKILL after `grace_s`; how it ended."""
+
+
+class HostProcess:
+    """A process started in a lab namespace, in a session of its own (stopped by its group)."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.returncode
+
+    def describe(self) -> dict[str, Any]:
+        return {}
+
+    async def wait(self) -> int:
+        return await self.proc.wait()
+
+    async def terminate(self, grace_s: float) -> Ending:
+        return await terminate(self.proc, grace_s)
+
+
 def leftover_dirs(prefix: str) -> list[Path]:
     """Folders `<prefix><pid>-*` in the temp dir whose process is gone. A pid alone may have
     been reused: then a leftover is spared, never a live run's folder removed."""
@@ -88,7 +131,7 @@ async def wait_listening(proc: LabProcess, port: int, timeout_s: float, log: Pat
     takes longer than `timeout_s` fails the run, pointing at its `log`."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
-    while not listening(proc.proc.pid, port):
+    while not listening(proc.member.pid, port):
         if not proc.alive:
             raise LabError(f"the {proc.role} exited with code {proc.returncode} before listening "
                            f"on port {port}; see {log}")
@@ -101,12 +144,11 @@ async def wait_listening(proc: LabProcess, port: int, timeout_s: float, log: Pat
 class LabProcess:
     """The client or the target: started in its namespace, its exit put on the event bus."""
 
-    def __init__(self, role: str, proc: asyncio.subprocess.Process, bus: EventBus,
-                 started_at: float) -> None:
+    def __init__(self, role: str, member: Member, bus: EventBus, started_at: float) -> None:
         self.role = role
         # When it was started, on the run clock.
         self.started_at = started_at
-        self.proc = proc
+        self.member = member
         self.bus = bus
         # Set once it has ended, and `process.exit` is on the bus.
         self.ending: Ending | None = None
@@ -114,19 +156,14 @@ class LabProcess:
         self._watch = asyncio.create_task(self._watch_exit())
 
     @classmethod
-    async def start(
-        cls, role: str, lab: Lab, where: Role, argv: Sequence[str], env: Mapping[str, str],
-        hosts: Path | None, log: Path, bus: EventBus,
-    ) -> LabProcess:
-        """Start `argv` as `role` (client, target, proxy) in the lab's `where`, output to `log`."""
-        with log.open("ab") as out:
-            proc = await lab.spawn(where, argv, env, hosts, stdout=out,
-                                   stderr=asyncio.subprocess.STDOUT)
-        started = bus.emit("faultlab", "process.start", role=role, pid=proc.pid, argv=list(argv))
-        return cls(role, proc, bus, started.t)
+    def started(cls, role: str, member: Member, argv: Sequence[str], bus: EventBus) -> LabProcess:
+        """`member`, just started as `role` (client, target, proxy), watched from now on."""
+        event = bus.emit("faultlab", "process.start", role=role, pid=member.pid, argv=list(argv),
+                         **member.describe())
+        return cls(role, member, bus, event.t)
 
     async def _watch_exit(self) -> None:
-        code = await self.proc.wait()
+        code = await self.member.wait()
         # Stopped by the run: only `terminate` knows whether SIGKILL was needed.
         ending = await asyncio.shield(self._stopping) if self._stopping else Ending(code)
         fields: dict[str, Any] = {"role": self.role, "code": ending.code}
@@ -141,18 +178,18 @@ class LabProcess:
 
     @property
     def returncode(self) -> int | None:
-        return self.proc.returncode
+        return self.member.returncode
 
     @property
     def alive(self) -> bool:
-        return self.proc.returncode is None
+        return self.member.returncode is None
 
     async def wait(self) -> int:
         await asyncio.shield(self._watch)
-        return self.proc.returncode if self.proc.returncode is not None else -1
+        return self.member.returncode if self.member.returncode is not None else -1
 
     async def stop(self, grace_s: float = 2.0) -> None:
         if self.alive and self._stopping is None:
             # A task of its own: a cancelled stop still ends the process and reports how.
-            self._stopping = asyncio.create_task(terminate(self.proc, grace_s))
+            self._stopping = asyncio.create_task(self.member.terminate(grace_s))
         await asyncio.shield(self._watch)

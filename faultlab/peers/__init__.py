@@ -15,6 +15,11 @@ BUILTINS: dict[str, str] = {
 }
 
 
-def builtin_command(name: str) -> list[str]:
-    """The command line of a builtin program, run by the interpreter running faultlab."""
-    return [sys.executable, "-m", BUILTINS[name]]
+# The interpreter with faultlab installed in faultlab's images (containers/clients/Dockerfile).
+IMAGE_PYTHON = "python3"
+
+
+def builtin_command(name: str, in_image: bool = False) -> list[str]:
+    """The command line of a builtin program, run by the interpreter running faultlab, or in a
+    container by the image's (faultlab-clients has faultlab on its PATH)."""
+    return [IMAGE_PYTHON if in_image else sys.executable, "-m", BUILTINS[name]]

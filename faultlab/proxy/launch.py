@@ -36,7 +36,7 @@ async def launch_proxy(lab: Lab, target_port: int, ca: LabCA, work_dir: Path, ev
     env = dict(os.environ, FAULTLAB_EVENTS=str(events_file),
                MITMPROXY_SSLKEYLOGFILE=str(create_private(work_dir / "keys.log")))
     log = create_private(work_dir / "proxy.log")
-    proxy = await LabProcess.start("proxy", lab, "router", argv, env, None, log, bus)
+    proxy = LabProcess.started("proxy", await lab.start("router", argv, env, None, log), argv, bus)
     stack.push_async_callback(proxy.stop)
     await wait_listening(proxy, PROXY_PORT, READY_S, log)
     control = ProxyControl(control_path)

@@ -4,8 +4,11 @@ of one lab."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 from faultlab.events import Event
@@ -17,14 +20,20 @@ from faultlab.lab.netns import (
     lease_path,
     scratch_path,
 )
-from faultlab.profile import parse_profile
+from faultlab.profile import Profile, parse_profile
 from faultlab.result import RunResult
 from faultlab.runner import Run
+
+from ..conftest import REPO, slack
 
 
 def run_profile(text: str, runs_dir: Path) -> RunResult:
     """Validate `text` as a profile and run it in this process."""
-    profile = parse_profile(text, "<test>")
+    return run_loaded(parse_profile(text, "<test>"), runs_dir)
+
+
+def run_loaded(profile: Profile, runs_dir: Path) -> RunResult:
+    """Run a validated profile in this process."""
     return asyncio.run(Run(profile, runs_dir).execute())
 
 
@@ -95,3 +104,54 @@ timeout: 20s
 def peers(duration: str = "6s", extra: str = "") -> str:
     """The target/client part of a profile with faultlab's own peers."""
     return PEERS.replace("{duration}", duration).replace("{extra}", extra)
+
+
+LONG = """\
+name: long
+target: {builtin: ws-echo-server, port: 8765}
+client: {builtin: ws-client, args: [--duration, 30s]}
+timeline:
+  - id: cut
+    when: {event: client.connected, where: {attempt: 1}}
+    after: 1s
+    do: {fault: drop, direction: to_client, connection: latest}
+timeout: 40s
+"""
+
+
+def start_run(tmp_path: Path, *args: str, profile_text: str = LONG
+              ) -> tuple[subprocess.Popen[bytes], Path]:
+    """Start `faultlab run` on a long profile and wait until its fault is applied."""
+    profile = tmp_path / "long.yaml"
+    profile.write_text(profile_text)
+    runs = tmp_path / "runs"
+    proc = subprocess.Popen([sys.executable, "-m", "faultlab", "run", "--runs-dir", str(runs),
+                             *args, str(profile)], cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    deadline = time.monotonic() + slack(20)
+    while time.monotonic() < deadline:
+        files = list(runs.glob("*/events.jsonl"))
+        if files and "fault.applied" in files[0].read_text():
+            return proc, files[0].parent
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError("the run never applied its fault")
+
+
+def run_events(run_dir: Path) -> list[dict[str, object]]:
+    return [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]
+
+
+def run_slot(run_dir: Path) -> int:
+    """The slot of the lab the run built."""
+    ready = next(e for e in run_events(run_dir) if e["event"] == "lab.ready")
+    return int(str(ready["slot"]))
+
+
+def pid_alive(pid: int) -> bool:
+    """Running, not a zombie (this machine's init reaps orphans lazily)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"

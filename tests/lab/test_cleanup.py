@@ -3,71 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from faultlab.lab.netns import ROOT_NETNS_DIR, NetnsLab, lease_path, scratch_path
 
-from ..conftest import PROFILES, REPO, faultlab, slack
-from .helpers import host_network_state, lab_traces
+from ..conftest import PROFILES, faultlab, slack
+from .helpers import host_network_state, lab_traces, pid_alive, run_events, run_slot, start_run
 
 pytestmark = pytest.mark.lab
-
-LONG = """\
-name: long
-target: {builtin: ws-echo-server, port: 8765}
-client: {builtin: ws-client, args: [--duration, 30s]}
-timeline:
-  - id: cut
-    when: {event: client.connected, where: {attempt: 1}}
-    after: 1s
-    do: {fault: drop, direction: to_client, connection: latest}
-timeout: 40s
-"""
-
-
-def start_run(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
-    """Start `faultlab run` on a long profile and wait until its fault is applied."""
-    profile = tmp_path / "long.yaml"
-    profile.write_text(LONG)
-    runs = tmp_path / "runs"
-    proc = subprocess.Popen([sys.executable, "-m", "faultlab", "run", "--runs-dir", str(runs),
-                             str(profile)], cwd=REPO, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
-    deadline = time.monotonic() + slack(20)
-    while time.monotonic() < deadline:
-        files = list(runs.glob("*/events.jsonl"))
-        if files and "fault.applied" in files[0].read_text():
-            return proc, files[0].parent
-        time.sleep(0.05)
-    proc.kill()
-    raise AssertionError("the run never applied its fault")
-
-
-def run_events(run_dir: Path) -> list[dict[str, object]]:
-    return [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]
-
-
-def run_slot(run_dir: Path) -> int:
-    """The slot of the lab the run built."""
-    ready = next(e for e in run_events(run_dir) if e["event"] == "lab.ready")
-    return int(str(ready["slot"]))
-
-
-def pid_alive(pid: int) -> bool:
-    """Running, not a zombie (this machine's init reaps orphans lazily)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def test_sigterm_tears_everything_down(tmp_path: Path) -> None:

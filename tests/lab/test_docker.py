@@ -1,0 +1,229 @@
+"""The docker lab: the client (or the target) as a container of an image, wired into the same
+router, with every fault, the capture, the hosts file, the CA and the event file working as for
+a namespace member; nothing left behind, and one-line errors for what a user gets wrong."""
+
+from __future__ import annotations
+
+import io
+import re
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from faultlab.lab.engine import LABEL_SLOT
+from faultlab.profile import load_profile, with_client_image
+
+from ..conftest import PROFILES, faultlab, slack
+from .helpers import (
+    LONG,
+    failed,
+    first,
+    host_network_state,
+    lab_traces,
+    pid_alive,
+    run_events,
+    run_loaded,
+    run_profile,
+    run_slot,
+    start_run,
+)
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+
+pytestmark = [pytest.mark.lab, pytest.mark.docker]
+
+
+def containers_of(engine: DockerClient, slot: int) -> list[str]:
+    return [c.name or "" for c in engine.containers.list(
+        all=True, filters={"label": f"{LABEL_SLOT}={slot}"})]
+
+
+def test_silent_loss_with_a_container_client(
+    clients_image: str, docker_engine: DockerClient, runs_dir: Path
+) -> None:
+    """The demo profile with its ws-client in a container: the same expectations hold (the drop
+    on the router is silent for the container as for a namespace), its events and output reach
+    the run folder, and its container is gone after the run."""
+    profile = with_client_image(load_profile(PROFILES / "silent-loss.yaml"), clients_image)
+    result = run_loaded(profile, runs_dir)
+    assert result.verdict == "PASS", failed(result)
+    start = first(result, "process.start", role="client")
+    assert start.fields["image"] == clients_image and start.fields["container"]
+    assert first(result, "lab.ready").fields["backend"] == "docker"
+    assert "client.connected" in (result.run_dir / "client.events.jsonl").read_text()
+    slot = int(first(result, "lab.ready").fields["slot"])
+    assert containers_of(docker_engine, slot) == []
+
+
+AT_CLIENT = """\
+name: drop-in-container
+target: {builtin: ws-echo-server, port: 8765}
+client:
+  image: IMAGE
+  builtin: ws-client
+  args: [--duration, 8s, --ping-interval, 500ms, --lost-after, 2s, --close-timeout, 500ms]
+hosts: [echo.faultlab.test]
+network:
+  sysctl: {client: {net.ipv4.tcp_retries2: 4}}
+timeline:
+  - {id: cut, when: {at: 1500ms}, do: {fault: drop, at: client}}
+expect:
+  - {event: client.lost, after: {event: fault.applied, where: {step: cut}}, not_before: 2s, within: 3.5s}
+  - {count: {event: tcp.fin, where: {from: server}}, equals: 0}
+timeout: 15s
+"""
+
+
+def test_drop_at_client_inside_the_container(clients_image: str, runs_dir: Path) -> None:
+    """`drop` with `at: client` puts its rules in the container's own network (the field study's
+    round 3), and a client sysctl is set there: the container's TCP drops locally, the server
+    is never told."""
+    result = run_profile(AT_CLIENT.replace("IMAGE", clients_image), runs_dir)
+    assert result.verdict == "PASS", failed(result)
+    assert first(result, "fault.applied", step="cut").fields["at"] == "client"
+
+
+CONTAINER_TARGET = """\
+name: container-target
+target: {image: IMAGE, builtin: ws-echo-server, port: 8765}
+client:
+  builtin: ws-client
+  args: [--duration, 3s, --ping-interval, 500ms, --lost-after, 2s]
+hosts: [echo.faultlab.test]
+expect:
+  - {event: client.connected, within: 2s}
+  - {exit_code: 0}
+  - {alive: target}
+timeout: 15s
+"""
+
+
+def test_the_target_as_a_container(clients_image: str, runs_dir: Path) -> None:
+    """The target runs in the server's place as a container of the image: the lab waits until it
+    listens (in the container's network), and the client reaches it through the router."""
+    result = run_profile(CONTAINER_TARGET.replace("IMAGE", clients_image), runs_dir)
+    assert result.verdict == "PASS", failed(result)
+    assert first(result, "process.start", role="target").fields["image"] == clients_image
+
+
+def test_field_profiles_with_the_containerised_client(clients_image: str, tmp_path: Path) -> None:
+    """BR1 (an emulator over TLS, the run's CA, the hosts file, the booking ledger) and A1 (the
+    virtual microphone's socket) with their client in the image: both PASS with the field's
+    outcome in the suite table."""
+    done = faultlab("run", "-q", "--client-image", clients_image, "--runs-dir", str(tmp_path),
+                    "field/BR1", "field/A1", timeout=slack(180))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr
+    (table,) = tmp_path.glob("suite-*.md")
+    row = next(line for line in table.read_text().splitlines() if "field-BR1 " in line)
+    assert re.search(r"\|\s*1\s*\|\s*truth\s*\|", row), row
+    for run_dir in tmp_path.glob("*-field-*"):
+        events = run_events(run_dir)
+        starts = [e for e in events if e["event"] == "process.start" and e["role"] == "client"]
+        assert starts and starts[0]["image"] == clients_image
+
+
+def test_sigkill_then_gc_removes_the_container(
+    clients_image: str, docker_engine: DockerClient, tmp_path: Path
+) -> None:
+    """SIGKILL of a run whose client is a container leaves the container running; `lab gc`
+    removes it with the namespaces, and the host is as before."""
+    before = host_network_state()
+    proc, run_dir = start_run(tmp_path, "--client-image", clients_image)
+    proc.kill()
+    proc.wait(timeout=slack(5))
+    slot = run_slot(run_dir)
+    assert containers_of(docker_engine, slot) == [f"faultlab-{slot}-client"]
+    done = faultlab("lab", "gc")
+    assert done.returncode == 0, done.stderr
+    assert f"removed container faultlab-{slot}-client" in done.stdout.splitlines(), done.stdout
+    assert containers_of(docker_engine, slot) == []
+    pids = [int(e["pid"]) for e in run_events(run_dir)  # type: ignore[call-overload]
+            if e["event"] == "process.start"]
+    assert pids and not any(pid_alive(p) for p in pids)
+    assert lab_traces(slot, proc.pid) == []
+    assert host_network_state() == before
+
+
+def test_teardown_removes_the_container_on_sigterm(
+    clients_image: str, docker_engine: DockerClient, tmp_path: Path
+) -> None:
+    """SIGTERM mid-run: exit 143, and the container is gone with the lab."""
+    import signal
+
+    proc, run_dir = start_run(tmp_path, "--client-image", clients_image)
+    slot = run_slot(run_dir)
+    assert containers_of(docker_engine, slot)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=slack(15))
+    assert proc.returncode == 143
+    assert containers_of(docker_engine, slot) == []
+    assert lab_traces(slot, proc.pid) == []
+
+
+@pytest.fixture
+def shell_less_image(docker_engine: DockerClient) -> Iterator[str]:
+    """An image of one text file: no shell, no Python."""
+    data = io.BytesIO()
+    with tarfile.open(fileobj=data, mode="w") as tar:
+        body = b"nothing to run\n"
+        info = tarfile.TarInfo("readme.txt")
+        info.size = len(body)
+        tar.addfile(info, io.BytesIO(body))
+    name = "faultlab-test-no-shell:latest"
+    docker_engine.api.import_image_from_data(data.getvalue(), repository=name.split(":")[0],
+                                             tag="latest", changes=['CMD ["/agent"]'])
+    yield name
+    docker_engine.images.remove(name, force=True)
+
+
+ONE_CLIENT = """\
+name: bad-image
+client: {image: IMAGE}
+timeout: 10s
+"""
+
+
+@pytest.mark.parametrize("case", ["missing", "no-shell"])
+def test_a_bad_image_is_one_line_and_exit_3(
+    case: str, request: pytest.FixtureRequest, docker_engine: DockerClient, tmp_path: Path
+) -> None:
+    """An image that is not there, or has neither a shell nor Python: one line that says the
+    fix, exit 3, no traceback, the lab torn down."""
+    image = ("faultlab-test-absent:1" if case == "missing"
+             else request.getfixturevalue("shell_less_image"))
+    profile = tmp_path / "bad.yaml"
+    profile.write_text(ONE_CLIENT.replace("IMAGE", image))
+    done = faultlab("run", "-q", "--runs-dir", str(tmp_path / "runs"), str(profile))
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    (error,) = [line for line in done.stdout.splitlines() if line.startswith("  ERROR")]
+    want = "make images" if case == "missing" else "neither /bin/sh nor python3"
+    assert want in error, error
+    (run_dir,) = (tmp_path / "runs").glob("*-bad-image")
+    slot = run_slot(run_dir)
+    assert lab_traces(slot, -1) == [] and containers_of(docker_engine, slot) == []
+
+
+def test_no_engine_is_one_line_and_exit_3(tmp_path: Path) -> None:
+    """No engine where DOCKER_HOST points: a one-line error with the fix, exit 3, nothing built
+    (needs no engine at all)."""
+    import os
+    import subprocess
+    import sys
+
+    from ..conftest import REPO
+
+    profile = tmp_path / "p.yaml"
+    profile.write_text(LONG.replace("client: {", "client: {image: faultlab-clients, "))
+    env = dict(os.environ, DOCKER_HOST=f"unix://{tmp_path}/no-engine.sock")
+    done = subprocess.run([sys.executable, "-m", "faultlab", "run", "-q", "--runs-dir",
+                           str(tmp_path / "runs"), str(profile)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    (error,) = [line for line in done.stdout.splitlines() if line.startswith("  ERROR")]
+    assert "no Docker engine at unix://" in error and "start one" in error, error
