@@ -1,6 +1,8 @@
 """faultlab's benchmark: prints the figures the issues set goals for, measured in one run.
 
 - lab set-up + teardown (netns backend), median over N builds; goal <= 100 ms
+- the start-up a container client costs over a namespace client (docker lab, faultlab-clients
+  image, alternating; from `Lab.start` until the program runs); goal <= 400 ms at the median
 - fault applied_in_ms (trigger to kernel commit), median over N applications; goal <= 15 ms
 - pcap decoding rate on a generated 100k-packet ws:// capture; goal >= 50k packets/s
 - concurrent real-time audio sessions one emulator process sustains with no chunk processed
@@ -15,6 +17,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -26,8 +29,12 @@ from pathlib import Path
 from faultlab.capture.flows import analyse
 from faultlab.capture.live import ConnectionTable
 from faultlab.capture.pcap import ACK, PSH, SYN, build_tcp_packet, read_segments, write_header, write_record
+from faultlab.errors import LabError
 from faultlab.events import EventBus, RunClock
 from faultlab.injector import FaultRuntime
+from faultlab.lab.base import Image
+from faultlab.lab.docker import DockerLab
+from faultlab.lab.engine import CLIENTS_IMAGE, engine_images
 from faultlab.lab.netns import NetnsLab
 from faultlab.profile import parse_profile
 from faultlab.timeline import Due
@@ -45,6 +52,34 @@ async def bench_lab(n: int) -> list[float]:
             pass
         times.append((time.perf_counter() - started) * 1000)
     return times
+
+
+async def bench_member_start(n: int, image: str) -> tuple[list[float], list[float]]:
+    """From `Lab.start` until the member's program runs, for a namespace client and a container
+    client of `image`, alternating, in labs of the docker backend: (namespace ms, container ms)."""
+    folder = Path(tempfile.mkdtemp(prefix="faultlab-bench-"))
+
+    async def once(lab: DockerLab, container: Image | None) -> float:
+        mark = folder / f"ran-{time.perf_counter_ns()}"
+        started = time.perf_counter()
+        member = await lab.start("client", ["sh", "-c", f"echo > {mark}"], {}, None,
+                                 folder / "log", container)
+        while not mark.exists():
+            await asyncio.sleep(0.001)
+        elapsed = (time.perf_counter() - started) * 1000
+        await member.wait()
+        return elapsed
+
+    netns, containers = [], []
+    try:
+        for _ in range(n):
+            async with DockerLab() as lab:
+                netns.append(await once(lab, None))
+            async with DockerLab() as lab:
+                containers.append(await once(lab, Image(image, (folder,))))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return netns, containers
 
 
 FAULTS = """\
@@ -150,6 +185,24 @@ def bench_emulator(sessions: int, seconds: float) -> tuple[float, float, float]:
     return lateness[-1], lateness[int(len(lateness) * 0.99)], generator["worst_send_lag_ms"]
 
 
+def bench_containers(n: int) -> None:
+    """The start-up a container client costs over a namespace client (the docker lab)."""
+    try:
+        have = engine_images([CLIENTS_IMAGE])
+    except LabError as exc:
+        print(f"container client start-up skipped: {exc}")
+        return
+    if not have[CLIENTS_IMAGE]:
+        print(f"container client start-up skipped: no {CLIENTS_IMAGE} image (make images)")
+        return
+    netns, containers = asyncio.run(bench_member_start(n, CLIENTS_IMAGE))
+    extra = statistics.median(containers) - statistics.median(netns)
+    print(f"{'client start-up, namespace, median of ' + str(n):<44} {statistics.median(netns):>10.2f} ms")
+    print(f"{'client start-up, container, median of ' + str(n):<44} "
+          f"{statistics.median(containers):>10.2f} ms")
+    report("container client's extra start-up", extra, "ms", "<= 400", extra <= 400)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("-n", type=int, default=30, help="repetitions for the lab figures")
@@ -164,6 +217,7 @@ def main() -> None:
         med = statistics.median(lab)
         report(f"lab set-up + teardown, median of {args.n}", med, "ms", "<= 100", med <= 100)
         print(f"{'':<44} (min {min(lab):.1f}, max {max(lab):.1f})")
+        bench_containers(max(args.n // 3, 5))
         faults = asyncio.run(bench_faults(args.n))
         for name, values in faults.items():
             med = statistics.median(values)

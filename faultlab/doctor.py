@@ -31,6 +31,25 @@ def _version(argv: list[str]) -> str:
     return (done.stdout or done.stderr).strip().splitlines()[0] if (done.stdout or done.stderr) else ""
 
 
+def containers() -> Check:
+    """Whether the docker lab can run a member as a container here, and why not."""
+    from faultlab.lab.engine import CLIENTS_IMAGE, LAB_IMAGE, engine_images, engine_version
+
+    version, why = engine_version()
+    if version is None:
+        return Check("docker", False, f"containers unavailable: {why}",
+                     "containers/engine.sh start (only for the docker lab)", optional=True)
+    if os.geteuid() != 0 or in_user_namespace():
+        return Check("docker", False, f"engine {version}, but a container in the lab needs root",
+                     "run faultlab as root for the docker lab", optional=True)
+    have = engine_images([CLIENTS_IMAGE, LAB_IMAGE])
+    missing = [name for name, there in have.items() if not there]
+    detail = f"containers usable: engine {version}" + (
+        f"; faultlab's images missing: {', '.join(missing)} (make images)" if missing
+        else "; faultlab's images built")
+    return Check("docker", True, detail, optional=True)
+
+
 def diagnose() -> list[Check]:
     checks = []
     py = sys.version_info
@@ -64,13 +83,7 @@ def diagnose() -> list[Check]:
     checks.append(Check("espeak-ng", espeak is not None,
                         "emulator speech" if espeak else "missing: the emulator speaks a tone",
                         "apt-get install espeak-ng", optional=True))
-    docker = shutil.which("docker")
-    daemon = os.path.exists("/var/run/docker.sock")
-    checks.append(Check("docker", bool(docker and daemon),
-                        "engine reachable" if docker and daemon else
-                        ("client only, no engine running" if docker else "missing"),
-                        "apt-get install docker.io && dockerd & (only for the docker backend)",
-                        optional=True))
+    checks.append(containers())
     left = leftover_namespaces()
     checks.append(Check("leftovers", not left,
                         f"{len(left)} faultlab namespace(s) present" if left else "none",

@@ -3,9 +3,9 @@ user's image and wired into the same router, so that every fault, the capture an
 on it as on a namespace member.
 
 A container is started through the Docker Engine API with no network of the engine's
-(`--network none`), `NET_ADMIN` (for the client's own iptables, as the field study's round 3
-used) and docker's init (so that a SIGTERM reaches the program), labelled with the lab's slot and
-the run's lease. Its program is held by a small wrapper until its network is there: the lab's
+(`--network none`), as root with `NET_ADMIN` (for the client's own iptables, as the field study's
+round 3 used), with docker's init (so that a SIGTERM reaches the program), labelled with the lab's
+slot and the run's lease. Its program is held by a small wrapper until its network is there: the lab's
 end of the veth is moved from the member's namespace into the container's, addressed and routed
 as before, and the lab's name for that place (`faultlab-<slot>-<role>`) is bound to the
 container's network, so that faults reach it by the same name and it outlives the container
@@ -117,9 +117,14 @@ class DockerLab(NetnsLab):
             container.reload()
             pid = int(container.attrs["State"]["Pid"])
             if pid == 0:
+                with log.open("ab") as out:
+                    out.write(container.logs())
                 raise LabError(f"the {role} container exited at once: see {log}")
             member = ContainerMember(container, pid, log, loop)
-            self._wire(role, pid)
+            try:
+                self._wire(role, pid)
+            except Exception as exc:  # pyroute2's NetlinkError (an OSError) or its own
+                raise LabError(f"cannot wire the {role} container into the lab: {exc}") from None
             _release(hold, container)
         except APIError as exc:
             raise LabError(f"cannot start the {role} container of {image.name!r}: "
@@ -143,6 +148,9 @@ class DockerLab(NetnsLab):
         spec: dict[str, Any] = dict(
             image=image.name, command=command, environment=env, network_mode="none",
             cap_add=["NET_ADMIN"], init=True, mounts=mounts, name=f"faultlab-{self.slot}-{role}",
+            # As root, like a namespace member: NET_ADMIN is a root's capability, and the run
+            # folder it shares is private to root.
+            user="0",
             labels={LABEL_SLOT: str(self.slot), LABEL_ROLE: role,
                     LABEL_OWNER: owner_label(pid, process_start_time(pid))},
         )

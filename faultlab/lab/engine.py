@@ -80,6 +80,22 @@ def engine_version() -> tuple[str | None, str]:
         return str(client.version().get("Version", "?")), ""
 
 
+def engine_images(names: list[str]) -> dict[str, bool]:
+    """Whether each image is in the local engine."""
+    from docker.errors import ImageNotFound
+
+    client = connect()
+    found = {}
+    with contextlib.closing(client):
+        for name in names:
+            try:
+                client.images.get(name)
+                found[name] = True
+            except ImageNotFound:
+                found[name] = False
+    return found
+
+
 def container_slots() -> set[int]:
     """The slots that faultlab containers on this engine name (none when no engine answers)."""
     if _socket_missing():

@@ -208,10 +208,12 @@ def test_a_bad_image_is_one_line_and_exit_3(
     assert lab_traces(slot, -1) == [] and containers_of(docker_engine, slot) == []
 
 
-def test_no_engine_is_one_line_and_exit_3(tmp_path: Path) -> None:
-    """No engine where DOCKER_HOST points: a one-line error with the fix, exit 3, nothing built
-    (needs no engine at all)."""
+@pytest.mark.parametrize("case", ["absent", "down"])
+def test_no_engine_is_one_line_and_exit_3(case: str, tmp_path: Path) -> None:
+    """No engine where DOCKER_HOST points, or one that is down (its socket refuses): a one-line
+    error with the fix, exit 3, nothing built (needs no engine at all)."""
     import os
+    import socket
     import subprocess
     import sys
 
@@ -219,11 +221,73 @@ def test_no_engine_is_one_line_and_exit_3(tmp_path: Path) -> None:
 
     profile = tmp_path / "p.yaml"
     profile.write_text(LONG.replace("client: {", "client: {image: faultlab-clients, "))
-    env = dict(os.environ, DOCKER_HOST=f"unix://{tmp_path}/no-engine.sock")
+    path = tmp_path / "engine.sock"
+    if case == "down":  # a socket file that nobody listens on any more
+        with socket.socket(socket.AF_UNIX) as dead:
+            dead.bind(str(path))
+    env = dict(os.environ, DOCKER_HOST=f"unix://{path}")
     done = subprocess.run([sys.executable, "-m", "faultlab", "run", "-q", "--runs-dir",
                            str(tmp_path / "runs"), str(profile)], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 3, done.stdout + done.stderr
     assert "Traceback" not in done.stdout + done.stderr
     (error,) = [line for line in done.stdout.splitlines() if line.startswith("  ERROR")]
-    assert "no Docker engine at unix://" in error and "start one" in error, error
+    want = "no Docker engine at unix://" if case == "absent" else "connection refused"
+    assert want in error and "start one" in error, error
+    assert not list((tmp_path / "runs").glob("*/capture.pcap")), "the lab was built"
+
+
+# Linux's capabilities by number (linux/capability.h), for those a host's root may lack.
+CAPABILITIES = (
+    "CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID",
+    "SETPCAP", "LINUX_IMMUTABLE", "NET_BIND_SERVICE", "NET_BROADCAST", "NET_ADMIN", "NET_RAW",
+    "IPC_LOCK", "IPC_OWNER", "SYS_MODULE", "SYS_RAWIO", "SYS_CHROOT", "SYS_PTRACE", "SYS_PACCT",
+    "SYS_ADMIN", "SYS_BOOT", "SYS_NICE", "SYS_RESOURCE", "SYS_TIME", "SYS_TTY_CONFIG", "MKNOD", "LEASE",
+    "AUDIT_WRITE", "AUDIT_CONTROL", "SETFCAP", "MAC_OVERRIDE", "MAC_ADMIN", "SYSLOG", "WAKE_ALARM",
+    "BLOCK_SUSPEND", "AUDIT_READ", "PERFMON", "BPF", "CHECKPOINT_RESTORE",
+)
+
+
+def privileged() -> dict[str, object]:
+    """`--privileged`; where this host's root lacks a capability (a sandbox: docker 20.10 then
+    fails with "unable to apply caps"), every capability it has, with no seccomp or AppArmor
+    (and, by the caller, no masked /proc paths): the same rights, bar the missing ones."""
+    status = Path("/proc/self/status").read_text()
+    bounding = int(re.search(r"^CapBnd:\s*([0-9a-f]+)", status, re.M).group(1), 16)  # type: ignore[union-attr]
+    missing = [name for bit, name in enumerate(CAPABILITIES) if not bounding >> bit & 1]
+    if not missing:
+        return {"privileged": True}
+    return {"cap_add": ["ALL"], "cap_drop": missing, "security_opt": [
+        "seccomp=unconfined", "apparmor=unconfined"]}
+
+
+def test_the_lab_image_runs_the_demo(docker_engine: DockerClient, tmp_path: Path) -> None:
+    """The whole lab inside one privileged container (for a machine without a usable Linux
+    kernel): `faultlab run silent-loss` PASSes there, and nothing of it is left on the host."""
+    from docker.errors import ImageNotFound
+
+    from faultlab.lab.engine import LAB_IMAGE
+
+    try:
+        docker_engine.images.get(LAB_IMAGE)
+    except ImageNotFound:
+        pytest.skip(f"no {LAB_IMAGE} image: make images")
+    before = host_network_state()
+    work = tmp_path / "work"
+    work.mkdir()
+    api = docker_engine.api
+    host = api.create_host_config(network_mode="none", binds={str(work): {"bind": "/work"}},
+                                  **privileged())
+    if not host.get("Privileged"):
+        host.update(MaskedPaths=[], ReadonlyPaths=[])  # the CLI's systempaths=unconfined
+    created = api.create_container(LAB_IMAGE, ["run", "-q", "silent-loss"], working_dir="/work",
+                                   host_config=host, labels={"faultlab.test": "lab-image"})
+    try:
+        api.start(created["Id"])
+        code = api.wait(created["Id"], timeout=slack(120))["StatusCode"]
+        out = api.logs(created["Id"]).decode()
+    finally:
+        api.remove_container(created["Id"], force=True)
+    assert code == 0 and "== silent-loss: PASS" in out, out
+    assert list(work.glob("runs/*-silent-loss/summary.md"))
+    assert host_network_state() == before
