@@ -3,10 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-APT_PACKAGES := iptables tcpdump iproute2 espeak-ng
+APT_PACKAGES := iptables tcpdump iproute2 espeak-ng docker.io debootstrap
 PROFILE ?= profiles/silent-loss.yaml
 
-.PHONY: install demo test test-pure lint bench clean
+.PHONY: install demo test test-pure lint bench images clean
 
 install: $(STAMP)
 
@@ -43,5 +43,11 @@ bench: install
 	$(BIN)/python bench/proxy_bench.py
 	$(BIN)/python bench/recovery_bench.py
 
+# The container images (faultlab-clients:latest, faultlab:latest), built offline on a debootstrapped
+# trixie base that is kept between builds; FORCE=1 makes the base again. Needs a running engine
+# (containers/engine.sh start).
+images: install
+	$(BIN)/python containers/build.py $(if $(filter 1 yes true,$(FORCE)),--force-base)
+
 clean:
-	rm -rf $(VENV) runs .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) runs build .mypy_cache .ruff_cache .pytest_cache
