@@ -42,6 +42,7 @@ bench: install
 	$(BIN)/python bench/bench.py
 	$(BIN)/python bench/proxy_bench.py
 	$(BIN)/python bench/recovery_bench.py
+	$(BIN)/python bench/suite_bench.py
 
 # The container images (faultlab-clients:latest, faultlab:latest), built offline on a debootstrapped
 # trixie base that is kept between builds; FORCE=1 makes the base again. Needs a running engine

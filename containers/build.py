@@ -84,14 +84,6 @@ def connect() -> docker.DockerClient:
         raise NotReady(str(error)) from None
 
 
-def has_image(client: docker.DockerClient, tag: str) -> bool:
-    try:
-        client.images.get(tag)
-    except docker.errors.ImageNotFound:
-        return False
-    return True
-
-
 def unmount_below(path: Path) -> None:
     """Unmounts what a failed debootstrap left mounted in `path` (its /proc, /sys, bound /dev)."""
     with open("/proc/self/mountinfo") as mountinfo:
@@ -191,7 +183,7 @@ def build_image(client: docker.DockerClient, step: str, folder: str, tag: str, b
     """Builds containers/<folder>/Dockerfile as `tag` from a context of the Dockerfile and the wheels;
     returns the short ids of every image its steps made or took from the cache."""
     started = time.monotonic()
-    old_id = client.images.get(tag).id if has_image(client, tag) else None
+    old_id = client.images.get(tag).id if engine.has_image(client, tag) else None
     output: collections.deque[str] = collections.deque(maxlen=25)
     step_ids: set[str] = set()
     with tempfile.TemporaryDirectory(prefix="faultlab-context-") as context:
@@ -204,7 +196,8 @@ def build_image(client: docker.DockerClient, step: str, folder: str, tag: str, b
             except OSError:
                 shutil.copy(wheel, target)
         chunk: dict[str, Any]
-        for chunk in client.api.build(path=context, tag=tag, buildargs={"BASE": base},
+        for chunk in client.api.build(path=context, tag=tag,
+                                      buildargs={"BASE": base, "CLIENTS": engine.CLIENTS_IMAGE},
                                       network_mode=network_mode, rm=True, forcerm=True, decode=True):
             if "error" in chunk:
                 detail = "\n".join(f"    {line}" for line in output)
@@ -255,8 +248,8 @@ def main() -> int:
             progress("[1/4] base", started, f"{base} (given; builds have the default network)")
         else:
             base, network_mode = BASE_TAG, "none"
-            if args.force_base or not has_image(client, BASE_TAG):
-                if has_image(client, BASE_TAG):
+            if args.force_base or not engine.has_image(client, BASE_TAG):
+                if engine.has_image(client, BASE_TAG):
                     old_ids.append(client.images.get(BASE_TAG).attrs["Id"])
                 build_base(client, args.mirror)
             else:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from faultlab.events import Event
+    from faultlab.report.record import RunRecord
 
 # What `main` exits with after SIGINT; after SIGTERM, 143 (128 + the signal's number).
 EXIT_INTERRUPTED = 130
@@ -104,6 +105,16 @@ def _progress(quiet: bool) -> Callable[[Event], None] | None:
     return show
 
 
+def _jobs(value: str) -> int:
+    from faultlab.jobs import default_jobs
+
+    if value == "auto":
+        return default_jobs()
+    if not value.isdigit() or not 1 <= int(value) <= 64:
+        raise click.BadParameter(f"{value!r}: a number of runs at once, 1-64, or auto")
+    return int(value)
+
+
 @cli.command()
 @click.argument("paths", nargs=-1, required=True, metavar="PATH_OR_NAME...")
 @click.option("--runs-dir", type=click.Path(path_type=Path), default=Path("runs"),
@@ -114,21 +125,34 @@ def _progress(quiet: bool) -> Callable[[Event], None] | None:
 @click.option("--client-image", metavar="IMAGE", default=None,
               help="Run each profile's client as a container of IMAGE (the same command or "
                    "builtin; faultlab-clients has the builtins).")
+@click.option("--jobs", "-j", "jobs_text", default="1", show_default=True, metavar="N|auto",
+              help="Runs at once, each in its own lab and process (auto: two per core, at "
+                   "most 8).")
+@click.option("--shard", metavar="K/N", default=None,
+              help="Run only the K-th of N stable shards of the runs (for a CI matrix; join "
+                   "them with `faultlab report merge`).")
+@click.option("--junit", type=click.Path(path_type=Path), default=None, metavar="FILE",
+              help="Also write the runs as JUnit XML to FILE.")
+@click.option("--report-to", type=click.Path(path_type=Path), default=None, hidden=True)
 def run(paths: tuple[str, ...], runs_dir: Path, quiet: bool, repeat: int,
-        client_image: str | None) -> None:
+        client_image: str | None, jobs_text: str, shard: str | None, junit: Path | None,
+        report_to: Path | None) -> None:
     """Run profiles (files, folders of them, or names such as silent-loss) and check their
     expectations.
 
     With several runs, a table in the field study's style (outcomes and latency ranges per
-    scenario) is printed and written to RUNS_DIR/suite-TIME.md."""
+    scenario) is printed and written to RUNS_DIR/suite-TIME.md. Every run folder gets
+    result.json; the exit code is the worst run's."""
     import asyncio
 
+    jobs = _jobs(jobs_text)
     # Before the runner's imports, so that a misspelt name is answered at once.
     files = _profile_files(paths)
+    from faultlab.jobs import Progress, parse_shard, plan, run_parallel
+    from faultlab.jobs import shard as take_shard
     from faultlab.lab.privilege import reexec_in_user_namespace
-    from faultlab.profile import Profile, load_profile, with_client_image
-    from faultlab.report.suite import write_suite
-    from faultlab.result import RunResult
+    from faultlab.profile import load_profile, with_client_image
+    from faultlab.report.record import RunRecord
     from faultlab.runner import Run
 
     try:
@@ -142,47 +166,106 @@ def run(paths: tuple[str, ...], runs_dir: Path, quiet: bool, repeat: int,
             profiles = [with_client_image(p, client_image) for p in profiles]
         except ValueError as exc:
             _fail(f"--client-image: {exc}", 2)
+    runs = plan(profiles, repeat)
+    if shard is not None:
+        try:
+            runs = take_shard(runs, *parse_shard(shard))
+        except ValueError as exc:
+            _fail(f"--shard: {exc}", 2)
+        if not runs:
+            click.echo(f"shard {shard}: no runs (fewer runs than shards)")
     try:
         reexec_in_user_namespace(sys.argv[1:])
     except PrivilegeError as exc:
         _fail(str(exc), 3)
 
-    results: list[RunResult] = []
+    records: list[RunRecord] = []
 
-    async def run_all() -> int:
-        worst = 0
-        total = len(profiles) * repeat
-        for profile in profiles:
-            for _ in range(repeat):
-                count = f" ({len(results) + 1}/{total})" if total > 1 else ""
-                result = await run_one(profile, count)
-                results.append(result)
-                worst = max(worst, result.exit_code)
-        return worst
+    def report(record: RunRecord) -> None:
+        for e in record.expectations:
+            click.echo(f"  {'ok  ' if e['held'] else 'FAIL'} {e['expectation']}  "
+                       f"(seen: {e['seen']})")
+        if record.error:
+            click.echo(f"  ERROR {record.error}")
+        where = f"; report: {Path(record.run_dir) / 'summary.md'}" if record.run_dir else ""
+        click.echo(f"== {record.profile}: {record.verdict} in {record.duration_s:.2f}s{where}")
+        if report_to is not None and record.run_dir:
+            with report_to.open("a") as out:
+                out.write(str(Path(record.run_dir) / "result.json") + "\n")
 
-    async def run_one(profile: Profile, progress: str) -> RunResult:
-        click.echo(f"== {profile.name}{progress}")
-        result = await Run(profile, runs_dir, _progress(quiet)).execute()
-        for o in result.outcomes:
-            mark = "ok  " if o.held else "FAIL"
-            click.echo(f"  {mark} {o.expectation}  (seen: {o.seen})")
-        if result.error:
-            click.echo(f"  ERROR {result.error}")
-        click.echo(f"== {profile.name}: {result.verdict} in {result.duration_s:.2f}s; "
-                   f"report: {result.run_dir / 'summary.md'}")
-        return result
+    async def run_all() -> None:
+        if jobs > 1 and len(runs) > 1:
+            progress = Progress(len(runs), jobs, live=sys.stderr.isatty() and not quiet)
+            records.extend(await run_parallel(runs, runs_dir, jobs, client_image, report,
+                                              progress))
+            return
+        for planned in runs:
+            count = f" ({len(records) + 1}/{len(runs)})" if len(runs) > 1 else ""
+            click.echo(f"== {planned.profile.name}{count}")
+            result = await Run(planned.profile, runs_dir, _progress(quiet)).execute()
+            records.append(RunRecord.of(result))
+            report(records[-1])
 
     try:
-        code = asyncio.run(interrupt.cancel_on_signal(run_all()))
+        asyncio.run(interrupt.cancel_on_signal(run_all()))
     except asyncio.CancelledError:  # only a signal cancels the runs; main() exits with its code
         _fail(f"interrupted by {interrupt.describe()}; the lab was torn down", EXIT_INTERRUPTED)
     except FaultlabError as exc:
         _fail(str(exc), 3)
-    # From here a signal only changes the exit code: the suite table is written whole.
-    if len(results) > 1:
-        table = runs_dir / f"suite-{datetime.now():%Y%m%d-%H%M%S}.md"
-        click.echo("\n" + write_suite(results, table) + f"\n(written to {table})")
-    sys.exit(code)
+    # From here a signal only changes the exit code: the reports are written whole.
+    sys.exit(_report_suite(records, runs_dir, junit, table=len(records) > 1))
+
+
+def _report_suite(records: list[RunRecord], runs_dir: Path, junit: Path | None,
+                  table: bool) -> int:
+    """The suite table (printed, and written beside the runs) and the JUnit file; the exit code
+    of the worst run."""
+    from faultlab.report.junit import write_junit
+    from faultlab.report.suite import write_suite
+
+    if table:
+        path = runs_dir / f"suite-{datetime.now():%Y%m%d-%H%M%S}.md"
+        click.echo("\n" + write_suite(records, path) + f"\n(written to {path})")
+    if junit is not None:
+        write_junit(records, junit)
+        click.echo(f"JUnit: {junit}")
+    return max((r.exit_code for r in records), default=0)
+
+
+@cli.group()
+def report() -> None:
+    """Reports over runs made elsewhere (CI shards, parallel jobs)."""
+
+
+@report.command()
+@click.argument("folders", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path),
+                metavar="DIR...")
+@click.option("--junit", type=click.Path(path_type=Path), default=None, metavar="FILE",
+              help="Also write the joined runs as JUnit XML to FILE.")
+@click.option("--out", type=click.Path(path_type=Path), default=None, metavar="FILE",
+              help="Write the suite table here (default: suite-merged-TIME.md in the first DIR).")
+def merge(folders: tuple[Path, ...], junit: Path | None, out: Path | None) -> None:
+    """Join the runs found under DIR... (every result.json: shards' runs folders, CI artefacts)
+    into one suite table, one JUnit file and one exit code: the worst run's."""
+    from faultlab.report.junit import write_junit
+    from faultlab.report.record import RecordError, RunRecord, find_records
+    from faultlab.report.suite import write_suite
+
+    paths = find_records(list(folders))
+    if not paths:
+        _fail(f"no result.json under {', '.join(map(str, folders))}", 2)
+    try:
+        records = [RunRecord.load(p) for p in paths]
+    except RecordError as exc:
+        _fail(str(exc), 2)
+    # In the order one run of the whole suite reports them: by profile file, then time.
+    records.sort(key=lambda r: (r.profile_path, r.profile, r.started))
+    path = out or folders[0] / f"suite-merged-{datetime.now():%Y%m%d-%H%M%S}.md"
+    click.echo(write_suite(records, path) + f"\n(written to {path})")
+    if junit is not None:
+        write_junit(records, junit)
+        click.echo(f"JUnit: {junit}")
+    sys.exit(max(r.exit_code for r in records))
 
 
 @cli.command()
@@ -209,8 +292,9 @@ def lab() -> None:
 
 @lab.command()
 def gc() -> None:
-    """Remove what killed runs left behind: the processes in their namespaces, the namespaces,
-    their scratch folders and leases, and their folders in the temp dir; live runs' are spared."""
+    """Remove what killed runs left behind: their containers, the processes in their namespaces,
+    the namespaces, their scratch folders and leases, and their folders in the temp dir; live
+    runs' are spared."""
     from faultlab.lab.gc import collect
 
     try:

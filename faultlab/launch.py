@@ -79,7 +79,7 @@ class Launcher:
             env["SSLKEYLOGFILE"] = str(create_private(self.run_dir / "emulator-keys.log"))
         else:
             argv = program_argv(target)
-        proc = await self._start("target", "server", argv, env, None, target.image)
+        proc = await self._start("target", "server", argv, env, None, target)
         await wait_listening(proc, target.listen_port, target.ready_timeout,
                              self.run_dir / "target.log")
         self.bus.emit("faultlab", "target.ready", port=target.listen_port)
@@ -104,7 +104,7 @@ class Launcher:
         hosts.write_text("127.0.0.1\tlocalhost\n::1\tlocalhost\n"
                          + (f"{self.lab.server_address}\t{' '.join(names)}\n" if names else ""))
         return await self._start("client", "client", program_argv(p.client), env, hosts,
-                                 p.client.image)
+                                 p.client)
 
     async def start_mic(self) -> VirtualMic:
         """The client's virtual microphone, serving the profile's utterances."""
@@ -135,12 +135,13 @@ class Launcher:
         return env
 
     async def _start(self, role: str, where: Role, argv: list[str], env: dict[str, str],
-                     hosts: Path | None, image: str | None) -> LabProcess:
+                     hosts: Path | None, program: Program) -> LabProcess:
         # Whatever key the process is given is redacted wherever the run meets it.
         remember_secrets(secrets_in_env(env))
         log = create_private(self.run_dir / f"{role}.log")
-        member = await self.lab.start(where, argv, env, hosts, log,
-                                      None if image is None else Image(image, self._shared()))
+        image = None if program.image is None else Image(
+            program.image, self._shared(), own_command=not (program.command or program.builtin))
+        member = await self.lab.start(where, argv, env, hosts, log, image)
         proc = LabProcess.started(role, member, argv, self.bus)
         self.stack.push_async_callback(proc.stop)
         return proc

@@ -41,6 +41,13 @@ def one_of(what: str, name: str, known: Collection[str]) -> str:
     return name
 
 
+def image_ref(ref: str) -> str:
+    """`ref`, if it is a Docker image reference; else the error that says so."""
+    if len(ref) > 255 or not IMAGE_REF.match(ref):
+        raise ValueError(f"{ref!r} is not an image reference (name[:tag], lowercase)")
+    return ref
+
+
 class Program(Model):
     """A command to run in the lab: either a `command` list or a `builtin` name, plus `args`;
     with `image`, run in a container of that image (whose own command runs when neither is
@@ -57,17 +64,14 @@ class Program(Model):
     @field_validator("image")
     @classmethod
     def _image_ref(cls, ref: str | None) -> str | None:
-        if ref is not None and (len(ref) > 255 or not IMAGE_REF.match(ref)):
-            raise ValueError(f"{ref!r} is not an image reference (name[:tag], lowercase)")
-        return ref
+        return None if ref is None else image_ref(ref)
 
     @model_validator(mode="after")
     def _one_program(self) -> Program:
         given = sum(getattr(self, k) is not None for k in self.KINDS)
         if given > 1 or (given == 0 and self.image is None):
-            raise ValueError(f"give exactly one of {' or '.join(map(repr, self.KINDS))}"
-                             + (" (or an 'image' with a command of its own)"
-                                if "image" in type(self).model_fields else ""))
+            raise ValueError(f"give exactly one of {' or '.join(map(repr, self.KINDS))} (or an "
+                             f"'image' with a command of its own)")
         if self.builtin is not None:
             one_of("builtin", self.builtin, BUILTINS)
         return self
@@ -428,8 +432,7 @@ def _check_backend(raw: RawProfile, problems: Problems) -> Network:
 def with_client_image(profile: Profile, image: str) -> Profile:
     """`profile` with its client run as a container of `image` (`faultlab run --client-image`):
     the same command or builtin, in the image."""
-    Program._image_ref(image)
-    client = profile.client.model_copy(update={"image": image})
+    client = profile.client.model_copy(update={"image": image_ref(image)})
     return replace(profile, client=client,
                    network=profile.network.model_copy(update={"backend": "docker"}))
 

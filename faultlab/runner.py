@@ -29,6 +29,7 @@ from faultlab.private import PRIVATE_DIR, redact_process_files
 from faultlab.profile import Profile
 from faultlab.proxy.control import ArmedStep, ProxyControl
 from faultlab.proxy.launch import launch_proxy
+from faultlab.report.record import RunRecord
 from faultlab.report.summary import write_summary
 from faultlab.result import RunResult
 from faultlab.sources import EventTails, FrameSource
@@ -140,7 +141,7 @@ class Run:
         subnets = (network.subnets.client, network.subnets.server) if network.subnets else None
         started = time.perf_counter()
         lab = await stack.enter_async_context(
-            LABS[self.profile.backend].build(LabSpec(subnets, network.sysctl)))
+            LABS[self.profile.backend].build(LabSpec(subnets, network.sysctl, self.run_dir.name)))
         self.bus.emit("faultlab", "lab.ready", **lab.describe(),
                       setup_ms=round((time.perf_counter() - started) * 1000, 1))
         return lab
@@ -212,6 +213,7 @@ class Run:
         self.bus.close()
         redact_process_files(self.run_dir)
         write_summary(result, self.run_dir / "summary.md")
+        RunRecord.of(result).write(self.run_dir)
 
 
 async def _cancelled(task: asyncio.Task[None]) -> None:

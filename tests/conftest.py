@@ -66,7 +66,7 @@ def docker_engine() -> Iterator[DockerClient]:
     try:
         client = connect()
     except LabError as exc:
-        _no_docker(str(exc))
+        no_docker(str(exc))
     yield client
     client.close()
 
@@ -74,18 +74,21 @@ def docker_engine() -> Iterator[DockerClient]:
 @pytest.fixture(scope="session")
 def clients_image(docker_engine: DockerClient) -> str:
     """faultlab's reference clients as an image (`make images`)."""
-    from docker.errors import ImageNotFound
-
     from faultlab.lab.engine import CLIENTS_IMAGE
 
-    try:
-        docker_engine.images.get(CLIENTS_IMAGE)
-    except ImageNotFound:
-        _no_docker(f"no {CLIENTS_IMAGE} image: make images")
-    return CLIENTS_IMAGE
+    return need_image(docker_engine, CLIENTS_IMAGE)
 
 
-def _no_docker(reason: str) -> NoReturn:
+def need_image(engine: DockerClient, name: str) -> str:
+    """`name`, if the engine has it; else the test is skipped (or fails, in CI)."""
+    from faultlab.lab.engine import has_image
+
+    if not has_image(engine, name):
+        no_docker(f"no {name} image: make images")
+    return name
+
+
+def no_docker(reason: str) -> NoReturn:
     if os.environ.get("FAULTLAB_REQUIRE_DOCKER") == "1":
         pytest.fail(reason)
     pytest.skip(reason)

@@ -24,6 +24,7 @@ from faultlab.private import (
     remember_secrets,
 )
 from faultlab.profile import parse_profile
+from faultlab.report.record import RunRecord
 from faultlab.report.suite import write_suite
 from faultlab.report.summary import write_summary
 from faultlab.result import RunResult
@@ -151,11 +152,12 @@ def test_private_files_stay_private(tmp_path: Path) -> None:
     assert mode(tmp_path / "capture.pcap") == 0o600
 
 
-def test_summary_and_suite_table_are_redacted(tmp_path: Path, env_key: str) -> None:
+def test_summary_suite_table_and_result_are_redacted(tmp_path: Path, env_key: str) -> None:
     """What the run writes for people is redacted too, and private."""
     profile = parse_profile(f"name: s\ndescription: key is {env_key}\nclient: {{command: [x]}}\n")
     result = RunResult(profile, tmp_path, datetime.now(), error=f"bad url ?key={env_key}")
     write_summary(result, tmp_path / "summary.md")
-    write_suite([result], tmp_path / "suite.md")
-    for name in ("summary.md", "suite.md"):
+    write_suite([RunRecord.of(result)], tmp_path / "suite.md")
+    RunRecord.of(result).write(tmp_path)
+    for name in ("summary.md", "suite.md", "result.json"):
         assert env_key not in (tmp_path / name).read_text() and mode(tmp_path / name) == 0o600

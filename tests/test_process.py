@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from faultlab.events import EventBus, RunClock
-from faultlab.lab.process import Ending, LabProcess
+from faultlab.lab.process import Ending, HostProcess, LabProcess
 
 from .conftest import slack
 
@@ -22,7 +22,7 @@ async def run(code: str, grace_s: float) -> tuple[Ending | None, dict[str, Any]]
     bus = EventBus(RunClock())
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-c", code, stdout=asyncio.subprocess.PIPE, start_new_session=True)
-    process = LabProcess("target", proc, bus, 0.0)
+    process = LabProcess("target", HostProcess(proc), bus, 0.0)
     assert proc.stdout is not None
     await proc.stdout.readline()
     await asyncio.sleep(0.1)  # the one that exits at once has exited

@@ -9,6 +9,7 @@ from typing import Any
 from faultlab.events import Event
 from faultlab.expect import Outcome
 from faultlab.profile import parse_profile
+from faultlab.report.record import RunRecord
 from faultlab.report.suite import render_suite
 from faultlab.result import RunResult
 
@@ -33,7 +34,8 @@ def result(lost: float, resumed: float | None, held: bool = True) -> RunResult:
 
 
 def test_rows_count_outcomes_and_give_ranges() -> None:
-    text = render_suite([result(1.6, 2.2), result(1.9, 2.4), result(1.7, None, held=False)])
+    text = render_suite([RunRecord.of(r) for r in (result(1.6, 2.2), result(1.9, 2.4),
+                                                   result(1.7, None, held=False))])
     assert "# faultlab suite: 2 of 3 runs passed" in text
     (row,) = [line for line in text.splitlines() if line.startswith("| field-X")]
     cells = [c.strip() for c in row.split("|")[1:-1]]

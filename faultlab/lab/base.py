@@ -28,19 +28,24 @@ Role = Literal["client", "router", "server"]
 @dataclass(frozen=True)
 class Image:
     """A program run as a container of `name`, sharing the host folders `shared` at the same
-    paths (the run folder: its event file, the run's CA, the microphone's socket)."""
+    paths (the run folder: its event file, the run's CA, the microphone's socket). With
+    `own_command`, the program's argv are arguments to the image's own ENTRYPOINT (replacing its
+    CMD); else they are the whole command line."""
 
     name: str
     shared: tuple[Path, ...] = ()
+    own_command: bool = False
 
 
 @dataclass(frozen=True)
 class LabSpec:
     """What a profile asks of any lab: the two links' subnets (client side, server side; None
-    picks free ones) and per-place sysctls."""
+    picks free ones), per-place sysctls, and the run's name."""
 
     subnets: tuple[IPv4Network, IPv4Network] | None = None
     sysctl: Mapping[Role, Mapping[str, str | int]] = field(default_factory=dict)
+    # The run's name (its folder's), for what the lab leaves in shared places (container labels).
+    run: str = ""
 
 
 class Lab(ABC):

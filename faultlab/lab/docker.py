@@ -31,12 +31,23 @@ from pyroute2 import IPRoute
 
 from faultlab.errors import LabError
 from faultlab.interrupt import uncancelled
-from faultlab.lab.base import Image, Role
-from faultlab.lab.engine import LABEL_OWNER, LABEL_ROLE, LABEL_SLOT, connect, owner_label
+from faultlab.lab.base import Image, LabSpec, Role
+from faultlab.lab.engine import (
+    LABEL_OWNER,
+    LABEL_ROLE,
+    LABEL_RUN,
+    LABEL_SLOT,
+    connect,
+    engine_errors,
+    engine_exceptions,
+    engine_url,
+    quietly,
+)
 from faultlab.lab.namespace import Namespace, remove_namespace, write_sysctl
-from faultlab.lab.netns import NetnsLab, configure_end, process_start_time
+from faultlab.lab.netns import NetnsLab, configure_end, owner_text
 from faultlab.lab.privilege import in_user_namespace
 from faultlab.lab.process import Ending, Member
+from faultlab.peers import IMAGE_PYTHON
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -48,6 +59,8 @@ HOLD_SH = 'read -r _ < "$0" && exec "$@"'
 HOLD_PY = ("import os, sys\nif not open(sys.argv[1]).readline(): sys.exit(1)\n"
            "os.execvp(sys.argv[2], sys.argv[2:])")
 PYTHONS = ("/usr/local/bin/python3", "/usr/bin/python3")
+# Where a program is looked for when neither the profile nor the image sets PATH (docker's).
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # How long the wrapper may take to open its FIFO once the container runs.
 HOLD_TIMEOUT_S = 10.0
 
@@ -59,13 +72,23 @@ class DockerLab(NetnsLab):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.run_name = ""
         self._engine: DockerClient | None = None
         self._containers: list[Container] = []
+
+    @classmethod
+    def build(cls, spec: LabSpec) -> Self:
+        lab = super().build(spec)
+        lab.run_name = spec.run
+        return lab
 
     async def __aenter__(self) -> Self:
         if os.geteuid() != 0 or in_user_namespace():
             raise LabError("a container in the lab needs root: the engine's containers live in "
                            "the host's namespaces (run faultlab as root)")
+        if not engine_url().startswith("unix://"):
+            raise LabError(f"the docker lab wires containers on this machine's kernel: it needs "
+                           f"a local engine (a unix socket), not DOCKER_HOST={engine_url()}")
         self._engine = await asyncio.to_thread(connect)
         try:
             return await super().__aenter__()
@@ -75,11 +98,13 @@ class DockerLab(NetnsLab):
 
     async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
                         tb: TracebackType | None) -> None:
-        # Before the namespaces: a container's end of the lab is bound to one of their names.
-        await uncancelled(asyncio.to_thread(self._remove_containers))
-        await super().__aexit__(et, e, tb)
-        if self._engine is not None:
-            self._engine.close()
+        try:
+            # Before the namespaces: a container's network is bound to one of their names.
+            await uncancelled(asyncio.to_thread(self._remove_containers))
+        finally:
+            await super().__aexit__(et, e, tb)
+            if self._engine is not None:
+                self._engine.close()
 
     async def start(self, role: Role, argv: Sequence[str], env: Mapping[str, str],
                     hosts: Path | None, log: Path, image: Image | None = None) -> Member:
@@ -95,48 +120,38 @@ class DockerLab(NetnsLab):
                          hosts: Path | None, log: Path, image: Image,
                          loop: asyncio.AbstractEventLoop) -> ContainerMember:
         assert self._engine is not None
-        from docker.errors import APIError, ImageNotFound
+        from docker.errors import ImageNotFound
 
-        try:
-            config = self._engine.images.get(image.name).attrs["Config"] or {}
-        except ImageNotFound:
-            raise LabError(f"image {image.name!r} is not in the local engine: build it (for "
-                           f"faultlab's own, make images) or docker pull it") from None
-        except APIError as exc:
-            raise LabError(f"cannot inspect image {image.name!r}: {exc.explanation}") from None
-        command = [*(config.get("Entrypoint") or []), *(argv or config.get("Cmd") or [])]
-        if not command:
-            raise LabError(f"image {image.name!r} has no command of its own: give the {role} a "
-                           f"'command'")
-        hold = self.scratch / f"{role}.hold"
-        hold.unlink(missing_ok=True)
-        os.mkfifo(hold, 0o600)
-        try:
-            container = self._create(role, image, command, env, hosts, hold)
-            container.start()
-            container.reload()
-            pid = int(container.attrs["State"]["Pid"])
-            if pid == 0:
-                with log.open("ab") as out:
-                    out.write(container.logs())
-                raise LabError(f"the {role} container exited at once: see {log}")
-            member = ContainerMember(container, pid, log, loop)
+        with engine_errors(f"cannot start the {role} container of {image.name!r}"):
             try:
-                self._wire(role, pid)
-            except Exception as exc:  # pyroute2's NetlinkError (an OSError) or its own
-                raise LabError(f"cannot wire the {role} container into the lab: {exc}") from None
-            _release(hold, container)
-        except APIError as exc:
-            raise LabError(f"cannot start the {role} container of {image.name!r}: "
-                           f"{exc.explanation or exc}") from None
-        finally:
+                config = self._engine.images.get(image.name).attrs["Config"] or {}
+            except ImageNotFound:
+                raise LabError(f"image {image.name!r} is not in the local engine: build it (for "
+                               f"faultlab's own, make images) or docker pull it") from None
+            command = _command(image, argv, config, role)
+            hold = self.scratch / f"{role}.hold"
             hold.unlink(missing_ok=True)
-        return member
+            os.mkfifo(hold, 0o600)
+            try:
+                container = self._create(role, image, command, env, hosts, hold, config)
+                container.start()
+                container.reload()
+                pid = _local_pid(container, hold, log, role)
+                try:
+                    self._wire(role, pid)
+                except Exception as exc:  # pyroute2's NetlinkError (an OSError) or its own
+                    raise LabError(f"cannot wire the {role} container into the lab: "
+                                   f"{exc}") from None
+                _release(hold, container, pid, log, role)
+            finally:
+                hold.unlink(missing_ok=True)
+        return ContainerMember(container, pid, log, loop)
 
     def _create(self, role: Role, image: Image, command: list[str], env: dict[str, str],
-                hosts: Path | None, hold: Path) -> Container:
+                hosts: Path | None, hold: Path, config: dict[str, Any]) -> Container:
         """The container, created with a wrapper that holds `command` until released; an image
-        with no shell is tried with its Python, one with neither refused."""
+        with no shell is tried with its Python, one with neither refused, as is one without the
+        program."""
         from docker.types import Mount
 
         assert self._engine is not None
@@ -144,27 +159,31 @@ class DockerLab(NetnsLab):
         mounts.append(Mount(HOLD, str(hold), type="bind", read_only=True))
         if hosts is not None:
             mounts.append(Mount("/etc/hosts", str(hosts.absolute()), type="bind", read_only=True))
-        pid = os.getpid()
         spec: dict[str, Any] = dict(
             image=image.name, command=command, environment=env, network_mode="none",
             cap_add=["NET_ADMIN"], init=True, mounts=mounts, name=f"faultlab-{self.slot}-{role}",
             # As root, like a namespace member: NET_ADMIN is a root's capability, and the run
             # folder it shares is private to root.
             user="0",
-            labels={LABEL_SLOT: str(self.slot), LABEL_ROLE: role,
-                    LABEL_OWNER: owner_label(pid, process_start_time(pid))},
+            labels={LABEL_SLOT: str(self.slot), LABEL_ROLE: role, LABEL_RUN: self.run_name,
+                    LABEL_OWNER: owner_text(os.getpid())},
         )
         container = self._create_named(spec, ["/bin/sh", "-c", HOLD_SH, HOLD])
-        if _has(container, "/bin/sh"):
-            return container
-        python = next((p for p in PYTHONS if _has(container, p)), None)
-        container.remove(force=True)
-        self._containers.remove(container)
-        if python is None:
-            raise LabError(f"image {image.name!r} has neither /bin/sh nor python3: faultlab "
-                           f"holds the {role}'s program until its network is wired with one of "
-                           f"them; add a shell to the image (e.g. busybox)")
-        return self._create_named(spec, [python, "-c", HOLD_PY, HOLD])
+        if not _has(container, "/bin/sh"):
+            python = next((p for p in PYTHONS if _has(container, p)), None)
+            self._remove(container)
+            if python is None:
+                raise LabError(f"image {image.name!r} has neither /bin/sh nor python3: faultlab "
+                               f"holds the {role}'s program until its network is wired with one "
+                               f"of them; add a shell to the image (e.g. busybox)")
+            container = self._create_named(spec, [python, "-c", HOLD_PY, HOLD])
+        if not _finds(container, command[0], env, config):
+            self._remove(container)
+            hint = (" (faultlab's builtins need faultlab in the image: faultlab-clients, from make"
+                    " images)" if command[0] == IMAGE_PYTHON else "")
+            raise LabError(f"image {image.name!r} has no {command[0]!r} on its PATH{hint}: give "
+                           f"the {role} a 'command' the image has")
+        return container
 
     def _create_named(self, spec: dict[str, Any], entrypoint: list[str]) -> Container:
         """Create, replacing a leftover of the same name (the slot's lease says that nobody
@@ -180,9 +199,14 @@ class DockerLab(NetnsLab):
             except APIError as exc:
                 if exc.status_code != 409 or attempt:
                     raise
-                with contextlib.suppress(APIError):
+                with quietly():
                     self._engine.api.remove_container(spec["name"], force=True)
         raise AssertionError("unreachable")
+
+    def _remove(self, container: Container) -> None:
+        with quietly():
+            container.remove(force=True)
+        self._containers.remove(container)
 
     def _wire(self, role: Role, pid: int) -> None:
         """Move the lab's end of the link into the container's network, and name that network
@@ -200,12 +224,21 @@ class DockerLab(NetnsLab):
             joined.call(write_sysctl, name, value)
 
     def _remove_containers(self) -> None:
-        from docker.errors import APIError
-
         for container in self._containers:
-            with contextlib.suppress(APIError):
+            with quietly():
                 container.remove(force=True)
         self._containers.clear()
+
+
+def _command(image: Image, argv: list[str], config: dict[str, Any], role: str) -> list[str]:
+    """What the container runs: the program's own command line, or (`own_command`) the image's
+    ENTRYPOINT with `argv`, or else its CMD, after it, as `docker run IMAGE ARGS` does."""
+    if image.own_command:
+        argv = [*(config.get("Entrypoint") or []), *(argv or config.get("Cmd") or [])]
+    if not argv:
+        raise LabError(f"image {image.name!r} has no command of its own: give the {role} a "
+                       f"'command'")
+    return argv
 
 
 def _has(container: Container, path: str) -> bool:
@@ -216,7 +249,41 @@ def _has(container: Container, path: str) -> bool:
     # docker-py builds its versioned URLs with `_url` (typeshed leaves it out).
     url = api._url("/containers/{0}/archive", container.id)  # type: ignore[attr-defined]
     answer = api.head(url, params={"path": path})
+    if answer.status_code not in (200, 404):
+        answer.raise_for_status()
     return answer.status_code == 200
+
+
+def _finds(container: Container, program: str, env: dict[str, str],
+           config: dict[str, Any]) -> bool:
+    """Whether `program` is in the container, as its PATH (the given one, else the image's)
+    finds it; a relative path is the program's business."""
+    if "/" in program:
+        return not program.startswith("/") or _has(container, program)
+    image_env = dict(e.split("=", 1) for e in config.get("Env") or [] if "=" in e)
+    path = env.get("PATH") or image_env.get("PATH") or DEFAULT_PATH
+    return any(_has(container, f"{folder}/{program}") for folder in path.split(":") if folder)
+
+
+def _local_pid(container: Container, hold: Path, log: Path, role: str) -> int:
+    """The container's first process, as this machine's pid: only an engine on this kernel has
+    one (its root shows the FIFO the lab made), and only then can the lab reach its network."""
+    pid = int(container.attrs["State"]["Pid"])
+    if pid == 0:
+        with log.open("ab") as out:
+            out.write(container.logs())
+        raise LabError(f"the {role} container exited at once: see {log}")
+    mine = os.stat(hold)
+    try:
+        seen = os.stat(f"/proc/{pid}/root{HOLD}")
+        same_net = os.stat(f"/proc/{pid}/ns/net").st_ino == os.stat("/proc/self/ns/net").st_ino
+    except OSError:
+        seen, same_net = None, False
+    if seen is None or (seen.st_dev, seen.st_ino) != (mine.st_dev, mine.st_ino) or same_net:
+        raise LabError("the Docker engine does not run on this machine's kernel (its container "
+                       "is no process here): the docker lab needs a local engine; elsewhere run "
+                       "the whole lab in the faultlab image")
+    return pid
 
 
 def _move_link(ifname: str, pid: int) -> None:
@@ -224,7 +291,7 @@ def _move_link(ifname: str, pid: int) -> None:
         ipr.link("set", index=ipr.link_lookup(ifname=ifname)[0], net_ns_pid=pid)
 
 
-def _release(hold: Path, container: Container) -> None:
+def _release(hold: Path, container: Container, pid: int, log: Path, role: str) -> None:
     """Tell the wrapper to exec the program, once it waits on the FIFO."""
     deadline = time.monotonic() + HOLD_TIMEOUT_S
     while True:
@@ -234,9 +301,11 @@ def _release(hold: Path, container: Container) -> None:
         except OSError as exc:  # ENXIO: nobody reads yet
             if exc.errno != errno.ENXIO:
                 raise
-        if time.monotonic() > deadline:
-            raise LabError(f"the container {container.name} did not start its wrapper within "
-                           f"{HOLD_TIMEOUT_S:g}s")
+        if not os.path.exists(f"/proc/{pid}") or time.monotonic() > deadline:
+            with log.open("ab") as out:
+                out.write(container.logs())
+            raise LabError(f"the {role} container's wrapper did not wait for its network "
+                           f"(within {HOLD_TIMEOUT_S:g}s): see {log}")
         time.sleep(0.002)
     try:
         os.write(fd, b"go\n")
@@ -272,21 +341,20 @@ class ContainerMember:
 
     def _follow(self, log: Path) -> None:
         """Copy the container's output to `log` until it ends, then take its exit code."""
-        from docker.errors import DockerException
-
         code = 255
+        failures: tuple[type[BaseException], ...] = (*engine_exceptions(), OSError)
         try:
             with log.open("ab") as out:
                 for chunk in self.container.logs(stream=True, follow=True):
                     out.write(chunk)
                     out.flush()
             code = int(self.container.wait()["StatusCode"])
-        except (DockerException, OSError) as exc:
+        except failures as exc:
             with contextlib.suppress(OSError), log.open("a") as out:
                 out.write(f"\nfaultlab: lost the container's output or exit code: {exc}\n")
         # docker's init exits 128+N when a signal N ended the program: told as the signal when
         # the run sent it, as a host process's ending is.
-        self._code = -(code - 128) if self._signalled and code > 128 else code
+        self._code = -(code - 128) if self._signalled and 128 < code <= 128 + 64 else code
         with contextlib.suppress(RuntimeError):  # the run's loop is gone: nobody waits
             self._loop.call_soon_threadsafe(self._exited.set)
 
@@ -311,7 +379,5 @@ class ContainerMember:
                           stop_s=time.monotonic() - started)
 
     def _kill(self, sig: signal.Signals) -> None:
-        from docker.errors import APIError
-
-        with contextlib.suppress(APIError):  # it ended meanwhile
+        with quietly():  # it ended meanwhile, or the engine is gone: its exit is reported anyway
             self.container.kill(signal=sig.name)

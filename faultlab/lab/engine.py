@@ -1,15 +1,16 @@
 """The Docker engine as faultlab meets it: reached through the docker SDK with one-line errors
 that say the fix, the labels that tie a container to its run, and what `lab gc` removes.
 
-A container of a run carries `faultlab.slot` (the lab's slot) and `faultlab.owner` (the run's pid
-and start time, as the slot's lease says them); `lab gc` removes a container only when its slot is
-being collected and its owner is gone.
+A container of a run carries `faultlab.slot` (the lab's slot), `faultlab.role`, `faultlab.run`
+(the run folder's name) and `faultlab.owner` (the run's pid and start time, as the slot's lease
+says them); `lab gc` removes the containers of a slot it collects, whose lease names no live run.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from faultlab.errors import LabError
@@ -25,8 +26,9 @@ ENGINE_TIMEOUT_S = 30
 LABEL_SLOT = "faultlab.slot"
 LABEL_OWNER = "faultlab.owner"
 LABEL_ROLE = "faultlab.role"
-START_ENGINE = ("start one: apt-get install docker.io && containers/engine.sh start "
-                "(or your platform's Docker)")
+LABEL_RUN = "faultlab.run"
+START_ENGINE = ("start one (Debian: apt-get install docker.io, then dockerd; in faultlab's "
+                "repository: containers/engine.sh start)")
 
 
 def engine_url() -> str:
@@ -41,21 +43,65 @@ def _socket_missing() -> bool:
 
 def connect() -> DockerClient:
     """A client of the engine that answers; a LabError that says why not and the fix."""
-    try:
-        import docker
-        from docker.errors import DockerException
-    except ImportError:
-        raise LabError("the docker SDK is missing: make install (or pip install docker)") from None
+    import docker
+
     url = engine_url()
     if _socket_missing():
         raise LabError(f"no Docker engine at {url}: {START_ENGINE}")
     try:
         client = docker.from_env(timeout=ENGINE_TIMEOUT_S)
         client.ping()
-    except DockerException as exc:
-        raise LabError(f"the Docker engine at {url} does not answer ({_reason(exc)}): "
+    except engine_exceptions() as exc:
+        reason = _reason(exc)
+        if reason == "permission denied":
+            raise LabError(f"no permission to use the Docker engine at {url}: run faultlab as "
+                           f"root") from None
+        raise LabError(f"the Docker engine at {url} does not answer ({reason}): "
                        f"{START_ENGINE}") from None
     return client
+
+
+def engine_exceptions() -> tuple[type[Exception], ...]:
+    """What a failing engine raises through the SDK: its own errors, and requests' (a dropped
+    connection, a timeout)."""
+    import requests
+    from docker.errors import DockerException
+
+    return (DockerException, requests.RequestException)
+
+
+@contextlib.contextmanager
+def engine_errors(doing: str) -> Iterator[None]:
+    """The engine's failures while `doing`, as one-line LabErrors."""
+    from docker.errors import APIError
+
+    try:
+        yield
+    except APIError as exc:
+        raise LabError(f"{doing}: {exc.explanation or exc}") from None
+    except engine_exceptions() as exc:
+        raise LabError(f"{doing}: the Docker engine failed ({_reason(exc)})") from None
+
+
+@contextlib.contextmanager
+def quietly() -> Iterator[None]:
+    """For teardown: an engine failure (the container is gone, the engine down) is no reason to
+    stop removing the rest; `lab gc` finds what is left."""
+    try:
+        yield
+    except engine_exceptions():
+        pass
+
+
+def has_image(client: DockerClient, name: str) -> bool:
+    """Whether the local engine has the image `name`."""
+    from docker.errors import ImageNotFound
+
+    try:
+        client.images.get(name)
+    except ImageNotFound:
+        return False
+    return True
 
 
 def _reason(exc: BaseException) -> str:
@@ -64,10 +110,6 @@ def _reason(exc: BaseException) -> str:
         if known.lower() in text.lower():
             return known.lower()
     return text.splitlines()[0][:120] if text else type(exc).__name__
-
-
-def owner_label(pid: int, start_time: int) -> str:
-    return f"{pid} {start_time}"
 
 
 def engine_version() -> tuple[str | None, str]:
@@ -81,19 +123,10 @@ def engine_version() -> tuple[str | None, str]:
 
 
 def engine_images(names: list[str]) -> dict[str, bool]:
-    """Whether each image is in the local engine."""
-    from docker.errors import ImageNotFound
-
+    """Whether each image is in the local engine (a LabError when no engine answers)."""
     client = connect()
-    found = {}
-    with contextlib.closing(client):
-        for name in names:
-            try:
-                client.images.get(name)
-                found[name] = True
-            except ImageNotFound:
-                found[name] = False
-    return found
+    with contextlib.closing(client), engine_errors("cannot list the engine's images"):
+        return {name: has_image(client, name) for name in names}
 
 
 def container_slots() -> set[int]:
@@ -104,18 +137,17 @@ def container_slots() -> set[int]:
         client = connect()
     except LabError:
         return set()
-    with contextlib.closing(client):
-        slots = set()
+    slots: set[int] = set()
+    with contextlib.closing(client), quietly():
         for c in client.containers.list(all=True, filters={"label": LABEL_SLOT}):
             with contextlib.suppress(ValueError):
                 slots.add(int(c.labels[LABEL_SLOT]))
-        return slots
+    return slots
 
 
 def remove_containers(slot: int) -> list[str]:
-    """Remove the containers of `slot` whose run is gone (`lab gc`'s collector); one line each."""
-    from faultlab.lab.netns import process_start_time
-
+    """Remove the containers of `slot` (`lab gc`'s collector, called for a slot whose lease names
+    no live run: a run leases its slot before it makes a container); one line each."""
     if _socket_missing():
         return []
     try:
@@ -124,12 +156,14 @@ def remove_containers(slot: int) -> list[str]:
         return [f"containers of lab {slot} not checked: {exc}"]
     report = []
     with contextlib.closing(client):
-        for c in client.containers.list(all=True, filters={"label": f"{LABEL_SLOT}={slot}"}):
-            owner = c.labels.get(LABEL_OWNER, "").split()
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                if process_start_time(int(owner[0])) == int(owner[1]):
-                    report.append(f"spared container {c.name}: run {owner[0]} is alive")
-                    continue
-            c.remove(force=True)
-            report.append(f"removed container {c.name}")
+        try:
+            found = client.containers.list(all=True, filters={"label": f"{LABEL_SLOT}={slot}"})
+        except engine_exceptions() as exc:
+            return [f"containers of lab {slot} not checked: {_reason(exc)}"]
+        for c in found:
+            try:
+                c.remove(force=True)
+                report.append(f"removed container {c.name}")
+            except engine_exceptions() as exc:
+                report.append(f"could not remove container {c.name}: {_reason(exc)}")
     return report

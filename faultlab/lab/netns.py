@@ -245,7 +245,7 @@ def take_lease(slot: int) -> bool:
     LEASE_DIR.mkdir(parents=True, exist_ok=True)
     pid = os.getpid()
     draft = LEASE_DIR / f".lab-{slot}.{pid}.{threading.get_ident()}"
-    draft.write_text(f"{pid} {process_start_time(pid)}\n")
+    draft.write_text(f"{owner_text(pid)}\n")
     try:
         os.link(draft, lease_path(slot))
         return True
@@ -253,6 +253,12 @@ def take_lease(slot: int) -> bool:
         return False
     finally:
         draft.unlink(missing_ok=True)
+
+
+def owner_text(pid: int) -> str:
+    """How a lease (and a container's owner label) names process `pid`: its pid and start
+    time."""
+    return f"{pid} {process_start_time(pid)}"
 
 
 def lab_owner(slot: int) -> int | None:

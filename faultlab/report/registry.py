@@ -32,8 +32,6 @@ class Column[T]:
     combine: Callable[[Sequence[T]], str]
     note: str = ""
 
-    def render(self, runs: Sequence[Sequence[Event]]) -> str:
-        return self.combine([self.cell(events) for events in runs])
 
 
 COLUMNS: dict[str, Column[Any]] = {}
@@ -65,8 +63,11 @@ def _load_packs() -> None:
 
 
 def columns() -> list[Column[Any]]:
-    """Every registered column, in table order: the packs' and, once faultlab.report.suite is
-    imported, the core's."""
+    """Every registered column, in table order: the core's (faultlab.report.suite) and the
+    packs'."""
+    # By name, as the packs: the core's columns are registered where the table is drawn, which
+    # imports this module. A run's result.json takes every cell, whether or not it drew a table.
+    importlib.import_module("faultlab.report.suite")
     _load_packs()
     return sorted(COLUMNS.values(), key=lambda c: (c.rank, c.heading))
 
@@ -77,11 +78,12 @@ def summary_events() -> tuple[str, ...]:
     return tuple(SUMMARY_EVENTS)
 
 
-def counts(cells: Sequence[str]) -> str:
-    """One value when every run agrees, else each value with its count."""
-    tally = Counter(cells)
+def counts(cells: Sequence[str | None]) -> str:
+    """One value when every run agrees, else each value with its count ("-": a run without
+    one)."""
+    tally = Counter("-" if c is None else c for c in cells)
     if len(tally) == 1:
-        return cells[0]
+        return next(iter(tally))
     return ", ".join(f"{n}x {v}" for v, n in tally.most_common())
 
 

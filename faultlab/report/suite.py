@@ -18,7 +18,7 @@ from faultlab.private import redact_text, remember_env_secrets, write_private
 from faultlab.report.registry import columns, counts, register_column, span
 
 if TYPE_CHECKING:
-    from faultlab.result import RunResult
+    from faultlab.report.record import RunRecord
 
 __all__ = ["CLOCK_SKEW_S", "register_column", "render_suite", "since_fault", "write_suite"]
 
@@ -76,18 +76,19 @@ def _audio_ratio(events: Sequence[Event]) -> float | None:
     return None if measured is None else measured[0] / measured[1]
 
 
-def render_suite(results: Sequence[RunResult]) -> str:
-    by_profile: dict[str, list[RunResult]] = {}
+def render_suite(results: Sequence[RunRecord]) -> str:
+    """The table of runs, wherever they ran: one row per scenario, in the order first seen, each
+    column's cells (taken per run, in its result.json) combined over the scenario's runs."""
+    by_profile: dict[str, list[RunRecord]] = {}
     for result in results:
-        by_profile.setdefault(result.profile.name, []).append(result)
+        by_profile.setdefault(result.profile, []).append(result)
     registered = columns()
     headings = ["scenario", "runs", "verdicts", *(c.heading for c in registered)]
     rows = []
     for name, runs in by_profile.items():
-        observed = [r.observed for r in runs]
         rows.append([name, str(len(runs)),
                      f"{sum(1 for r in runs if r.verdict == 'PASS')}/{len(runs)} PASS",
-                     *(c.render(observed) for c in registered)])
+                     *(c.combine([r.cells.get(c.heading) for r in runs]) for c in registered)])
     widths = [max([len(c), *(len(r[i]) for r in rows)]) for i, c in enumerate(headings)]
 
     def line(cells: Sequence[str]) -> str:
@@ -101,7 +102,7 @@ def render_suite(results: Sequence[RunResult]) -> str:
     ])
 
 
-def write_suite(results: Sequence[RunResult], path: Path) -> str:
+def write_suite(results: Sequence[RunRecord], path: Path) -> str:
     remember_env_secrets()
     text = redact_text(render_suite(results))
     write_private(path, text)

@@ -5,6 +5,7 @@ a namespace member; nothing left behind, and one-line errors for what a user get
 from __future__ import annotations
 
 import io
+import json
 import re
 import tarfile
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ import pytest
 from faultlab.lab.engine import LABEL_SLOT
 from faultlab.profile import load_profile, with_client_image
 
-from ..conftest import PROFILES, faultlab, slack
+from ..conftest import PROFILES, faultlab, need_image, slack
 from .helpers import (
     LONG,
     failed,
@@ -185,23 +186,31 @@ name: bad-image
 client: {image: IMAGE}
 timeout: 10s
 """
+BAD_IMAGES = {
+    "missing": ("faultlab-test-absent:1", "make images"),
+    "no-shell": ("shell_less_image", "neither /bin/sh nor python3"),
+    "no-program": ("clients_image", "has no 'my-agent' on its PATH"),
+}
 
 
-@pytest.mark.parametrize("case", ["missing", "no-shell"])
+@pytest.mark.parametrize("case", ["missing", "no-shell", "no-program"])
 def test_a_bad_image_is_one_line_and_exit_3(
     case: str, request: pytest.FixtureRequest, docker_engine: DockerClient, tmp_path: Path
 ) -> None:
-    """An image that is not there, or has neither a shell nor Python: one line that says the
-    fix, exit 3, no traceback, the lab torn down."""
-    image = ("faultlab-test-absent:1" if case == "missing"
-             else request.getfixturevalue("shell_less_image"))
+    """An image that is not there, has neither a shell nor Python, or lacks the program: one
+    line that says the fix, exit 3, no traceback, the lab torn down."""
+    image, want = BAD_IMAGES[case]
+    if case != "missing":
+        image = request.getfixturevalue(image)
     profile = tmp_path / "bad.yaml"
-    profile.write_text(ONE_CLIENT.replace("IMAGE", image))
+    text = ONE_CLIENT.replace("IMAGE", image)
+    if case == "no-program":
+        text = text.replace("}", ", command: [my-agent, --fast]}")
+    profile.write_text(text)
     done = faultlab("run", "-q", "--runs-dir", str(tmp_path / "runs"), str(profile))
     assert done.returncode == 3, done.stdout + done.stderr
     assert "Traceback" not in done.stdout + done.stderr
     (error,) = [line for line in done.stdout.splitlines() if line.startswith("  ERROR")]
-    want = "make images" if case == "missing" else "neither /bin/sh nor python3"
     assert want in error, error
     (run_dir,) = (tmp_path / "runs").glob("*-bad-image")
     slot = run_slot(run_dir)
@@ -264,14 +273,9 @@ def privileged() -> dict[str, object]:
 def test_the_lab_image_runs_the_demo(docker_engine: DockerClient, tmp_path: Path) -> None:
     """The whole lab inside one privileged container (for a machine without a usable Linux
     kernel): `faultlab run silent-loss` PASSes there, and nothing of it is left on the host."""
-    from docker.errors import ImageNotFound
-
     from faultlab.lab.engine import LAB_IMAGE
 
-    try:
-        docker_engine.images.get(LAB_IMAGE)
-    except ImageNotFound:
-        pytest.skip(f"no {LAB_IMAGE} image: make images")
+    need_image(docker_engine, LAB_IMAGE)
     before = host_network_state()
     work = tmp_path / "work"
     work.mkdir()
@@ -291,3 +295,35 @@ def test_the_lab_image_runs_the_demo(docker_engine: DockerClient, tmp_path: Path
     assert code == 0 and "== silent-loss: PASS" in out, out
     assert list(work.glob("runs/*-silent-loss/summary.md"))
     assert host_network_state() == before
+
+
+@pytest.fixture
+def entrypoint_image(docker_engine: DockerClient, clients_image: str) -> Iterator[str]:
+    """faultlab-clients with an ENTRYPOINT that writes its arguments to an event and a CMD."""
+    script = 'printf \'{"event": "entry", "args": "%s"}\\n\' "$*" >> "$FAULTLAB_EVENTS"'
+    base = docker_engine.containers.create(clients_image, command=["true"])
+    name = "faultlab-test-entrypoint:latest"
+    try:
+        base.commit(repository=name.split(":")[0], tag="latest", changes=[
+            f'ENTRYPOINT ["/bin/sh", "-c", {json.dumps(script)}, "agent"]', 'CMD ["default"]'])
+    finally:
+        base.remove(force=True)
+    yield name
+    docker_engine.images.remove(name, force=True)
+
+
+def test_an_image_keeps_its_entrypoint_unless_given_a_command(
+    entrypoint_image: str, runs_dir: Path
+) -> None:
+    """With no command, the image's ENTRYPOINT runs with the profile's `args` in place of its
+    CMD (as `docker run IMAGE ARGS`), or with its CMD; a command replaces both."""
+    own = "name: entry\nclient: {image: IMAGE, args: [a, b]}\nexpect: [{exit_code: 0}]\n"
+    result = run_profile(own.replace("IMAGE", entrypoint_image), runs_dir)
+    assert first(result, "entry").fields["args"] == "a b", failed(result)
+    result = run_profile(own.replace("IMAGE", entrypoint_image).replace(", args: [a, b]", ""),
+                         runs_dir)
+    assert first(result, "entry").fields["args"] == "default", failed(result)
+    given = own.replace("args: [a, b]", "command: [sh, -c, 'exit 4']").replace("0}", "4}")
+    result = run_profile(given.replace("IMAGE", entrypoint_image), runs_dir)
+    assert result.verdict == "PASS" and not [e for e in result.events if e.name == "entry"], \
+        failed(result)

@@ -19,6 +19,7 @@ from faultlab.expect import EXPECTATIONS, Expectation, Outcome, RunFacts, evalua
 from faultlab.expect.registry import register
 from faultlab.profile import parse_profile
 from faultlab.report import registry
+from faultlab.report.record import RunRecord
 from faultlab.report.suite import register_column, render_suite
 from faultlab.report.summary import render_summary
 from faultlab.result import RunResult
@@ -78,7 +79,8 @@ def test_a_packs_column_and_note_appear_in_the_suite_table(
         load_pack: Callable[[], ModuleType]) -> None:
     """The pack's column comes at its rank, after every core and booking column, with its note."""
     load_pack()
-    text = render_suite([run(ev(1.0, "client.greeting")), run(), run(ev(2.0, "client.greeting"))])
+    runs = [run(ev(1.0, "client.greeting")), run(), run(ev(2.0, "client.greeting"))]
+    text = render_suite([RunRecord.of(r) for r in runs])
     header, _, row = [line for line in text.splitlines() if line.startswith("| ")]
     assert [c.strip() for c in header.split("|")[1:-1]] == [
         "scenario", "runs", "verdicts", "resumes refused", "detected", "resumed", "recovered",

@@ -1,0 +1,123 @@
+"""result.json, JUnit XML and `report merge`: a run told for machines, and runs made elsewhere
+joined into one suite."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+import junitparser
+
+from faultlab.events import Event
+from faultlab.expect import Outcome
+from faultlab.profile import parse_profile
+from faultlab.report.junit import render_junit
+from faultlab.report.record import RESULT_FILE, RunRecord
+from faultlab.report.suite import render_suite
+from faultlab.result import RunResult
+
+from .conftest import faultlab
+
+
+def ev(t: float, name: str, **fields: object) -> Event:
+    return Event(t, "faultlab", name, dict(fields))
+
+
+def a_result(tmp_path: Path, name: str = "field-X", held: bool = True,
+             error: str | None = None) -> RunResult:
+    profile = parse_profile(f"name: {name}\nclient: {{command: [x]}}\n")
+    events = [ev(1.0, "fault.applied", step="cut", fault="drop", layer="packet", trigger="at 1s",
+                 applied_in_ms=1.7),
+              ev(2.5, "client.lost"), ev(4.0, "fault.reverted", step="cut", fault="drop")]
+    run_dir = tmp_path / name
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "summary.md").write_text("# x\n")
+    return RunResult(profile, run_dir, datetime(2026, 11, 30, 12, 0, 0), duration_s=5.25,
+                     events=events, outcomes=[Outcome("client.lost within 2s", held, "at +1.5s")],
+                     exit_codes={"client": 0}, error=error)
+
+
+def test_a_record_tells_the_run(tmp_path: Path) -> None:
+    record = RunRecord.of(a_result(tmp_path, held=False))
+    assert (record.verdict, record.exit_code, record.duration_s) == ("FAIL", 1, 5.25)
+    (fault,) = record.faults
+    assert fault == {"step": "cut", "fault": "drop", "layer": "packet", "trigger": "at 1s",
+                     "t": 1.0, "applied_in_ms": 1.7, "reverted_t": 4.0}
+    assert record.expectations == [{"expectation": "client.lost within 2s", "held": False,
+                                    "seen": "at +1.5s"}]
+    assert record.cells["detected"] == 1.5 and record.attachments == ["summary.md"]
+    assert record.faultlab and record.started == "2026-11-30T12:00:00"
+    again = RunRecord.load(record.write(tmp_path))
+    assert again == record
+
+
+def test_a_suite_table_from_records_equals_one_from_runs(tmp_path: Path) -> None:
+    """Cells travel in result.json: the table of loaded records is the table of the runs."""
+    records = [RunRecord.of(a_result(tmp_path, "a")), RunRecord.of(a_result(tmp_path, "b"))]
+    loaded = []
+    for r in records:
+        r.write(Path(r.run_dir))
+        loaded.append(RunRecord.load(Path(r.run_dir) / RESULT_FILE))
+    assert render_suite(loaded) == render_suite(records)
+
+
+def test_junit_is_valid_and_tells_failures_and_errors(tmp_path: Path) -> None:
+    records = [RunRecord.of(a_result(tmp_path, "ok")),
+               RunRecord.of(a_result(tmp_path, "bad", held=False)),
+               RunRecord.of(a_result(tmp_path, "broken", error="cannot wire the lab"))]
+    path = tmp_path / "junit.xml"
+    path.write_text(render_junit(records))
+    xml = junitparser.JUnitXml.fromfile(str(path))
+    (suite,) = list(xml)
+    assert (suite.tests, suite.failures, suite.errors) == (3, 1, 1)
+    cases = {case.name: case for case in suite}
+    assert cases["ok"].is_passed
+    (failure,) = cases["bad"].result
+    assert isinstance(failure, junitparser.Failure)
+    assert "client.lost within 2s (seen: at +1.5s)" in (failure.message or "")
+    assert f"summary: {tmp_path / 'bad' / 'summary.md'}" in (failure.text or "")
+    (error,) = cases["broken"].result
+    assert isinstance(error, junitparser.Error) and error.message == "cannot wire the lab"
+    assert f"[[ATTACHMENT|{tmp_path / 'ok' / 'summary.md'}]]" in (cases["ok"].system_out or "")
+
+
+def test_report_merge_joins_shards(tmp_path: Path) -> None:
+    """Records from two shard folders: one table, one JUnit file, the worst exit code; a folder
+    with no result, or a broken one, is one line and exit 2."""
+    for shard, names in (("s1", ["a", "c"]), ("s2", ["b"])):
+        for name in names:
+            r = RunRecord.of(a_result(tmp_path / shard, name, held=name != "c"))
+            r.write(Path(r.run_dir))
+    out, junit = tmp_path / "suite.md", tmp_path / "junit.xml"
+    done = faultlab("report", "merge", str(tmp_path / "s1"), str(tmp_path / "s2"),
+                    "--junit", str(junit), "--out", str(out))
+    assert done.returncode == 1, done.stderr
+    assert "# faultlab suite: 2 of 3 runs passed" in out.read_text()
+    rows = [line.split("|")[1].strip() for line in out.read_text().splitlines()
+            if line.startswith("| ") and "scenario" not in line and "---" not in line]
+    assert sorted(rows) == ["a", "b", "c"]
+    assert junitparser.JUnitXml.fromfile(str(junit)).tests == 3
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    done = faultlab("report", "merge", str(empty))
+    assert done.returncode == 2 and "no result.json" in done.stderr
+    (empty / RESULT_FILE).write_text(json.dumps({"verdict": "PASS"}))
+    done = faultlab("report", "merge", str(empty))
+    assert done.returncode == 2 and "not a faultlab result" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_lone_run_records_every_column(tmp_path: Path) -> None:
+    """A run that draws no table (one profile, a CI shard's job) still records the core columns'
+    cells, in a fresh interpreter where nothing imported the table's module."""
+    import subprocess
+    import sys
+
+    code = ("from faultlab.report.registry import columns; "
+            "print(','.join(c.heading for c in columns()))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    headings = done.stdout.strip().split(",")
+    assert {"resumes refused", "detected", "resumed", "recovered", "audio ratio",
+            "bookings"} <= set(headings)
