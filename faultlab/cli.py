@@ -125,9 +125,9 @@ def _jobs(value: str) -> int:
 @click.option("--client-image", metavar="IMAGE", default=None,
               help="Run each profile's client as a container of IMAGE (the same command or "
                    "builtin; faultlab-clients has the builtins).")
-@click.option("--jobs", "-j", "jobs_text", default="1", show_default=True, metavar="N|auto",
+@click.option("--jobs", "-j", "jobs_text", default="auto", show_default=True, metavar="N|auto",
               help="Runs at once, each in its own lab and process (auto: two per core, at "
-                   "most 8).")
+                   "most 8; 1: one after another, in this process, its events shown live).")
 @click.option("--shard", metavar="K/N", default=None,
               help="Run only the K-th of N stable shards of the runs (for a CI matrix; join "
                    "them with `faultlab report merge`).")
