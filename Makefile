@@ -3,7 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-APT_PACKAGES := iptables tcpdump iproute2 espeak-ng docker.io debootstrap
+APT_PACKAGES := iptables tcpdump iproute2 espeak-ng debootstrap
+# The Docker engine, for container members and `make images`: Debian's, unless an engine is
+# installed already (Docker CE's packages conflict with docker.io's).
+ENGINE_PACKAGE := docker.io
 PROFILE ?= profiles/silent-loss.yaml
 
 .PHONY: install demo test test-pure lint bench images clean
@@ -13,6 +16,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	@if [ "$$(id -u)" = 0 ]; then \
 	  missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	  command -v dockerd >/dev/null || dpkg -s $(ENGINE_PACKAGE) >/dev/null 2>&1 || missing="$$missing $(ENGINE_PACKAGE)"; \
 	  if [ -n "$$missing" ]; then \
 	    echo "installing Debian packages:$$missing"; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \

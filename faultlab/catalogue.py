@@ -19,12 +19,17 @@ _SENTENCE_END = re.compile(r"[.!?][\"')\]]*(?=\s+[A-Z`]|\s*$)")
 
 
 def profile_paths(paths: Iterable[str | Path]) -> list[Path]:
-    """The profile files named: a file as is, a folder as every *.yaml/*.yml below it, sorted."""
+    """The profile files named: a file as is, a folder as every *.yaml/*.yml below it (but in
+    hidden folders), sorted."""
     out: list[Path] = []
     for item in paths:
         p = Path(item)
         if p.is_dir():
-            out.extend(sorted(q for q in p.rglob("*") if q.suffix in PROFILE_SUFFIXES))
+            # Hidden folders are not the user's profiles (a Kubernetes ConfigMap mount keeps
+            # its files in `..<timestamp>/` and links each one beside it).
+            out.extend(sorted(q for q in p.rglob("*") if q.suffix in PROFILE_SUFFIXES
+                              and not any(part.startswith(".") for part in
+                                          q.relative_to(p).parts[:-1])))
         else:
             out.append(p)
     return out

@@ -7,6 +7,7 @@ the run had built is torn down first; see `faultlab.interrupt`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import sys
@@ -152,7 +153,7 @@ def run(paths: tuple[str, ...], runs_dir: Path, quiet: bool, repeat: int,
     from faultlab.jobs import shard as take_shard
     from faultlab.lab.privilege import reexec_in_user_namespace
     from faultlab.profile import load_profile, with_client_image
-    from faultlab.report.record import RunRecord
+    from faultlab.report.record import RESULT_FILE, RecordError, RunRecord
     from faultlab.runner import Run
 
     try:
@@ -172,48 +173,54 @@ def run(paths: tuple[str, ...], runs_dir: Path, quiet: bool, repeat: int,
             runs = take_shard(runs, *parse_shard(shard))
         except ValueError as exc:
             _fail(f"--shard: {exc}", 2)
-        if not runs:
-            click.echo(f"shard {shard}: no runs (fewer runs than shards)")
     try:
         reexec_in_user_namespace(sys.argv[1:])
     except PrivilegeError as exc:
         _fail(str(exc), 3)
+    if shard is not None and not runs:
+        click.echo(f"shard {shard}: no runs (fewer runs than shards)")
 
-    records: list[RunRecord] = []
+    # Each run's record under its planned index, also for runs a signal interrupted.
+    records: dict[int, RunRecord] = {}
 
-    def report(record: RunRecord) -> None:
-        for e in record.expectations:
-            click.echo(f"  {'ok  ' if e['held'] else 'FAIL'} {e['expectation']}  "
-                       f"(seen: {e['seen']})")
-        if record.error:
-            click.echo(f"  ERROR {record.error}")
+    def tell(record: RunRecord) -> None:
+        for line in record.outcome_lines():
+            click.echo(line)
         where = f"; report: {Path(record.run_dir) / 'summary.md'}" if record.run_dir else ""
         click.echo(f"== {record.profile}: {record.verdict} in {record.duration_s:.2f}s{where}")
-        if report_to is not None and record.run_dir:
-            with report_to.open("a") as out:
-                out.write(str(Path(record.run_dir) / "result.json") + "\n")
 
     async def run_all() -> None:
         if jobs > 1 and len(runs) > 1:
             progress = Progress(len(runs), jobs, live=sys.stderr.isatty() and not quiet)
-            records.extend(await run_parallel(runs, runs_dir, jobs, client_image, report,
-                                              progress))
+            await run_parallel(runs, runs_dir, jobs, client_image, tell, progress, records)
             return
-        for planned in runs:
-            count = f" ({len(records) + 1}/{len(runs)})" if len(runs) > 1 else ""
+        for index, planned in enumerate(runs):
+            count = f" ({index + 1}/{len(runs)})" if len(runs) > 1 else ""
             click.echo(f"== {planned.profile.name}{count}")
-            result = await Run(planned.profile, runs_dir, _progress(quiet)).execute()
-            records.append(RunRecord.of(result))
-            report(records[-1])
+            run = Run(planned.profile, runs_dir, _progress(quiet))
+            if report_to is not None:  # a parallel suite's job: where its record will be
+                report_to.write_text(str(run.run_dir.absolute() / RESULT_FILE) + "\n")
+            try:
+                result = await run.execute()
+            finally:
+                with contextlib.suppress(RecordError):  # written however the run ended
+                    records[index] = RunRecord.load(run.run_dir / RESULT_FILE)
+            tell(records.get(index) or RunRecord.of(result))
 
+    code = 0
     try:
         asyncio.run(interrupt.cancel_on_signal(run_all()))
     except asyncio.CancelledError:  # only a signal cancels the runs; main() exits with its code
-        _fail(f"interrupted by {interrupt.describe()}; the lab was torn down", EXIT_INTERRUPTED)
+        click.echo(f"faultlab: interrupted by {interrupt.describe()}; the lab was torn down",
+                   err=True)
+        code = EXIT_INTERRUPTED
     except FaultlabError as exc:
         _fail(str(exc), 3)
-    # From here a signal only changes the exit code: the reports are written whole.
-    sys.exit(_report_suite(records, runs_dir, junit, table=len(records) > 1))
+    # From here a signal only changes the exit code: the reports are written whole, of the runs
+    # made so far when a signal cut the suite short.
+    done = [records[i] for i in sorted(records)]
+    worst = _report_suite(done, runs_dir, junit, table=len(runs) > 1 and bool(done))
+    sys.exit(code or worst)
 
 
 def _report_suite(records: list[RunRecord], runs_dir: Path, junit: Path | None,
@@ -260,7 +267,8 @@ def merge(folders: tuple[Path, ...], junit: Path | None, out: Path | None) -> No
         _fail(str(exc), 2)
     # In the order one run of the whole suite reports them: by profile file, then time.
     records.sort(key=lambda r: (r.profile_path, r.profile, r.started))
-    path = out or folders[0] / f"suite-merged-{datetime.now():%Y%m%d-%H%M%S}.md"
+    first = folders[0] if folders[0].is_dir() else folders[0].parent
+    path = out or first / f"suite-merged-{datetime.now():%Y%m%d-%H%M%S}.md"
     click.echo(write_suite(records, path) + f"\n(written to {path})")
     if junit is not None:
         write_junit(records, junit)

@@ -20,11 +20,14 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from faultlab.interrupt import uncancelled
+from faultlab.private import write_private
 from faultlab.profile import Profile
-from faultlab.report.record import RecordError, RunRecord
+from faultlab.report.record import RecordError, RunRecord, faultlab_version
+from faultlab.result import EXIT_LAB
 
 # Seconds a job's faultlab gets to tear its lab down after SIGTERM before it is killed.
 STOP_GRACE_S = 30.0
@@ -37,7 +40,9 @@ class PlannedRun:
 
     @property
     def key(self) -> tuple[str, str, int]:
-        return (self.profile.name, str(self.profile.path or ""), self.repeat)
+        """What a shard sorts by: the same on every machine, however the path was written."""
+        return (self.profile.name, self.profile.path.name if self.profile.path else "",
+                self.repeat)
 
 
 def plan(profiles: Sequence[Profile], repeat: int) -> list[PlannedRun]:
@@ -54,9 +59,11 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 
 def shard(runs: Sequence[PlannedRun], k: int, n: int) -> list[PlannedRun]:
-    """The K-th of N shards: stable on every machine, and the N shards together are all runs."""
-    chosen = {r.key for i, r in enumerate(sorted(runs, key=lambda r: r.key)) if i % n == k - 1}
-    return [r for r in runs if r.key in chosen]
+    """The K-th of N shards: stable on every machine, and the N shards together are all runs
+    (each once, a profile given twice too)."""
+    order = sorted(range(len(runs)), key=lambda i: runs[i].key)  # ties keep the planned order
+    chosen = set(order[k - 1::n])
+    return [r for i, r in enumerate(runs) if i in chosen]
 
 
 def default_jobs() -> int:
@@ -115,61 +122,104 @@ def _clock(seconds: float) -> str:
 
 async def run_parallel(runs: Sequence[PlannedRun], runs_dir: Path, jobs: int,
                        client_image: str | None, report: Callable[[RunRecord], None],
-                       progress: Progress) -> list[RunRecord]:
+                       progress: Progress, records: dict[int, RunRecord]) -> None:
     """Run `runs`, up to `jobs` at once, each as its own `faultlab run`; `report` is told of each
-    run as it ends (in the order they end); the records come back in the planned order. Cancelled
-    (by a signal), it stops every running job with SIGTERM, so each tears its lab down."""
+    run as it ends, and `records` gets it under its planned index. Cancelled (by a signal), it
+    stops every running job with SIGTERM, so each tears its lab down, and `records` still gets
+    what they recorded (their runs, interrupted)."""
     gate = asyncio.Semaphore(jobs)
-    records: dict[int, RunRecord] = {}
 
     async def one(index: int, run: PlannedRun) -> None:
         async with gate:
             progress.started_one()
-            record = await _job(run, runs_dir, client_image)
-            progress.finished_one(record)
+            job = Job(run.profile, runs_dir, client_image)
+            try:
+                await job.run()
+            finally:
+                if job.record is not None:
+                    records[index] = job.record
+            assert job.record is not None
+            progress.finished_one(job.record)
             progress.clear()
-            report(record)
+            report(job.record)
             progress.show()
-            records[index] = record
 
     tasks = [asyncio.create_task(one(i, r)) for i, r in enumerate(runs)]
+    ticker = asyncio.create_task(_tick(progress)) if progress.live else None
     try:
         await asyncio.gather(*tasks)
     finally:
-        for task in tasks:
+        for task in [*tasks, *([ticker] if ticker else [])]:
             task.cancel()
         await uncancelled(asyncio.gather(*tasks, return_exceptions=True))
         progress.clear()
-    return [records[i] for i in range(len(runs))]
 
 
-async def _job(run: PlannedRun, runs_dir: Path, client_image: str | None) -> RunRecord:
-    """One run in a `faultlab run` of its own; its record, or an ERROR record if it made none."""
-    assert run.profile.path is not None, "a parallel run reads its profile from its file"
-    with tempfile.TemporaryDirectory(prefix="faultlab-job-") as scratch:
-        told = Path(scratch) / "result-path"
-        argv = [sys.executable, "-m", "faultlab", "run", "-q", "--jobs", "1", "--runs-dir",
-                str(runs_dir), "--report-to", str(told), str(run.profile.path)]
-        if client_image is not None:
-            argv[4:4] = ["--client-image", client_image]
-        started = time.monotonic()
-        proc = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT)
-        try:
-            output, _ = await proc.communicate()
-        except asyncio.CancelledError:
-            await uncancelled(_stop(proc))
-            raise
-        path = told.read_text().strip() if told.exists() else ""
-    if path:
-        with contextlib.suppress(RecordError):
-            return RunRecord.load(Path(path))
-    last = output.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
-    return RunRecord(profile=run.profile.name, verdict="ERROR", exit_code=3,
-                     run_dir="", started="", duration_s=round(time.monotonic() - started, 3),
-                     profile_path=str(run.profile.path),
-                     error=f"faultlab run exited {proc.returncode} with no result: {last[0]}")
+async def _tick(progress: Progress) -> None:
+    """Keep the status line's clock going while runs take their time."""
+    while True:
+        await asyncio.sleep(1.0)
+        progress.show()
+
+
+class Job:
+    """One run in a `faultlab run` process of its own; `record` is what it recorded (read from
+    its result.json), or an ERROR record that keeps its output when it recorded nothing."""
+
+    def __init__(self, profile: Profile, runs_dir: Path, client_image: str | None) -> None:
+        assert profile.path is not None, "a job reads its profile from its file"
+        self.profile = profile
+        self.runs_dir = runs_dir
+        self.client_image = client_image
+        self.record: RunRecord | None = None
+
+    async def run(self) -> RunRecord:
+        with tempfile.TemporaryDirectory(prefix="faultlab-job-") as scratch:
+            told = Path(scratch) / "result-path"
+            argv = [sys.executable, "-m", "faultlab", "run", "-q", "--jobs", "1", "--runs-dir",
+                    str(self.runs_dir), "--report-to", str(told)]
+            if self.client_image is not None:
+                argv += ["--client-image", self.client_image]
+            started = time.monotonic()
+            proc = await asyncio.create_subprocess_exec(
+                *argv, str(self.profile.path), stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+            try:
+                output, _ = await proc.communicate()
+            except asyncio.CancelledError:
+                try:
+                    await uncancelled(_stop(proc))  # raises again if cancelled meanwhile
+                finally:
+                    self.record = self._recorded(told, b"", proc.returncode, started)
+                raise
+            self.record = self._recorded(told, output, proc.returncode, started)
+        return self.record
+
+    def _recorded(self, told: Path, output: bytes, code: int | None, started: float) -> RunRecord:
+        # The job names its run's result.json as soon as the run folder exists.
+        result = Path(told.read_text().strip()) if told.exists() else None
+        if result is not None:
+            with contextlib.suppress(RecordError):
+                return RunRecord.load(result)
+        run_dir = result.parent if result is not None and result.parent.is_dir() else None
+        text = output.decode(errors="replace")
+        if run_dir is not None and text:
+            write_private(run_dir / "job.log", text)
+        last = text.strip().splitlines()[-1:] or ["no output"]
+        return RunRecord(
+            profile=self.profile.name, verdict="ERROR", exit_code=EXIT_LAB,
+            run_dir=str(run_dir or ""), started=datetime.now().isoformat(timespec="seconds"),
+            duration_s=round(time.monotonic() - started, 3),
+            profile_path=str(self.profile.path), backend=self.profile.backend,
+            error=f"faultlab run exited {code} with no result: {last[0]}"
+                  + (f" (its output: {run_dir / 'job.log'})" if run_dir and text else ""),
+            faultlab=faultlab_version())
+
+
+def run_job(profile: Profile, runs_dir: Path, client_image: str | None = None) -> RunRecord:
+    """One run in a process of its own, from code that has no event loop (the pytest plugin);
+    Ctrl-C stops it as a signal stops `faultlab run`, its lab torn down."""
+    return asyncio.run(Job(profile, runs_dir, client_image).run())
 
 
 async def _stop(proc: asyncio.subprocess.Process) -> None:

@@ -14,17 +14,17 @@ the command does, and pytest-xdist workers each run their own labs). Options:
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from faultlab.catalogue import resolve_profiles
 from faultlab.errors import ProfileError
+from faultlab.jobs import run_job
 from faultlab.plainyaml import load_plain, read_bounded
-from faultlab.report.record import RecordError, RunRecord
+from faultlab.profile import load_profile
+from faultlab.report.record import RunRecord
 
 SUFFIXES = (".yaml", ".yml")
 
@@ -88,48 +88,24 @@ class ProfileItem(pytest.Item):
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
                      style: Any = None) -> str:
         if isinstance(excinfo.value, RunFailed):
-            return describe_failure(excinfo.value.record)
-        if isinstance(excinfo.value, FaultlabRunError):
-            return str(excinfo.value)
+            record = excinfo.value.record
+            return "\n".join([f"{record.profile}: {record.verdict}",
+                              *record.outcome_lines(failed_only=True),
+                              f"  run folder: {record.run_dir}"])
+        if isinstance(excinfo.value, ProfileError):
+            return "\n".join(excinfo.value.problems)
         return str(super().repr_failure(excinfo))
 
     def reportinfo(self) -> tuple[Path, int, str]:
         return self.path, 0, f"faultlab profile {self.name}"
 
 
-class FaultlabRunError(Exception):
-    """`faultlab run` made no result (a profile error, no privileges): its output says why."""
-
-
-def describe_failure(record: RunRecord) -> str:
-    lines = [f"{record.profile}: {record.verdict}"]
-    lines += [f"  FAILED {e['expectation']}  (seen: {e['seen']})"
-              for e in record.failed_expectations]
-    if record.error:
-        lines.append(f"  ERROR {record.error}")
-    lines.append(f"  run folder: {record.run_dir}")
-    return "\n".join(lines)
-
-
-def run_profile(profile: Path | str, runs_dir: Path, client_image: str | None = None,
-                timeout_s: float | None = None) -> RunRecord:
-    """Run one profile (a file or a name) with `faultlab run`; its record."""
-    with tempfile.TemporaryDirectory(prefix="faultlab-pytest-") as scratch:
-        told = Path(scratch) / "result-path"
-        argv = [sys.executable, "-m", "faultlab", "run", "-q", "--runs-dir", str(runs_dir),
-                "--report-to", str(told)]
-        if client_image is not None:
-            argv += ["--client-image", client_image]
-        done = subprocess.run([*argv, str(profile)], capture_output=True, text=True,
-                              timeout=timeout_s, check=False)
-        path = told.read_text().strip() if told.exists() else ""
-    if not path:
-        raise FaultlabRunError(f"faultlab run {profile} exited {done.returncode} with no result:"
-                               f"\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
-    try:
-        return RunRecord.load(Path(path))
-    except RecordError as exc:
-        raise FaultlabRunError(str(exc)) from None
+def run_profile(profile: Path | str, runs_dir: Path,
+                client_image: str | None = None) -> RunRecord:
+    """Run one profile (a file or a name such as `silent-loss`) in a `faultlab run` of its own;
+    its record. A profile with mistakes raises its ProfileError."""
+    (path,) = resolve_profiles([profile])
+    return run_job(load_profile(path), runs_dir, client_image)
 
 
 def _runs_dir(config: pytest.Config) -> Path:

@@ -54,3 +54,20 @@ def test_planned_runs_repeat_each_profile_in_turn() -> None:
     runs = plan(profiles("a", "b"), repeat=2)
     assert [(r.profile.name, r.repeat) for r in runs] == [("a", 0), ("a", 1), ("b", 0), ("b", 1)]
     assert isinstance(runs[0], PlannedRun)
+
+
+def test_shards_key_on_the_file_name_and_share_out_a_profile_given_twice() -> None:
+    """However the path was written (`profiles/x.yaml`, `./profiles/x.yaml`, absolute), a run
+    lands in the same shard; a profile given twice is two runs in the shards."""
+    from pathlib import Path
+
+    def at(folder: str) -> list[PlannedRun]:
+        return plan([parse_profile(f"name: {n}\nclient: {{command: [x]}}\n",
+                                   path=Path(folder) / f"{n}.yaml") for n in "dbca"], 1)
+
+    for k in (1, 2, 3):
+        names = [[r.profile.name for r in shard(at(f), k, 3)]
+                 for f in ("profiles", "./profiles", "/ci/checkout/profiles")]
+        assert names[0] == names[1] == names[2]
+    twice = plan(profiles("a", "a", "b"), repeat=1)
+    assert sorted(len(shard(twice, k, 3)) for k in (1, 2, 3)) == [1, 1, 1]

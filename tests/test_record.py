@@ -91,8 +91,9 @@ def test_report_merge_joins_shards(tmp_path: Path) -> None:
             r.write(Path(r.run_dir))
     out, junit = tmp_path / "suite.md", tmp_path / "junit.xml"
     done = faultlab("report", "merge", str(tmp_path / "s1"), str(tmp_path / "s2"),
-                    "--junit", str(junit), "--out", str(out))
+                    str(tmp_path / "s1" / "a"), "--junit", str(junit), "--out", str(out))
     assert done.returncode == 1, done.stderr
+    # s1/a is named twice (as a folder of its own, and inside s1): one run.
     assert "# faultlab suite: 2 of 3 runs passed" in out.read_text()
     rows = [line.split("|")[1].strip() for line in out.read_text().splitlines()
             if line.startswith("| ") and "scenario" not in line and "---" not in line]
@@ -114,10 +115,22 @@ def test_a_lone_run_records_every_column(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    code = ("from faultlab.report.registry import columns; "
-            "print(','.join(c.heading for c in columns()))")
+    code = ("import json, sys; from faultlab.events import Event; "
+            "from faultlab.report.registry import columns; "
+            "events = [Event(1.0, 'f', 'fault.applied', {}), Event(2.5, 'c', 'client.lost', {})]; "
+            "print(json.dumps({c.heading: c.cell(events) for c in columns()}))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
-    headings = done.stdout.strip().split(",")
-    assert {"resumes refused", "detected", "resumed", "recovered", "audio ratio",
-            "bookings"} <= set(headings)
+    cells = json.loads(done.stdout)
+    assert cells["detected"] == 1.5 and cells["bookings"] == "0"
+    assert {"resumes refused", "resumed", "recovered", "audio ratio"} <= set(cells)
+
+
+def test_junit_survives_control_characters(tmp_path: Path) -> None:
+    """A client's coloured log line in an error stays readable XML."""
+    record = RunRecord.of(a_result(tmp_path, "odd", error="boom \x1b[31mred\x00\x07"))
+    path = tmp_path / "junit.xml"
+    path.write_text(render_junit([record]))
+    (case,) = list(next(iter(junitparser.JUnitXml.fromfile(str(path)))))
+    (error,) = case.result
+    assert error.message.startswith("boom \ufffd[31mred")

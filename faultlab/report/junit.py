@@ -8,6 +8,7 @@ names its run folder and its files in `system-out`, as Jenkins' attachments plug
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Sequence
@@ -17,6 +18,7 @@ from faultlab.private import redact_text, remember_env_secrets, write_private
 from faultlab.report.record import RunRecord
 
 SUITE_NAME = "faultlab"
+NOT_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 
 
 def render_junit(records: Sequence[RunRecord]) -> str:
@@ -54,7 +56,10 @@ def render_junit(records: Sequence[RunRecord]) -> str:
                               *(f"[[ATTACHMENT|{Path(r.run_dir) / name}]]"
                                 for name in r.attachments)])
     ET.indent(suites)
-    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+    text = ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+    # XML 1.0 has no control characters but tab and newlines, and ElementTree writes them raw (a
+    # client's log line with a terminal colour would make the file unreadable).
+    return NOT_XML.sub("\ufffd", text)
 
 
 def write_junit(records: Sequence[RunRecord], path: Path) -> None:

@@ -100,6 +100,13 @@ class RunRecord:
     def failed_expectations(self) -> list[dict[str, Any]]:
         return [e for e in self.expectations if not e["held"]]
 
+    def outcome_lines(self, failed_only: bool = False) -> list[str]:
+        """`  ok   <expectation>  (seen: ...)` per expectation (`FAIL` for one that failed), and
+        `  ERROR <why>` when the lab failed: how a terminal and a test report tell a run."""
+        lines = [f"  {'ok  ' if e['held'] else 'FAIL'} {e['expectation']}  (seen: {e['seen']})"
+                 for e in self.expectations if not (failed_only and e["held"])]
+        return lines + ([f"  ERROR {self.error}"] if self.error else [])
+
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2) + "\n"
 
@@ -136,11 +143,11 @@ def _sha256(path: Path | None) -> str:
 
 
 def find_records(folders: list[Path]) -> list[Path]:
-    """Every result.json under `folders` (a run folder, a runs folder, a CI artefact tree)."""
-    found: list[Path] = []
+    """Every result.json under `folders` (a run folder, a runs folder, a CI artefact tree, a
+    result.json itself), each once however many of the folders hold it."""
+    found: dict[Path, Path] = {}
     for folder in folders:
-        if folder.is_file() and folder.name == RESULT_FILE:
-            found.append(folder)
-        else:
-            found += sorted(folder.rglob(RESULT_FILE))
-    return found
+        paths = [folder] if folder.is_file() else sorted(folder.rglob(RESULT_FILE))
+        for path in paths:
+            found.setdefault(path.resolve(), path)
+    return list(found.values())

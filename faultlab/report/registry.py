@@ -1,8 +1,9 @@
 """What scenario packs add to reports: columns of the suite table, and events worth a line in a
 run's summary.
 
-A leaf module (it imports no expectation and no report), so a pack can import it while
-`faultlab.expect` is still loading the packs. A column's place is its `rank`, lowest first after
+A leaf module at import (it imports no expectation and no report at its top), so a pack can
+import it while `faultlab.expect` is still loading the packs; `columns()` imports the core's
+columns and the packs by name when first asked. A column's place is its `rank`, lowest first after
 scenario, runs and verdicts; the core's columns take 10 (resumes refused), 20 (detected),
 30 (resumed), 40 (recovered) and 90 (audio ratio).
 """
@@ -31,7 +32,6 @@ class Column[T]:
     cell: Cell[T]
     combine: Callable[[Sequence[T]], str]
     note: str = ""
-
 
 
 COLUMNS: dict[str, Column[Any]] = {}

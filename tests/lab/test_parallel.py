@@ -104,7 +104,8 @@ def test_two_shards_merged_equal_the_whole_suite(tmp_path: Path) -> None:
 
 
 def test_sigterm_stops_every_job_and_their_labs(tmp_path: Path) -> None:
-    """SIGTERM to a `--jobs` suite: each running job tears its lab down; exit 143."""
+    """SIGTERM to a `--jobs` suite: each running job tears its lab down, the table and the JUnit
+    file tell the interrupted runs; exit 143."""
     folder = tmp_path / "long"
     folder.mkdir()
     for i in range(3):
@@ -113,7 +114,8 @@ def test_sigterm_stops_every_job_and_their_labs(tmp_path: Path) -> None:
             .replace("timeout: 12s", "timeout: 40s"))
     runs = tmp_path / "runs"
     proc = subprocess.Popen([sys.executable, "-m", "faultlab", "run", "--jobs", "3", "-q",
-                             "--runs-dir", str(runs), str(folder)], cwd=REPO,
+                             "--runs-dir", str(runs), "--junit", str(tmp_path / "junit.xml"),
+                             str(folder)], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + slack(30)
     while time.monotonic() < deadline:
@@ -125,8 +127,11 @@ def test_sigterm_stops_every_job_and_their_labs(tmp_path: Path) -> None:
         proc.kill()
         pytest.fail("the three jobs never all connected")
     proc.send_signal(signal.SIGTERM)
-    proc.communicate(timeout=slack(60))
+    out, _ = proc.communicate(timeout=slack(60))
     assert proc.returncode == 143
+    # The reports of what ran are written all the same: three runs, interrupted.
+    assert "# faultlab suite: 0 of 3 runs passed" in out.decode()
+    assert junitparser.JUnitXml.fromfile(str(tmp_path / "junit.xml")).errors == 3
     for events in runs.glob("*/events.jsonl"):
         names = [e["event"] for e in run_events(events.parent)]
         assert names[-1] == "run.end" and "run.interrupted" in names
@@ -180,7 +185,7 @@ def test_the_fixture_runs_an_inline_profile_and_a_failure_is_told(tmp_path: Path
                           cwd=tmp_path, capture_output=True, text=True, timeout=slack(120),
                           check=False)
     assert "1 failed, 1 passed" in done.stdout, done.stdout[-3000:]
-    assert "FAILED client exits with 7  (seen: exit code 0)" in done.stdout, done.stdout[-3000:]
+    assert "FAIL client exits with 7  (seen: exit code 0)" in done.stdout, done.stdout[-3000:]
     assert f"run folder: {tmp_path / 'runs'}" in done.stdout
     assert json.loads(next((tmp_path / "runs").glob("*-failing/result.json")).read_text())[
         "verdict"] == "FAIL"
