@@ -82,7 +82,8 @@ class RunRecord:
         observed = result.observed
         return cls(
             profile=p.name, verdict=result.verdict, exit_code=result.exit_code,
-            run_dir=str(result.run_dir), started=result.started.isoformat(timespec="seconds"),
+            run_dir=str(result.run_dir),
+            started=result.started.astimezone().isoformat(timespec="seconds"),
             duration_s=round(result.duration_s, 3), profile_path=str(p.path or ""),
             profile_sha256=_sha256(p.path), backend=p.backend, error=result.error,
             exit_codes=dict(result.exit_codes),
@@ -126,6 +127,9 @@ class RunRecord:
             raise RecordError(f"{path}: cannot read a faultlab result: {exc}") from None
         if not isinstance(data, dict):
             raise RecordError(f"{path}: not a faultlab result (a JSON object)")
+        if not isinstance(data.get("format", FORMAT), int) or data.get("format", FORMAT) > FORMAT:
+            raise RecordError(f"{path}: written by a newer faultlab (format {data.get('format')});"
+                              f" this one reads format {FORMAT}: upgrade faultlab")
         known = set(cls.__dataclass_fields__)
         try:
             return cls(**{k: v for k, v in data.items() if k in known})

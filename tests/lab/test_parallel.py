@@ -82,7 +82,8 @@ QUICK = ["silent-loss", "reset", "clean-close", "cable-pull"]
 
 def test_two_shards_merged_equal_the_whole_suite(tmp_path: Path) -> None:
     """Shards 1/2 and 2/2 (as two CI machines would run them) merged: the same scenarios with the
-    same verdicts as the suite run whole, one JUnit file with every run, and the worst exit."""
+    same verdicts as the suite run whole, and one JUnit file with every run (the worst exit code
+    is judged in tests/test_record.py)."""
     whole = faultlab("run", "--jobs", "4", "-q", "--runs-dir", str(tmp_path / "whole"), *QUICK,
                      timeout=slack(120))
     assert whole.returncode == 0, whole.stdout[-3000:]
