@@ -7,7 +7,6 @@ the run had built is torn down first; see `faultlab.interrupt`).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import shutil
 import sys
@@ -153,7 +152,7 @@ def run(paths: tuple[str, ...], runs_dir: Path, quiet: bool, repeat: int,
     from faultlab.jobs import shard as take_shard
     from faultlab.lab.privilege import reexec_in_user_namespace
     from faultlab.profile import load_profile, with_client_image
-    from faultlab.report.record import RESULT_FILE, RecordError, RunRecord
+    from faultlab.report.record import RESULT_FILE
     from faultlab.runner import Run
 
     try:
@@ -201,11 +200,11 @@ def run(paths: tuple[str, ...], runs_dir: Path, quiet: bool, repeat: int,
             if report_to is not None:  # a parallel suite's job: where its record will be
                 report_to.write_text(str(run.run_dir.absolute() / RESULT_FILE) + "\n")
             try:
-                result = await run.execute()
+                await run.execute()
             finally:
-                with contextlib.suppress(RecordError):  # written however the run ended
-                    records[index] = RunRecord.load(run.run_dir / RESULT_FILE)
-            tell(records.get(index) or RunRecord.of(result))
+                if run.record is not None:  # judged however the run ended
+                    records[index] = run.record
+            tell(records[index])
 
     code = 0
     try:
@@ -219,20 +218,19 @@ def run(paths: tuple[str, ...], runs_dir: Path, quiet: bool, repeat: int,
     # From here a signal only changes the exit code: the reports are written whole, of the runs
     # made so far when a signal cut the suite short.
     done = [records[i] for i in sorted(records)]
-    worst = _report_suite(done, runs_dir, junit, table=len(runs) > 1 and bool(done))
+    table = runs_dir / f"suite-{datetime.now():%Y%m%d-%H%M%S}.md"
+    worst = _report_suite(done, table if len(runs) > 1 and done else None, junit)
     sys.exit(code or worst)
 
 
-def _report_suite(records: list[RunRecord], runs_dir: Path, junit: Path | None,
-                  table: bool) -> int:
-    """The suite table (printed, and written beside the runs) and the JUnit file; the exit code
-    of the worst run."""
+def _report_suite(records: list[RunRecord], table: Path | None, junit: Path | None) -> int:
+    """The suite table (printed, and written to `table`) and the JUnit file; the exit code of
+    the worst run."""
     from faultlab.report.junit import write_junit
     from faultlab.report.suite import write_suite
 
-    if table:
-        path = runs_dir / f"suite-{datetime.now():%Y%m%d-%H%M%S}.md"
-        click.echo("\n" + write_suite(records, path) + f"\n(written to {path})")
+    if table is not None:
+        click.echo("\n" + write_suite(records, table) + f"\n(written to {table})")
     if junit is not None:
         write_junit(records, junit)
         click.echo(f"JUnit: {junit}")
@@ -254,9 +252,7 @@ def report() -> None:
 def merge(folders: tuple[Path, ...], junit: Path | None, out: Path | None) -> None:
     """Join the runs found under DIR... (every result.json: shards' runs folders, CI artefacts)
     into one suite table, one JUnit file and one exit code: the worst run's."""
-    from faultlab.report.junit import write_junit
     from faultlab.report.record import RecordError, RunRecord, find_records
-    from faultlab.report.suite import write_suite
 
     paths = find_records(list(folders))
     if not paths:
@@ -268,12 +264,8 @@ def merge(folders: tuple[Path, ...], junit: Path | None, out: Path | None) -> No
     # In the order one run of the whole suite reports them: by profile file, then time.
     records.sort(key=lambda r: (r.profile_path, r.profile, r.started))
     first = folders[0] if folders[0].is_dir() else folders[0].parent
-    path = out or first / f"suite-merged-{datetime.now():%Y%m%d-%H%M%S}.md"
-    click.echo(write_suite(records, path) + f"\n(written to {path})")
-    if junit is not None:
-        write_junit(records, junit)
-        click.echo(f"JUnit: {junit}")
-    sys.exit(max(r.exit_code for r in records))
+    sys.exit(_report_suite(records, out or first / f"suite-merged-{datetime.now():%Y%m%d-%H%M%S}.md",
+                           junit))
 
 
 @cli.command()
@@ -358,9 +350,8 @@ def serve(host: str, port: int, personality: str, time_scale: float, ca_dir: Pat
     """Serve the Live API on TLS; prints the environment an SDK client needs."""
     import asyncio
 
-    import yaml
-
     from faultlab.emulator.run import serve_until_stopped
+    from faultlab.plainyaml import load_plain
 
     overrides: dict[str, object] = {}
     for item in settings:
@@ -368,8 +359,8 @@ def serve(host: str, port: int, personality: str, time_scale: float, ca_dir: Pat
         if not sep or not key:
             _fail(f"--set {item!r}: write FIELD=VALUE", 2)
         try:
-            overrides[key.strip()] = yaml.safe_load(value)
-        except yaml.YAMLError:
+            overrides[key.strip()] = load_plain(value, "--set")[1]
+        except ProfileError:
             _fail(f"--set {item!r}: the value is not YAML", 2)
 
     def announce(env: dict[str, str], bound: int) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -33,17 +34,20 @@ def _version(argv: list[str]) -> str:
 
 def containers() -> Check:
     """Whether the docker lab can run a member as a container here, and why not."""
-    from faultlab.lab.engine import CLIENTS_IMAGE, LAB_IMAGE, engine_images, engine_version
+    from faultlab.errors import LabError
+    from faultlab.lab.engine import CLIENTS_IMAGE, LAB_IMAGE, connect, engine_errors, has_image
 
-    version, why = engine_version()
-    if version is None:
-        return Check("docker", False, f"containers unavailable: {why}",
+    try:
+        client = connect()
+        with contextlib.closing(client), engine_errors("the engine failed"):
+            version = str(client.version().get("Version", "?"))
+            missing = [name for name in (CLIENTS_IMAGE, LAB_IMAGE) if not has_image(client, name)]
+    except LabError as exc:
+        return Check("docker", False, f"containers unavailable: {exc}",
                      "containers/engine.sh start (only for the docker lab)", optional=True)
     if os.geteuid() != 0 or in_user_namespace():
         return Check("docker", False, f"engine {version}, but a container in the lab needs root",
                      "run faultlab as root for the docker lab", optional=True)
-    have = engine_images([CLIENTS_IMAGE, LAB_IMAGE])
-    missing = [name for name, there in have.items() if not there]
     detail = f"containers usable: engine {version}" + (
         f"; faultlab's images missing: {', '.join(missing)} (make images)" if missing
         else "; faultlab's images built")

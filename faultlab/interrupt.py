@@ -45,11 +45,6 @@ class Interrupted(BaseException):
         self.signum = signum
 
 
-def received() -> int | None:
-    """The first signal that came, if any."""
-    return _received
-
-
 def describe() -> str:
     """The first signal's name (`SIGINT`), for messages."""
     return signal.Signals(_received).name if _received is not None else "no signal"

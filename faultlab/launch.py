@@ -23,7 +23,7 @@ from faultlab.lab.base import Image, Lab, Role
 from faultlab.lab.process import LabProcess, wait_listening
 from faultlab.mic import VirtualMic, write_clips
 from faultlab.peers import builtin_command
-from faultlab.private import create_private, remember_secrets, secrets_in_env
+from faultlab.private import create_private, remember_env_secrets
 from faultlab.profile import EmulatorTarget, Profile, Program
 from faultlab.sources import EventTails
 from faultlab.tls import LabCA
@@ -36,12 +36,10 @@ EMULATED_HOSTS = ["generativelanguage.googleapis.com", "aiplatform.googleapis.co
 def program_argv(program: Program) -> list[str]:
     """Its command line; in a container, empty or just `args` leaves the image's own command
     (as `docker run IMAGE ARGS` does)."""
-    if program.command:
-        base = list(program.command)
-    elif program.builtin:
-        base = builtin_command(program.builtin, in_image=program.image is not None)
-    else:
-        base = []
+    if program.runs_image_command:
+        return list(program.args)
+    base = list(program.command) if program.command else builtin_command(
+        program.builtin or "", in_image=program.image is not None)
     return base + list(program.args)
 
 
@@ -137,10 +135,10 @@ class Launcher:
     async def _start(self, role: str, where: Role, argv: list[str], env: dict[str, str],
                      hosts: Path | None, program: Program) -> LabProcess:
         # Whatever key the process is given is redacted wherever the run meets it.
-        remember_secrets(secrets_in_env(env))
+        remember_env_secrets(env)
         log = create_private(self.run_dir / f"{role}.log")
         image = None if program.image is None else Image(
-            program.image, self._shared(), own_command=not (program.command or program.builtin))
+            program.image, self._shared(), own_command=program.runs_image_command)
         member = await self.lab.start(where, argv, env, hosts, log, image)
         proc = LabProcess.started(role, member, argv, self.bus)
         self.stack.push_async_callback(proc.stop)
@@ -149,7 +147,7 @@ class Launcher:
     def _shared(self) -> tuple[Path, ...]:
         """The host folders a container sees at the same paths: the run folder (event files,
         the CA, logs) and the microphone's socket's, where that is elsewhere."""
-        folders = [self.run_dir.absolute()]
+        folders = [self.run_dir]
         if self.mic_path is not None and not self.mic_path.is_relative_to(folders[0]):
             folders.append(self.mic_path.parent)
         return tuple(folders)

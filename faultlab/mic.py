@@ -25,13 +25,12 @@ import numpy as np
 
 from faultlab.emulator.audio import RATE_IN, Samples, synthesise, write_wav
 from faultlab.events import EventBus
-from faultlab.lab.process import leftover_dirs
+from faultlab.lab.process import SPARE_DIR_PREFIX, leftover_dirs
 
 PIECE_S = 0.02
 PIECE_BYTES = int(RATE_IN * PIECE_S) * 2
 # Longest unix socket path (sun_path is 108 bytes with its terminating NUL).
 MAX_SOCKET_PATH = 107
-SPARE_DIR_PREFIX = "faultlab-mic-"
 
 
 def leftover_mic_dirs() -> list[Path]:

@@ -66,6 +66,11 @@ class Program(Model):
     def _image_ref(cls, ref: str | None) -> str | None:
         return None if ref is None else image_ref(ref)
 
+    @property
+    def runs_image_command(self) -> bool:
+        """Neither a command nor a builtin: the image's own ENTRYPOINT runs, `args` its CMD."""
+        return self.image is not None and self.command is None and self.builtin is None
+
     @model_validator(mode="after")
     def _one_program(self) -> Program:
         given = sum(getattr(self, k) is not None for k in self.KINDS)

@@ -71,6 +71,8 @@ class Run:
         self.tails = EventTails(self.bus)
         self.timeline = Timeline(s for s in profile.timeline if not in_proxy(s))
         self.result = RunResult(profile, self.run_dir, self.started)
+        # The run for machines (result.json), once it is judged: however the run ended.
+        self.record: RunRecord | None = None
         self._failed = asyncio.Event()
         self._alive_at_end: frozenset[str] = frozenset()
         self._processes: dict[str, LabProcess] = {}
@@ -213,7 +215,8 @@ class Run:
         self.bus.close()
         redact_process_files(self.run_dir)
         write_summary(result, self.run_dir / "summary.md")
-        RunRecord.of(result).write(self.run_dir)
+        self.record = RunRecord.of(result)
+        self.record.write(self.run_dir)
 
 
 async def _cancelled(task: asyncio.Task[None]) -> None:

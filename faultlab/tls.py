@@ -128,7 +128,7 @@ class LabCA:
     def mitmproxy_confdir(self, confdir: Path) -> Path:
         """A mitmproxy configuration folder whose CA is this one (`mitmproxy-ca.pem`: key + cert)."""
         confdir.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
-        write_private(confdir / "mitmproxy-ca.pem",
-                      self._key_path.read_bytes() + self.cert_path.read_bytes())
-        (confdir / "mitmproxy-ca-cert.pem").write_bytes(self.cert_path.read_bytes())
+        cert = self.cert_path.read_bytes()
+        write_private(confdir / "mitmproxy-ca.pem", self._key_path.read_bytes() + cert)
+        (confdir / "mitmproxy-ca-cert.pem").write_bytes(cert)
         return confdir

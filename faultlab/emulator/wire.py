@@ -99,17 +99,21 @@ def _holds(leaf: Leaf, value: Any) -> bool:
     return True
 
 
+def _wire_type(leaf: Leaf) -> str:
+    """The service's name for a leaf's type, as its refusals quote it (asked only to refuse)."""
+    return _WIRE_TYPES.get(leaf.type, "TYPE_MESSAGE")
+
+
 def _check_leaf(value: Any, leaf: Leaf, where: str) -> None:
-    wire_type = _WIRE_TYPES.get(leaf.type, "TYPE_MESSAGE")
     if not leaf.repeated:
         if not _holds(leaf, value):
-            raise _invalid(where, wire_type, value)
+            raise _invalid(where, _wire_type(leaf), value)
         return
     if not isinstance(value, list):
-        raise _invalid(where, wire_type, value)
+        raise _invalid(where, _wire_type(leaf), value)
     for i, item in enumerate(value):
         if not _holds(leaf, item):
-            raise _invalid(f"{where}[{i}]", wire_type, item)
+            raise _invalid(f"{where}[{i}]", _wire_type(leaf), item)
 
 
 def _obj(value: Any, where: str) -> dict[str, Any]:

@@ -112,16 +112,6 @@ def _reason(exc: BaseException) -> str:
     return text.splitlines()[0][:120] if text else type(exc).__name__
 
 
-def engine_version() -> tuple[str | None, str]:
-    """The engine's version, or None and why it cannot be used (for `doctor`)."""
-    try:
-        client = connect()
-    except LabError as exc:
-        return None, str(exc)
-    with contextlib.closing(client):
-        return str(client.version().get("Version", "?")), ""
-
-
 def engine_images(names: list[str]) -> dict[str, bool]:
     """Whether each image is in the local engine (a LabError when no engine answers)."""
     client = connect()
@@ -131,8 +121,6 @@ def engine_images(names: list[str]) -> dict[str, bool]:
 
 def container_slots() -> set[int]:
     """The slots that faultlab containers on this engine name (none when no engine answers)."""
-    if _socket_missing():
-        return set()
     try:
         client = connect()
     except LabError:

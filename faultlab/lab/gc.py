@@ -34,12 +34,12 @@ from faultlab.lab.netns import (
     ROOT_NETNS_DIR,
     lab_owner,
     lease_path,
+    netns_name,
     scratch_path,
     take_lease,
 )
 from faultlab.lab.privilege import in_user_namespace
-from faultlab.lab.process import leftover_dirs
-from faultlab.mic import SPARE_DIR_PREFIX
+from faultlab.lab.process import SPARE_DIR_PREFIX, leftover_dirs
 
 LEASE_NAME = re.compile(r"^lab-(\d+)(?:\.pid)?$")
 KILL_WAIT_S = 2.0
@@ -50,8 +50,8 @@ def _netns_ids(slot: int) -> dict[tuple[int, int], str]:
     found = {}
     for role in ROLES:
         with contextlib.suppress(OSError):
-            st = os.stat(ROOT_NETNS_DIR / f"faultlab-{slot}-{role}")
-            found[(st.st_dev, st.st_ino)] = f"faultlab-{slot}-{role}"
+            st = os.stat(ROOT_NETNS_DIR / netns_name(slot, role))
+            found[(st.st_dev, st.st_ino)] = netns_name(slot, role)
     return found
 
 
@@ -88,7 +88,7 @@ def kill_processes(slot: int) -> list[str]:
 def remove_namespaces(slot: int) -> list[str]:
     report = []
     for role in ROLES:
-        path = ROOT_NETNS_DIR / f"faultlab-{slot}-{role}"
+        path = ROOT_NETNS_DIR / netns_name(slot, role)
         if path.exists():
             remove_namespace(path)
             report.append(f"removed namespace {path.name}")

@@ -100,29 +100,30 @@ class Namespace:
 
 def _create_here(path: Path) -> None:
     path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-    # O_EXCL makes the name a lease: of two runs picking the same name, one gets EEXIST.
-    os.close(os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL, 0o444))
-    try:
-        os.unshare(os.CLONE_NEWNET)
-        if _libc.mount(b"/proc/thread-self/ns/net", bytes(path), None, MS_BIND, None) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"cannot bind the namespace at {path}: {os.strerror(err)}")
-    except BaseException:
-        path.unlink(missing_ok=True)
-        raise
+    _name_here(Path("/proc/thread-self/ns/net"), path, enter=lambda: os.unshare(os.CLONE_NEWNET))
 
 
 def _bind_here(source: Path, path: Path) -> None:
-    os.close(os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL, 0o444))
-    try:
-        if _libc.mount(bytes(source), bytes(path), None, MS_BIND, None) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"cannot bind {source} at {path}: {os.strerror(err)}")
-        fd = os.open(path, os.O_RDONLY)
+    def enter() -> None:
+        fd = os.open(source, os.O_RDONLY)
         try:
             os.setns(fd, os.CLONE_NEWNET)
         finally:
             os.close(fd)
+
+    _name_here(source, path, enter)
+
+
+def _name_here(source: Path, path: Path, enter: Callable[[], None]) -> None:
+    """Take the name `path`, move the calling thread into its namespace (`enter`), and bind
+    `source` there; on failure the name is given back."""
+    # O_EXCL makes the name a lease: of two runs picking the same name, one gets EEXIST.
+    os.close(os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL, 0o444))
+    try:
+        enter()
+        if _libc.mount(bytes(source), bytes(path), None, MS_BIND, None) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"cannot bind the namespace at {path}: {os.strerror(err)}")
     except BaseException:
         remove_namespace(path)
         raise

@@ -155,7 +155,7 @@ class NetnsLab(Lab):
         start = random.randrange(SLOTS)
         for attempt in range(64):
             slot = (start + attempt) % SLOTS
-            paths = {role: directory / f"{NETNS_PREFIX}{slot}-{role}" for role in ROLES}
+            paths = {role: directory / netns_name(slot, role) for role in ROLES}
             if any(p.exists() for p in paths.values()):
                 continue
             if self._private_dir is None and not take_lease(slot):
@@ -219,6 +219,11 @@ class NetnsLab(Lab):
         if self._private_dir is not None:
             shutil.rmtree(self._private_dir, ignore_errors=True)
             self._private_dir = self._scratch = None
+
+
+def netns_name(slot: int, role: str) -> str:
+    """The name of a lab's namespace: `faultlab-<slot>-<role>`."""
+    return f"{NETNS_PREFIX}{slot}-{role}"
 
 
 def lease_path(slot: int) -> Path:

@@ -100,6 +100,12 @@ class HostProcess:
         return await terminate(self.proc, grace_s)
 
 
+# The microphone's spare folder (faultlab.mic), where the run folder's path is too long for a
+# unix socket; here, beside the rule that finds it a leftover, so that `lab gc` need not import
+# the microphone (and numpy).
+SPARE_DIR_PREFIX = "faultlab-mic-"
+
+
 def leftover_dirs(prefix: str) -> list[Path]:
     """Folders `<prefix><pid>-*` in the temp dir whose process is gone. A pid alone may have
     been reused: then a leftover is spared, never a live run's folder removed."""
