@@ -78,7 +78,7 @@ async def main(args: argparse.Namespace) -> None:
                 await asyncio.sleep(0.02)
             direct = await load(lab, args)
             await launch_proxy(lab, PORT, LabCA(work / "ca"), work, work / "proxy.jsonl", bus,
-                               stack, verify_with_lab_ca=False)
+                               stack, upstream_ca=None)
             proxied = await load(lab, args)
             added = proxied["rtt_median_ms"] - direct["rtt_median_ms"]
             added99 = proxied["rtt_p99_ms"] - direct["rtt_p99_ms"]

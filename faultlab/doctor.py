@@ -9,6 +9,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
+from faultlab.capture.tshark import TSHARK_HINT, find_tshark
 from faultlab.lab.netns import leftover_namespaces
 from faultlab.lab.privilege import in_user_namespace, userns_available
 
@@ -54,6 +55,21 @@ def containers() -> Check:
     return Check("docker", True, detail, optional=True)
 
 
+def uplink() -> Check:
+    """Whether a remote target's uplink (slirp4netns and its TAP device) can start here."""
+    from faultlab.lab.uplink import SEARCH_PATH, TUN
+
+    path = shutil.which("slirp4netns", path=SEARCH_PATH)
+    if path is None:
+        return Check("slirp4netns", False, "missing: no remote targets",
+                     "apt-get install slirp4netns", optional=True)
+    detail = _version([path, "--version"])
+    if (os.geteuid() != 0 or in_user_namespace()) and not os.access(TUN, os.R_OK | os.W_OK):
+        return Check("slirp4netns", False, f"{detail}, but {TUN} is not usable without root",
+                     f"chmod 0666 {TUN} (udev's usual mode), or run as root", optional=True)
+    return Check("slirp4netns", True, f"{detail}: remote targets", optional=True)
+
+
 def diagnose() -> list[Check]:
     checks = []
     py = sys.version_info
@@ -87,6 +103,12 @@ def diagnose() -> list[Check]:
     checks.append(Check("espeak-ng", espeak is not None,
                         "emulator speech" if espeak else "missing: the emulator speaks a tone",
                         "apt-get install espeak-ng", optional=True))
+    tshark = find_tshark()
+    checks.append(Check("tshark", tshark is not None,
+                        _version([tshark, "--version"]) if tshark
+                        else "missing: `faultlab pcap` shows no frames inside TLS (wss://)",
+                        TSHARK_HINT, optional=True))
+    checks.append(uplink())
     checks.append(containers())
     left = leftover_namespaces()
     checks.append(Check("leftovers", not left,

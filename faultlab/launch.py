@@ -1,10 +1,13 @@
 """Starting a run's programs in the lab: the target and the client, with their command lines,
-environments, hosts file and event files, and the client's virtual microphone.
+environments, /etc files (hosts, resolv.conf) and event files, and the client's virtual microphone.
 
 Every program gets `FAULTLAB_EVENTS` (a file of its own, followed onto the bus), the run folder,
 its role, the run's start and the target's address. With an emulator target, the client resolves
 the service's real host names to it and trusts the run's own CA, so an unmodified SDK client
-reaches it; the emulator is `faultlab emulator serve` in the server's place.
+reaches it; the emulator is `faultlab emulator serve` in the server's place. A remote target is
+reached through the router's uplink, with the uplink's DNS. The client's TLS session keys go to
+`client-keys.log` (`SSLKEYLOGFILE`, which Python's ssl and Node honour), so that its capture can
+be decrypted.
 """
 
 from __future__ import annotations
@@ -17,20 +20,29 @@ import sys
 from contextlib import AsyncExitStack
 from pathlib import Path
 
-from faultlab.emulator.server import client_environment
+from faultlab.emulator.server import TRUST_VARIABLES, client_environment
+from faultlab.errors import LabError
 from faultlab.events import EventBus
+from faultlab.lab import uplink
 from faultlab.lab.base import Image, Lab, Role
 from faultlab.lab.process import LabProcess, wait_listening
 from faultlab.mic import VirtualMic, write_clips
 from faultlab.peers import builtin_command
-from faultlab.private import create_private, remember_env_secrets
-from faultlab.profile import EmulatorTarget, Profile, Program
+from faultlab.private import PRIVATE_DIR, create_private, remember_env_secrets
+from faultlab.profile import HOST_LOOPBACK, EmulatorTarget, Profile, Program, RemoteTarget
 from faultlab.sources import EventTails
-from faultlab.tls import LabCA
+from faultlab.tls import LabCA, write_trust_bundle
 
 # Names the client resolves to an emulator target, so the SDK's default endpoints reach it.
 EMULATED_HOSTS = ["generativelanguage.googleapis.com", "aiplatform.googleapis.com",
                   "us-central1-aiplatform.googleapis.com", "europe-west4-aiplatform.googleapis.com"]
+
+
+def remote_address(remote: RemoteTarget) -> str | None:
+    """The address a remote target's name is pinned to in the lab, if any."""
+    if remote.address == HOST_LOOPBACK:
+        return str(uplink.HOST_LOOPBACK)
+    return remote.address
 
 
 def program_argv(program: Program) -> list[str]:
@@ -83,26 +95,43 @@ class Launcher:
         self.bus.emit("faultlab", "target.ready", port=target.listen_port)
         return proc
 
-    async def start_client(self) -> LabProcess:
-        """The client in the client's place, with the hosts file and, with an emulator target,
-        the SDK's trust and base URL."""
+    async def start_client(self, proxied: bool) -> LabProcess:
+        """The client in the client's place, with the lab's /etc files and, with an emulator
+        target, the SDK's trust and base URL; with a remote one, the trust the path needs (the
+        proxy's CA when `proxied`, the remote's own)."""
         p = self.profile
         env = self._environment("client", p.client)
+        env["SSLKEYLOGFILE"] = str(create_private(self.run_dir / "client-keys.log"))
         names = list(p.hosts)
+        address: str | None = str(self.lab.server_address)
         if p.target is not None and p.target.emulator is not None:
             names += EMULATED_HOSTS
             port = p.target.listen_port
             suffix = "" if port == 443 else f":{port}"
             env.update(client_environment(str(self.ca.cert_path),
                                           f"https://{EMULATED_HOSTS[0]}{suffix}"))
+        remote = p.target.remote if p.target is not None else None
+        if remote is not None:
+            # Names resolve to a remote's pinned address; else the client asks DNS for them.
+            address = remote_address(remote)
+            names += [remote.host] if address else []
+            extra = [self.ca.cert_path] if proxied else []
+            extra += [self._profile_path(remote.ca)] if remote.ca is not None else []
+            if extra:
+                bundle = write_trust_bundle(self.run_dir / "trust.pem", extra)
+                env.update({k: str(bundle) for k in TRUST_VARIABLES})
         if self.mic_path is not None:
             env["FAULTLAB_MIC"] = str(self.mic_path)
         env.update(p.client.env)
-        hosts = self.run_dir / "hosts"
-        hosts.write_text("127.0.0.1\tlocalhost\n::1\tlocalhost\n"
-                         + (f"{self.lab.server_address}\t{' '.join(names)}\n" if names else ""))
-        return await self._start("client", "client", program_argv(p.client), env, hosts,
-                                 p.client)
+        etc = self.run_dir / "etc"
+        etc.mkdir(mode=PRIVATE_DIR, exist_ok=True)
+        (etc / "hosts").write_text("127.0.0.1\tlocalhost\n::1\tlocalhost\n"
+                                   + (f"{address}\t{' '.join(names)}\n" if address and names
+                                      else ""))
+        if remote is not None:
+            # The client resolves real names with the uplink's DNS (the host's resolver).
+            (etc / "resolv.conf").write_text(f"nameserver {uplink.DNS}\n")
+        return await self._start("client", "client", program_argv(p.client), env, etc, p.client)
 
     async def start_mic(self) -> VirtualMic:
         """The client's virtual microphone, serving the profile's utterances."""
@@ -119,30 +148,53 @@ class Launcher:
         (and the profile's `env`), its image's own environment beneath."""
         events = self.tails.add(self.run_dir / f"{role}.events.jsonl", role)
         env = dict(os.environ) if program.image is None else {}
+        for name in program.pass_env:
+            if name not in os.environ:
+                raise LabError(f"the {role}'s pass_env names {name}, which is not set in "
+                               f"faultlab's environment")
+            env[name] = os.environ[name]
+        target = self.profile.target
+        host = (target.remote.host if target is not None and target.remote is not None
+                else str(self.lab.server_address))
         env.update({
             "FAULTLAB_EVENTS": str(events), "FAULTLAB_RUN_DIR": str(self.run_dir),
             "FAULTLAB_ROLE": role, "FAULTLAB_T0": f"{self.bus.clock.t0_wall:.6f}",
-            "FAULTLAB_TARGET_HOST": str(self.lab.server_address),
+            "FAULTLAB_TARGET_HOST": host,
         })
-        target = self.profile.target
         if target is not None:
             env["FAULTLAB_TARGET_PORT"] = str(target.listen_port)
-            env["FAULTLAB_TARGET"] = f"{self.lab.server_address}:{target.listen_port}"
+            env["FAULTLAB_TARGET"] = f"{host}:{target.listen_port}"
             if role == "target":
                 env.update(target.env)
         return env
 
     async def _start(self, role: str, where: Role, argv: list[str], env: dict[str, str],
-                     hosts: Path | None, program: Program) -> LabProcess:
+                     etc: Path | None, program: Program) -> LabProcess:
         # Whatever key the process is given is redacted wherever the run meets it.
         remember_env_secrets(env)
         log = create_private(self.run_dir / f"{role}.log")
         image = None if program.image is None else Image(
             program.image, self._shared(), own_command=program.runs_image_command)
-        member = await self.lab.start(where, argv, env, hosts, log, image)
+        member = await self.lab.start(where, argv, env, etc, log, image)
         proc = LabProcess.started(role, member, argv, self.bus)
         self.stack.push_async_callback(proc.stop)
         return proc
+
+    def upstream_ca(self) -> Path | None:
+        """What the proxy verifies the target's certificate with: the run's CA for an emulator,
+        the system's CAs (and the remote's own `ca`) for a remote service."""
+        target = self.profile.target
+        if target is None or (target.emulator is None and target.remote is None):
+            return None
+        if target.emulator is not None:
+            return self.ca.cert_path
+        extra = [] if target.remote is None or target.remote.ca is None else [
+            self._profile_path(target.remote.ca)]
+        return write_trust_bundle(self.run_dir / "upstream-trust.pem", extra)
+
+    def _profile_path(self, path: Path) -> Path:
+        """A path the profile gives, relative to the profile's folder."""
+        return (self.profile.path.parent if self.profile.path else Path.cwd()) / path
 
     def _shared(self) -> tuple[Path, ...]:
         """The host folders a container sees at the same paths: the run folder (event files,
@@ -159,8 +211,7 @@ class Launcher:
                 emulator.personality, "--time-scale", f"{emulator.time_scale:g}", "--ca-dir",
                 str(self.ca.directory)]
         if emulator.utterances is not None:
-            base = self.profile.path.parent if self.profile.path else Path.cwd()
-            argv += ["--utterances", str(base / emulator.utterances)]
+            argv += ["--utterances", str(self._profile_path(emulator.utterances))]
         if self.profile.mic is not None:
             argv += ["--utterances", str(self.speech_dir)]
         if emulator.seed is not None:

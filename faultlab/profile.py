@@ -28,6 +28,8 @@ from faultlab.peers import BUILTINS
 from faultlab.plainyaml import load_plain, read_bounded
 from faultlab.problems import Loc, Problems, line_map, message_of
 
+# A remote target's `address` for this machine's own 127.0.0.1, through the uplink.
+HOST_LOOPBACK = "host-loopback"
 STEP_ID = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,23}$")
 # A Docker image reference: [registry[:port]/]name[/name...][:tag][@sha256:digest].
 IMAGE_REF = re.compile(r"^([A-Za-z0-9.-]+(:\d+)?/)?[a-z0-9]+([._-]+[a-z0-9]+)*(/[a-z0-9]+([._-]+[a-z0-9]+)*)*"
@@ -38,6 +40,13 @@ def one_of(what: str, name: str, known: Collection[str]) -> str:
     """`name`, if it is one of `known`; else the error that lists them."""
     if name not in known:
         raise ValueError(f"unknown {what} {name!r}; known: {', '.join(sorted(known))}")
+    return name
+
+
+def host_name(name: str) -> str:
+    """`name`, if it is a DNS host name; else the error that says so."""
+    if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?", name):
+        raise ValueError(f"{name!r} is not a host name")
     return name
 
 
@@ -58,6 +67,9 @@ class Program(Model):
     image: str | None = None
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
+    # Variables taken from faultlab's own environment when the run starts (a container gets no
+    # other): a key such as GOOGLE_API_KEY is then never written in a profile.
+    pass_env: list[str] = Field(default_factory=list)
 
     KINDS: ClassVar[tuple[str, ...]] = ("command", "builtin")
 
@@ -65,6 +77,14 @@ class Program(Model):
     @classmethod
     def _image_ref(cls, ref: str | None) -> str | None:
         return None if ref is None else image_ref(ref)
+
+    @field_validator("pass_env")
+    @classmethod
+    def _variable_names(cls, names: list[str]) -> list[str]:
+        for name in names:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise ValueError(f"{name!r} is not an environment variable's name")
+        return names
 
     @property
     def runs_image_command(self) -> bool:
@@ -107,25 +127,66 @@ class EmulatorTarget(Model):
         return self
 
 
+class RemoteTarget(Model):
+    """A service outside the lab (the real Live API), reached through the router's uplink: the
+    client resolves `host` with DNS, or to `address` when given (`host-loopback`: a service on
+    this machine's 127.0.0.1, standing in for a remote one); `ca` is a CA certificate (PEM) that
+    issued the service's certificate, trusted beside the system's."""
+
+    host: str
+    port: int = Field(default=443, ge=1, le=65535)
+    address: str | None = None
+    ca: Path | None = None
+
+    @field_validator("host")
+    @classmethod
+    def _host_name(cls, name: str) -> str:
+        return host_name(name)
+
+    @field_validator("address")
+    @classmethod
+    def _address(cls, value: str | None) -> str | None:
+        if value is None or value == HOST_LOOPBACK:
+            return value
+        try:
+            address = ipaddress.IPv4Address(value)
+        except ValueError:
+            raise ValueError(f"{value!r}: an IPv4 address, or {HOST_LOOPBACK!r}") from None
+        if address.is_loopback:
+            raise ValueError(f"{value}: the lab has its own loopback; a service on this "
+                             f"machine's is {HOST_LOOPBACK!r}")
+        return value
+
+
 class Target(Program):
-    """The server the client talks to, run in the server namespace: a command, a builtin, or the
-    emulator (which listens on 443 unless `port` says otherwise)."""
+    """The server the client talks to: a command, a builtin or the emulator, run in the server
+    namespace (the emulator listens on 443 unless `port` says otherwise), or a `remote` service
+    outside the lab."""
 
     emulator: EmulatorTarget | None = None
+    remote: RemoteTarget | None = None
     port: int | None = Field(default=None, ge=1, le=65535)
     ready_timeout: Duration = 5.0
-    KINDS: ClassVar[tuple[str, ...]] = ("command", "builtin", "emulator")
+    KINDS: ClassVar[tuple[str, ...]] = ("command", "builtin", "emulator", "remote")
 
     @model_validator(mode="after")
     def _port(self) -> Target:
-        if self.port is None and self.emulator is None:
+        if self.port is None and self.emulator is None and self.remote is None:
             raise ValueError("'port' is required: the port the target listens on")
         if self.emulator is not None and self.image is not None:
             raise ValueError("the emulator is faultlab's own program: it takes no 'image'")
+        if self.remote is not None:
+            extra = [k for k in ("image", "port", "args", "env", "pass_env") if getattr(self, k)]
+            if extra:
+                raise ValueError(f"a remote target runs nothing in the lab: its port goes in "
+                                 f"'remote', and it takes no {extra[0]!r}")
         return self
 
     @property
     def listen_port(self) -> int:
+        """The port the client connects to."""
+        if self.remote is not None:
+            return self.remote.port
         return self.port or 443
 
 
@@ -241,9 +302,12 @@ class Mic(Model):
 
 
 class Capture(Model):
-    """What the capture on the router's client-side link keeps."""
+    """What the capture on the router's client-side link keeps (`capture.pcap`), and whether
+    the router's link toward the target is captured too (`server.pcap`: what the server sent,
+    including what a fault on the router dropped before it reached the client)."""
 
     pcap: bool = True
+    server_pcap: bool = False
     snaplen_bytes: int = Field(default=262144, ge=96, le=262144)
 
 
@@ -265,10 +329,7 @@ class RawProfile(Model):
     @field_validator("hosts")
     @classmethod
     def _host_names(cls, names: list[str]) -> list[str]:
-        for name in names:
-            if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?", name):
-                raise ValueError(f"{name!r} is not a host name")
-        return names
+        return [host_name(name) for name in names]
 
 
 @dataclass(frozen=True)
@@ -304,6 +365,11 @@ class Profile:
     expect: tuple[Expectation, ...]
     timeout: float
     settle: float
+
+    @property
+    def remote(self) -> RemoteTarget | None:
+        """The target, when it is a service outside the lab."""
+        return None if self.target is None else self.target.remote
 
     @property
     def backend(self) -> str:
@@ -447,6 +513,13 @@ def _check_needs(raw: RawProfile, steps: Sequence[Step], problems: Problems) -> 
     or else an emulator target's."""
     proxy = raw.proxy or any("proxy" in s.needs for s in steps)
     emulator = raw.target is not None and raw.target.emulator is not None
+    remote = raw.target.remote if raw.target is not None else None
+    if remote is not None and remote.address is None and raw.hosts:
+        problems.add(("hosts",), "the names in 'hosts' resolve to the target's address: give the "
+                     "remote target an 'address' (without one, the client asks DNS)")
+    if remote is not None and "server" in raw.network.sysctl:
+        problems.add(("network", "sysctl", "server"), "a remote target runs outside the lab: "
+                     "there is no server namespace to set")
     if raw.proxy and raw.target is None:
         problems.add(("proxy",), "the proxy stands in front of a target: give the profile a "
                      "'target'")

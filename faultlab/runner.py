@@ -24,9 +24,10 @@ from faultlab.injector import FaultRuntime
 from faultlab.interrupt import uncancelled
 from faultlab.lab import LABS, Lab, LabSpec
 from faultlab.lab.process import LabProcess
+from faultlab.lab.uplink import UplinkSpec
 from faultlab.launch import Launcher
 from faultlab.private import PRIVATE_DIR, redact_process_files
-from faultlab.profile import Profile
+from faultlab.profile import HOST_LOOPBACK, Profile
 from faultlab.proxy.control import ArmedStep, ProxyControl
 from faultlab.proxy.launch import launch_proxy
 from faultlab.report.record import RunRecord
@@ -114,19 +115,20 @@ class Run:
             # The microphone's clips are written first: an emulator target learns them as speech.
             mic = await launcher.start_mic() if p.mic is not None else None
             processes = self._processes
-            if p.target is not None:
+            if p.target is not None and p.target.remote is None:
                 processes["target"] = await launcher.start_target()
             proxy = await self._start_proxy(lab, launcher, stack) if "proxy" in p.needs else None
             capture = await stack.enter_async_context(LiveCapture(
                 lab, self.run_dir / "capture.pcap" if p.capture.pcap else None,
-                p.capture.snaplen_bytes, self.bus))
+                p.capture.snaplen_bytes, self.bus,
+                self.run_dir / "server.pcap" if p.capture.server_pcap else None))
             self._frames = FrameSource.for_run(
                 proxy is not None, p.target is not None and p.target.emulator is not None,
                 capture.table, p.target.listen_port if p.target else 0)
             self._faults = faults = FaultRuntime(lab, capture.table, self.bus, proxy, mic,
                                                  p.timeline, self._fail)
             stack.push_async_callback(faults.close)
-            processes["client"] = client = await launcher.start_client()
+            processes["client"] = client = await launcher.start_client(proxy is not None)
             self._schedule(self.timeline.start(client.started_at))
             await self._wait_client(client)
             # Let the target and the capture report what the client's end caused.
@@ -141,9 +143,11 @@ class Run:
     async def _build_lab(self, stack: AsyncExitStack) -> Lab:
         network = self.profile.network
         subnets = (network.subnets.client, network.subnets.server) if network.subnets else None
+        remote = self.profile.remote
+        uplink = None if remote is None else UplinkSpec(host_loopback=remote.address == HOST_LOOPBACK)
         started = time.perf_counter()
-        lab = await stack.enter_async_context(
-            LABS[self.profile.backend].build(LabSpec(subnets, network.sysctl, self.run_dir.name)))
+        lab = await stack.enter_async_context(LABS[self.profile.backend].build(
+            LabSpec(subnets, network.sysctl, self.run_dir.name, uplink)))
         self.bus.emit("faultlab", "lab.ready", **lab.describe(),
                       setup_ms=round((time.perf_counter() - started) * 1000, 1))
         return lab
@@ -155,7 +159,7 @@ class Run:
         proxy = await launch_proxy(
             lab, target.listen_port, launcher.ca, self.run_dir,
             self.tails.add(self.run_dir / "proxy.events.jsonl", "proxy"), self.bus, stack,
-            verify_with_lab_ca=target.emulator is not None)
+            launcher.upstream_ca())
         await proxy.arm([ArmedStep.of(s.id, s.fault, s.params, match=s.when.frame, after_s=s.after)
                          for s in self.profile.timeline if in_proxy(s)])
         return proxy

@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from faultlab.errors import LabError
 from faultlab.private import PRIVATE_DIR, write_private
 
 # The names the real Live API service answers on; certificates cover them by default.
@@ -132,3 +133,30 @@ class LabCA:
         write_private(confdir / "mitmproxy-ca.pem", self._key_path.read_bytes() + cert)
         (confdir / "mitmproxy-ca-cert.pem").write_bytes(cert)
         return confdir
+
+
+def system_ca_bundle() -> Path | None:
+    """The system's CA bundle (Debian's /etc/ssl/certs/ca-certificates.crt), as OpenSSL finds it."""
+    paths = ssl.get_default_verify_paths()
+    for name in (paths.cafile, paths.openssl_cafile):
+        if name and Path(name).is_file():
+            return Path(name)
+    return None
+
+
+def write_trust_bundle(path: Path, extra: Iterable[Path]) -> Path:
+    """A PEM bundle at `path`: the system's CAs and the `extra` CA certificates (a lab's, a
+    remote service's), for a program that trusts one file (`SSL_CERT_FILE`, mitmproxy's upstream
+    verification, which would otherwise use certifi's bundle rather than the system's)."""
+    system = system_ca_bundle()
+    parts = [system.read_bytes()] if system is not None else []
+    for pem in extra:
+        try:
+            data = pem.read_bytes()
+        except OSError as exc:
+            raise LabError(f"cannot read the CA certificate {pem}: {exc.strerror or exc}") from None
+        if b"-----BEGIN CERTIFICATE-----" not in data:
+            raise LabError(f"{pem} is not a PEM CA certificate")
+        parts.append(data)
+    path.write_bytes(b"\n".join(p.rstrip(b"\n") + b"\n" for p in parts))
+    return path

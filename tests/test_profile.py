@@ -254,3 +254,47 @@ def test_client_image_override_keeps_the_profile() -> None:
         profile.client.builtin, profile.expect, profile.timeline)
     with pytest.raises(ValueError, match="not an image reference"):
         with_client_image(profile, "Bad Name")
+
+
+def test_a_remote_target_is_a_service_outside_the_lab() -> None:
+    """A remote target names a host and port (443 by default), optionally pinned to an address
+    or to this machine's loopback, and runs nothing in the lab."""
+    p = parse_profile("name: r\ntarget: {remote: {host: generativelanguage.googleapis.com}}\n"
+                      "client: {builtin: naive, pass_env: [GOOGLE_API_KEY]}\n")
+    assert p.remote is not None and p.remote.port == 443 and p.remote.address is None
+    assert p.target is not None and p.target.listen_port == 443
+    assert p.client.pass_env == ["GOOGLE_API_KEY"]
+    pinned = parse_profile("name: r\ntarget: {remote: {host: live.test, port: 8443, "
+                           "address: host-loopback}}\nclient: {builtin: naive}\n")
+    assert pinned.remote is not None and pinned.remote.address == "host-loopback"
+
+
+@pytest.mark.parametrize(("target", "message"), [
+    ("{remote: {host: 'a b'}}", "target.remote.host: 'a b' is not a host name"),
+    ("{remote: {host: h, address: 127.0.0.1}}", "a service on this machine's is 'host-loopback'"),
+    ("{remote: {host: h, address: nowhere}}", "an IPv4 address, or 'host-loopback'"),
+    ("{remote: {host: h}, port: 443}", "its port goes in 'remote', and it takes no 'port'"),
+    ("{remote: {host: h}, builtin: ws-echo-server}", "give exactly one of"),
+])
+def test_a_remote_target_is_checked(target: str, message: str) -> None:
+    with pytest.raises(ProfileError) as info:
+        parse_profile(f"name: r\ntarget: {target}\nclient: {{builtin: naive}}\n", "p.yaml")
+    assert message in str(info.value)
+
+
+def test_hosts_need_a_remote_targets_address() -> None:
+    """Without a pinned address the client asks DNS: names in `hosts` would map to nothing."""
+    with pytest.raises(ProfileError) as info:
+        parse_profile("name: r\ntarget: {remote: {host: h}}\nclient: {builtin: naive}\n"
+                      "hosts: [other.test]\n", "p.yaml")
+    assert "p.yaml:4: hosts: the names in 'hosts' resolve to the target's address" in str(info.value)
+
+
+def test_the_real_service_example_validates() -> None:
+    """docs/real's profiles parse, and take the key from faultlab's environment."""
+    paths = sorted((PROFILES.parent / "docs" / "real").glob("*.yaml"))
+    assert paths
+    for path in paths:
+        profile = load_profile(path)
+        assert profile.remote is not None and "GOOGLE_API_KEY" in profile.client.pass_env
+        assert "GOOGLE_API_KEY" not in profile.client.env  # never written in the profile

@@ -83,8 +83,8 @@ def test_one_frame_log_per_run_so_nth_counts_messages_not_log_lines() -> None:
     """With a proxy and an emulator both logging, `nth: 2` fires on the second message: the run
     follows the proxy's log only, its frames numbered by the client's port as the capture saw it."""
     t = Timeline(parse_profile(FRAMES.replace("nth: 2", "nth: 2, connection: 1")).timeline)
-    table = ConnectionTable("198.18.0.6")
-    table.observe_syn("198.18.0.2", 40001, 443, 0.0)
+    table = ConnectionTable()
+    table.observe_syn("198.18.0.2", 40001, "198.18.0.6", 443, 0.0)
     source = FrameSource.for_run(True, True, table, 443)
     assert source is not None
     assert source.frame(Event(0.5, "proxy", "proxy.ws_start",
@@ -105,9 +105,9 @@ def test_one_frame_log_per_run_so_nth_counts_messages_not_log_lines() -> None:
 def test_emulator_frames_are_numbered_as_the_router_saw_the_connections() -> None:
     """An emulator connection is numbered by the client's SYN order, so a connection whose SYN
     the path dropped (never reaching the emulator) still counts."""
-    table = ConnectionTable("198.18.0.6")
+    table = ConnectionTable()
     for port in (40001, 40002, 40003):
-        table.observe_syn("198.18.0.2", port, 443, 0.0)
+        table.observe_syn("198.18.0.2", port, "198.18.0.6", 443, 0.0)
     source = FrameSource.for_run(False, True, table, 443)
     assert source is not None
     source.frame(Event(0.1, "target", "emulator.connect", {"conn": 1, "client_port": 40001}))

@@ -1,4 +1,5 @@
-"""tcpdump on the router's client-side link: the pcap file, and TCP connections seen live.
+"""tcpdump on the router's client-side link: the pcap file, and TCP connections seen live; and,
+when asked, on its link toward the target (`server.pcap`: what the server sent, dropped or not).
 
 One tcpdump writes the capture to its stdout; this module saves it and decodes each record on the
 way to put connections, FINs and RSTs on the event bus (so a step can fire on the k-th connection).
@@ -13,10 +14,11 @@ import contextlib
 import os
 import shutil
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import IO, Self
 
 from faultlab.capture.pcap import ACK, FIN, RST, SYN, PcapStream, decode_tcp
 from faultlab.connections import ConnectionChoice, choose
@@ -48,16 +50,17 @@ class Connection:
 class ConnectionTable:
     """The client's connections to the target, as the capture saw their SYNs."""
 
-    def __init__(self, target: str) -> None:
-        self.target = target
+    def __init__(self) -> None:
         self.connections: list[Connection] = []
         self._by_ports: dict[tuple[int, int], Connection] = {}
 
-    def observe_syn(self, client: str, client_port: int, server_port: int, t: float) -> Connection | None:
+    def observe_syn(self, client: str, client_port: int, server: str, server_port: int,
+                    t: float) -> Connection | None:
         """Record a client SYN; None when it is a retransmission of a known one."""
         if (client_port, server_port) in self._by_ports:
             return None
-        conn = Connection(len(self.connections) + 1, client, client_port, self.target,
+        # The address the SYN went to: the lab's server, or a remote service's (from DNS).
+        conn = Connection(len(self.connections) + 1, client, client_port, server,
                           server_port, t)
         self.connections.append(conn)
         self._by_ports[(client_port, server_port)] = conn
@@ -71,24 +74,18 @@ class ConnectionTable:
         return choose(self.connections, which)
 
 
-class LiveCapture:
-    """tcpdump on the router's link toward the client, saved to `pcap_path` (or only watched
-    when it is None)."""
+class Tcpdump:
+    """One tcpdump on a router interface, its pcap stream handed to `on_chunk` as it comes."""
 
-    def __init__(self, lab: Lab, pcap_path: Path | None, snaplen_bytes: int, bus: EventBus) -> None:
+    def __init__(self, lab: Lab, iface: str, snaplen_bytes: int) -> None:
         self.lab = lab
-        self.iface = lab.client_link
-        self.pcap_path = pcap_path
+        self.iface = iface
         self.snaplen_bytes = snaplen_bytes
-        self.bus = bus
-        self.client = str(lab.client_address)
-        self.table = ConnectionTable(str(lab.server_address))
-        self.packets = 0
-        self._proc: asyncio.subprocess.Process | None = None
+        self.proc: asyncio.subprocess.Process | None = None
         self._reader: asyncio.Task[None] | None = None
         self._last_data = 0.0
 
-    async def __aenter__(self) -> Self:
+    async def start(self, on_chunk: Callable[[bytes], object]) -> None:
         tcpdump = shutil.which("tcpdump", path="/usr/sbin:/usr/bin:/sbin:/bin")
         if tcpdump is None:
             raise MechanismError("tcpdump is missing: apt-get install tcpdump")
@@ -97,56 +94,114 @@ class LiveCapture:
         if os.geteuid() == 0 and not in_user_namespace():
             # As root, tcpdump drops to the `tcpdump` user, who cannot write the run's files.
             argv += ["-Z", "root"]
-        self._proc = await self.lab.spawn("router", argv, os.environ, stdout=asyncio.subprocess.PIPE,
-                                 stderr=asyncio.subprocess.PIPE)
+        self.proc = await self.lab.spawn("router", argv, os.environ,
+                                         stdout=asyncio.subprocess.PIPE,
+                                         stderr=asyncio.subprocess.PIPE)
         try:
             await self._wait_listening()
         except BaseException:
             # Not on the run's stack yet (a failed start, or a run cancelled meanwhile): stop it.
-            await uncancelled(terminate(self._proc, 1.0))
+            await uncancelled(terminate(self.proc, 1.0))
             raise
-        self._reader = asyncio.create_task(self._read())
-        self.bus.emit("capture", "capture.start", iface=self.iface, pid=self._proc.pid)
-        return self
+        self._reader = asyncio.create_task(self._read(on_chunk))
 
     async def _wait_listening(self) -> None:
-        assert self._proc is not None and self._proc.stderr is not None
+        assert self.proc is not None and self.proc.stderr is not None
         seen: list[str] = []
         try:
             async with asyncio.timeout(READY_TIMEOUT_S):
-                while line := (await self._proc.stderr.readline()).decode(errors="replace"):
+                while line := (await self.proc.stderr.readline()).decode(errors="replace"):
                     if "listening on" in line:
                         return
                     seen.append(line.strip())
         except TimeoutError:
             pass
-        raise MechanismError(f"tcpdump did not start: {' '.join(seen) or 'no output'}")
+        raise MechanismError(f"tcpdump on {self.iface} did not start: "
+                             f"{' '.join(seen) or 'no output'}")
 
-    async def _read(self) -> None:
-        assert self._proc is not None and self._proc.stdout is not None
-        stream = PcapStream()
+    async def _read(self, on_chunk: Callable[[bytes], object]) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
         loop = asyncio.get_running_loop()
-        # The capture holds every packet of the run: only its owner may read it.
-        out = open_private(self.pcap_path, "wb") if self.pcap_path else None
-        try:
-            while chunk := await self._proc.stdout.read(1 << 16):
-                self._last_data = loop.time()
-                if out is not None:
-                    out.write(chunk)
-                for ts, pkt in stream.feed(chunk):
-                    self.packets += 1
-                    seg = decode_tcp(stream.linktype, ts, pkt)
-                    if seg is not None and seg.flags & (SYN | FIN | RST):
-                        self._observe(seg.ts, seg.src, seg.sport, seg.dport, seg.flags)
-        finally:
-            if out is not None:
-                out.close()
+        while chunk := await self.proc.stdout.read(1 << 16):
+            self._last_data = loop.time()
+            on_chunk(chunk)
 
-    def _observe(self, ts: float, src: str, sport: int, dport: int, flags: int) -> None:
+    async def stop(self) -> None:
+        """Let what the kernel still buffers reach the reader (a quiet pipe), then stop."""
+        if self.proc is None:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + DRAIN_MAX_S
+        while loop.time() < deadline and loop.time() - self._last_data < DRAIN_QUIET_S:
+            await asyncio.sleep(DRAIN_QUIET_S / 2)
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.send_signal(signal.SIGINT)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.proc.wait(), 2.0)
+        await terminate(self.proc, 0.5)
+        if self._reader is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+
+
+class LiveCapture:
+    """tcpdump on the router's link toward the client, saved to `pcap_path` (or only watched
+    when it is None); with `server_pcap_path`, another on its link toward the target (the uplink
+    for a remote one), which sees what the server sent even where the router dropped it."""
+
+    def __init__(self, lab: Lab, pcap_path: Path | None, snaplen_bytes: int, bus: EventBus,
+                 server_pcap_path: Path | None = None) -> None:
+        self.client_side = Tcpdump(lab, lab.client_link, snaplen_bytes)
+        self.server_side = (Tcpdump(lab, lab.target_link, snaplen_bytes)
+                            if server_pcap_path is not None else None)
+        self.pcap_path = pcap_path
+        self.server_pcap_path = server_pcap_path
+        self.bus = bus
+        self.client = str(lab.client_address)
+        self.table = ConnectionTable()
+        self.packets = 0
+        self._stream = PcapStream()
+        self._files: list[IO[bytes]] = []
+
+    async def __aenter__(self) -> Self:
+        try:
+            # The capture holds every packet of the run: only its owner may read it.
+            out = self._open(self.pcap_path)
+            await self.client_side.start(lambda chunk: self._client_chunk(chunk, out))
+            if self.server_side is not None:
+                server_out = self._open(self.server_pcap_path)
+                assert server_out is not None
+                await self.server_side.start(server_out.write)
+        except BaseException:
+            await uncancelled(self._stop())
+            raise
+        self.bus.emit("capture", "capture.start", iface=self.client_side.iface,
+                      pid=self.client_side.proc.pid if self.client_side.proc else None,
+                      **({"server_iface": self.server_side.iface} if self.server_side else {}))
+        return self
+
+    def _open(self, path: Path | None) -> IO[bytes] | None:
+        if path is None:
+            return None
+        out = open_private(path, "wb")
+        self._files.append(out)
+        return out
+
+    def _client_chunk(self, chunk: bytes, out: IO[bytes] | None) -> None:
+        if out is not None:
+            out.write(chunk)
+        stream = self._stream
+        for ts, pkt in stream.feed(chunk):
+            self.packets += 1
+            seg = decode_tcp(stream.linktype, ts, pkt)
+            if seg is not None and seg.flags & (SYN | FIN | RST):
+                self._observe(seg.ts, seg.src, seg.sport, seg.dst, seg.dport, seg.flags)
+
+    def _observe(self, ts: float, src: str, sport: int, dst: str, dport: int, flags: int) -> None:
         t = self.bus.clock.from_wall(ts)
         from_client = src == self.client
         if from_client and flags & SYN and not flags & ACK:
-            conn = self.table.observe_syn(src, sport, dport, t)
+            conn = self.table.observe_syn(src, sport, dst, dport, t)
             if conn is not None:
                 self.bus.record("capture", "tcp.connect", t, {
                     "k": conn.k, "client_port": conn.client_port, "server": conn.server,
@@ -161,22 +216,17 @@ class LiveCapture:
         elif flags & FIN:
             self.bus.record("capture", "tcp.fin", t, {"k": conn.k, "from": side})
 
+    async def _stop(self) -> None:
+        sides = [s for s in (self.client_side, self.server_side) if s is not None]
+        await asyncio.gather(*(side.stop() for side in sides))
+        for out in self._files:
+            out.close()
+        self._files.clear()
+
     async def __aexit__(
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if self._proc is None:
-            return
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + DRAIN_MAX_S
-        # Let what the kernel still buffers reach the file: wait for a quiet pipe, then stop.
-        while loop.time() < deadline and loop.time() - self._last_data < DRAIN_QUIET_S:
-            await asyncio.sleep(DRAIN_QUIET_S / 2)
-        with contextlib.suppress(ProcessLookupError):
-            self._proc.send_signal(signal.SIGINT)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._proc.wait(), 2.0)
-        await terminate(self._proc, 0.5)
-        if self._reader is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reader
-        self.bus.emit("capture", "capture.stop", packets=self.packets)
+        started = self.client_side.proc is not None
+        await self._stop()
+        if started:
+            self.bus.emit("capture", "capture.stop", packets=self.packets)

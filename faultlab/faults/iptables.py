@@ -64,3 +64,9 @@ async def redirect(ns: Namespace, iface: str, port: int, to_port: int) -> None:
     """
     await ns.run(_restore, [f"-A PREROUTING -i {iface} -p tcp --dport {port} "
                             f"-j REDIRECT --to-ports {to_port}"], "nat")
+
+
+def masquerade(iface: str) -> None:
+    """In the calling thread's namespace (the router's, being built): what leaves by `iface`
+    leaves behind that interface's own address. Added before any connection, like `redirect`."""
+    _restore([f"-A POSTROUTING -o {iface} -j MASQUERADE"], "nat")

@@ -21,6 +21,7 @@ from typing import IO, Any, ClassVar, Literal, Self
 from faultlab.errors import LabError
 from faultlab.lab.namespace import Namespace
 from faultlab.lab.process import HostProcess, Member
+from faultlab.lab.uplink import UplinkSpec
 
 Role = Literal["client", "router", "server"]
 
@@ -46,6 +47,8 @@ class LabSpec:
     sysctl: Mapping[Role, Mapping[str, str | int]] = field(default_factory=dict)
     # The run's name (its folder's), for what the lab leaves in shared places (container labels).
     run: str = ""
+    # An uplink from the router to the world outside, for a target that is not in the lab.
+    uplink: UplinkSpec | None = None
 
 
 class Lab(ABC):
@@ -65,6 +68,11 @@ class Lab(ABC):
     @abstractmethod
     def place(self, role: Role) -> Namespace:
         """The network of the client, the router or the server."""
+
+    @property
+    def target_link(self) -> str:
+        """The router's interface toward the target: the server's link, or an uplink."""
+        return self.server_link
 
     @property
     def client(self) -> Namespace:
@@ -99,20 +107,20 @@ class Lab(ABC):
                 "server": str(self.server_address)}
 
     async def spawn(self, role: Role, argv: Sequence[str], env: Mapping[str, str],
-                    hosts: Path | None = None, stdout: int | IO[Any] | None = None,
+                    etc: Path | None = None, stdout: int | IO[Any] | None = None,
                     stderr: int | IO[Any] | None = None) -> asyncio.subprocess.Process:
-        """Start `argv` in `role`'s place (with `hosts` as its /etc/hosts), in a session of its
-        own so that it is stopped by its own process group."""
-        return await self.place(role).spawn(argv, env, hosts, stdout, stderr)
+        """Start `argv` in `role`'s place (seeing the files of the folder `etc`, such as `hosts`,
+        over /etc's), in a session of its own so that it is stopped by its own process group."""
+        return await self.place(role).spawn(argv, env, etc, stdout, stderr)
 
     async def start(self, role: Role, argv: Sequence[str], env: Mapping[str, str],
-                    hosts: Path | None, log: Path, image: Image | None = None) -> Member:
+                    etc: Path | None, log: Path, image: Image | None = None) -> Member:
         """Start a lab member in `role`'s place, its output appended to `log`: a host process,
         or a container of `image` on a lab that runs them."""
         if image is not None:
             raise LabError(f"the {self.backend} lab runs no containers")
         with log.open("ab") as out:
-            return HostProcess(await self.spawn(role, argv, env, hosts, stdout=out,
+            return HostProcess(await self.spawn(role, argv, env, etc, stdout=out,
                                                 stderr=asyncio.subprocess.STDOUT))
 
     @abstractmethod

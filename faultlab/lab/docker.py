@@ -107,17 +107,17 @@ class DockerLab(NetnsLab):
                 self._engine.close()
 
     async def start(self, role: Role, argv: Sequence[str], env: Mapping[str, str],
-                    hosts: Path | None, log: Path, image: Image | None = None) -> Member:
+                    etc: Path | None, log: Path, image: Image | None = None) -> Member:
         if image is None:
-            return await super().start(role, argv, env, hosts, log)
+            return await super().start(role, argv, env, etc, log)
         # A thread cannot be stopped: a run cancelled meanwhile waits for the container to be
         # known, so that the teardown removes it.
         return await uncancelled(asyncio.to_thread(
-            self._start_container, role, list(argv), dict(env), hosts, log, image,
+            self._start_container, role, list(argv), dict(env), etc, log, image,
             asyncio.get_running_loop()))
 
     def _start_container(self, role: Role, argv: list[str], env: dict[str, str],
-                         hosts: Path | None, log: Path, image: Image,
+                         etc: Path | None, log: Path, image: Image,
                          loop: asyncio.AbstractEventLoop) -> ContainerMember:
         assert self._engine is not None
         from docker.errors import ImageNotFound
@@ -133,7 +133,7 @@ class DockerLab(NetnsLab):
             hold.unlink(missing_ok=True)
             os.mkfifo(hold, 0o600)
             try:
-                container = self._create(role, image, command, env, hosts, hold, config)
+                container = self._create(role, image, command, env, etc, hold, config)
                 container.start()
                 container.reload()
                 pid = _local_pid(container, hold, log, role)
@@ -148,7 +148,7 @@ class DockerLab(NetnsLab):
         return ContainerMember(container, pid, log, loop)
 
     def _create(self, role: Role, image: Image, command: list[str], env: dict[str, str],
-                hosts: Path | None, hold: Path, config: dict[str, Any]) -> Container:
+                etc: Path | None, hold: Path, config: dict[str, Any]) -> Container:
         """The container, created with a wrapper that holds `command` until released; an image
         with no shell is tried with its Python, one with neither refused, as is one without the
         program."""
@@ -157,8 +157,9 @@ class DockerLab(NetnsLab):
         assert self._engine is not None
         mounts = [Mount(str(folder), str(folder), type="bind") for folder in image.shared]
         mounts.append(Mount(HOLD, str(hold), type="bind", read_only=True))
-        if hosts is not None:
-            mounts.append(Mount("/etc/hosts", str(hosts.absolute()), type="bind", read_only=True))
+        if etc is not None:
+            mounts += [Mount(f"/etc/{name}", str(etc.absolute() / name), type="bind",
+                             read_only=True) for name in sorted(os.listdir(etc))]
         spec: dict[str, Any] = dict(
             image=image.name, command=command, environment=env, network_mode="none",
             cap_add=["NET_ADMIN"], init=True, mounts=mounts, name=f"faultlab-{self.slot}-{role}",

@@ -1,9 +1,12 @@
-"""Start a lab process: enter a network namespace, see a private /etc/hosts, then exec.
+"""Start a lab process: enter a network namespace, see the lab's /etc files, then exec.
 
 Run as a script (`python -I -S enter.py`), not as `-m faultlab...`, so that starting a client or a
 capture costs a bare interpreter start and no import of faultlab or its dependencies.
 
-    enter.py RUNNER_PID NETNS_PATH HOSTS_FILE|- -- ARGV...
+    enter.py RUNNER_PID NETNS_PATH ETC_DIR|- -- ARGV...
+
+Each file of ETC_DIR (`hosts`, `resolv.conf`) is bound over /etc's, in a mount namespace of the
+process's own.
 """
 
 from __future__ import annotations
@@ -22,8 +25,8 @@ MS_BIND = 0x1000
 
 def main(argv: list[str]) -> None:
     if len(argv) < 5 or argv[3] != "--":
-        sys.exit("usage: enter.py RUNNER_PID NETNS_PATH HOSTS_FILE|- -- ARGV...")
-    runner, netns_path, hosts, command = int(argv[0]), argv[1], argv[2], argv[4:]
+        sys.exit("usage: enter.py RUNNER_PID NETNS_PATH ETC_DIR|- -- ARGV...")
+    runner, netns_path, etc, command = int(argv[0]), argv[1], argv[2], argv[4:]
     libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
     # If the runner dies without tearing down (SIGKILL), its lab processes die with it.
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -32,12 +35,14 @@ def main(argv: list[str]) -> None:
     fd = os.open(netns_path, os.O_RDONLY)
     os.setns(fd, os.CLONE_NEWNET)
     os.close(fd)
-    if hosts != "-":
+    if etc != "-":
         os.unshare(os.CLONE_NEWNS)
         if libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0:
             _fail(libc, "make mounts private")
-        if libc.mount(hosts.encode(), b"/etc/hosts", None, MS_BIND, None) != 0:
-            _fail(libc, "bind the lab's hosts file over /etc/hosts")
+        for name in sorted(os.listdir(etc)):
+            if libc.mount(os.path.join(etc, name).encode(), f"/etc/{name}".encode(), None,
+                          MS_BIND, None) != 0:
+                _fail(libc, f"bind the lab's {name} over /etc/{name}")
     try:
         os.execvp(command[0], command)
     except OSError as exc:

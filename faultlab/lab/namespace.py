@@ -79,13 +79,13 @@ class Namespace:
     async def set_link_state(self, ifname: str, up: bool) -> None:
         await self.run(_set_link_state, ifname, up)
 
-    async def spawn(self, argv: Sequence[str], env: Mapping[str, str], hosts: Path | None = None,
+    async def spawn(self, argv: Sequence[str], env: Mapping[str, str], etc: Path | None = None,
                     stdout: int | IO[Any] | None = None,
                     stderr: int | IO[Any] | None = None) -> asyncio.subprocess.Process:
-        """Start `argv` inside the namespace (with `hosts` as its /etc/hosts), in a session of
-        its own."""
+        """Start `argv` inside the namespace (seeing the files of the folder `etc` over /etc's),
+        in a session of its own."""
         command = [sys.executable, "-I", "-S", str(ENTER), str(os.getpid()), str(self.path),
-                   str(hosts or "-"), "--", *argv]
+                   str(etc or "-"), "--", *argv]
         try:
             return await asyncio.create_subprocess_exec(
                 *command, env=dict(env), stdin=asyncio.subprocess.DEVNULL,

@@ -34,6 +34,7 @@ from faultlab.interrupt import uncancelled
 from faultlab.lab.base import Lab, LabSpec, Role
 from faultlab.lab.namespace import Namespace, remove_namespace, write_sysctl
 from faultlab.lab.privilege import in_user_namespace
+from faultlab.lab.uplink import Uplink, UplinkSpec
 
 NETNS_PREFIX = "faultlab-"
 ROOT_NETNS_DIR = Path("/run/netns")
@@ -92,9 +93,12 @@ class NetnsLab(Lab):
         self,
         addressing: Addressing | None = None,
         sysctl: Mapping[Role, Mapping[str, str | int]] | None = None,
+        uplink: UplinkSpec | None = None,
     ) -> None:
         self._fixed_addressing = addressing
         self.sysctl = sysctl or {}
+        self.uplink_spec = uplink
+        self.uplink: Uplink | None = None
         self.slot = -1
         self.addressing = addressing or Addressing.for_slot(0)
         self.namespaces: dict[str, Namespace] = {}
@@ -104,7 +108,7 @@ class NetnsLab(Lab):
 
     @classmethod
     def build(cls, spec: LabSpec) -> Self:
-        return cls(Addressing(*spec.subnets) if spec.subnets else None, spec.sysctl)
+        return cls(Addressing(*spec.subnets) if spec.subnets else None, spec.sysctl, spec.uplink)
 
     def place(self, role: Role) -> Namespace:
         return self.namespaces[role]
@@ -116,8 +120,13 @@ class NetnsLab(Lab):
         assert self._scratch is not None, "the lab is not built"
         return self._scratch
 
+    @property
+    def target_link(self) -> str:
+        return self.uplink.iface if self.uplink is not None else self.server_link
+
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "slot": self.slot}
+        uplink = self.uplink.describe() if self.uplink is not None else {}
+        return {**super().describe(), "slot": self.slot, **uplink}
 
     @property
     def client_address(self) -> IPv4Address:
@@ -195,6 +204,9 @@ class NetnsLab(Lab):
             raise LabError(f"cannot wire the lab: {exc}") from None
         except Exception as exc:  # pyroute2 raises its own NetlinkError (an OSError) or others
             raise LabError(f"cannot wire the lab: {exc}") from None
+        if self.uplink_spec is not None:
+            self.uplink = Uplink(self.router, self.uplink_spec, self.scratch / "uplink.log")
+            self.uplink.start()
 
     def _remove_namespaces(self) -> None:
         for ns in self.namespaces.values():
@@ -215,6 +227,9 @@ class NetnsLab(Lab):
         self.slot = -1
 
     def _teardown(self) -> None:
+        if self.uplink is not None:
+            self.uplink.stop()
+            self.uplink = None
         self._release()
         if self._private_dir is not None:
             shutil.rmtree(self._private_dir, ignore_errors=True)

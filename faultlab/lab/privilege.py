@@ -17,8 +17,10 @@ USERNS_MARK = "FAULTLAB_USERNS"
 # The user keeps its own uid and gets every capability in the new namespaces as ambient
 # capabilities, so that they survive exec into iptables and tcpdump. Mapping it to uid 0 instead
 # (`--map-root-user`) breaks tcpdump: as uid 0 it insists on dropping to another user, and
-# setgroups is denied in an unprivileged user namespace.
-UNSHARE_ARGS = ("--user", "--map-current-user", "--keep-caps", "--net", "--mount")
+# setgroups is denied in an unprivileged user namespace. faultlab itself stays in the host's
+# network namespace, where it has no capability (the lab's namespaces are new ones of its own):
+# the uplink to a remote target (slirp4netns) must open its sockets there.
+UNSHARE_ARGS = ("--user", "--map-current-user", "--keep-caps", "--mount")
 
 
 def in_user_namespace() -> bool:
@@ -31,21 +33,22 @@ def in_user_namespace() -> bool:
 
 
 def userns_available() -> bool:
-    """Whether this user can make a user + network + mount namespace (as `unshare -Urnm`)."""
+    """Whether this user can make a user + network + mount namespace (as `unshare -Urnm`): the
+    re-exec's user and mount namespaces, and in them the lab's network namespaces."""
     unshare = shutil.which("unshare")
     if unshare is None:
         return False
     done = subprocess.run(
-        [unshare, *UNSHARE_ARGS, "true"],
+        [unshare, *UNSHARE_ARGS, "--net", "true"],
         capture_output=True, check=False,
     )
     return done.returncode == 0
 
 
 def reexec_in_user_namespace(args: Sequence[str]) -> None:
-    """Without root, run this faultlab command again inside a new user, network and mount
-    namespace, where it has every capability over a private network; returns only when already
-    privileged."""
+    """Without root, run this faultlab command again inside a new user and mount namespace,
+    where it has every capability over the network namespaces it makes; returns only when
+    already privileged."""
     if os.geteuid() == 0 or (os.environ.get(USERNS_MARK) == "1" and in_user_namespace()):
         return
     unshare = shutil.which("unshare")

@@ -1,6 +1,7 @@
 """A WebSocket echo/tick server: echoes every message and sends a tick every `--tick`.
 
-It never pings (like the Live API) and writes its events (`server.connected`, `server.closed`
+It never pings (like the Live API), speaks wss:// with `--tls-cert` and `--tls-key` (PEM files),
+and writes its events (`server.connected`, `server.closed`
 with the close code it received, 1006 when none came) to `FAULTLAB_EVENTS`.
 """
 
@@ -12,6 +13,7 @@ import contextlib
 import json
 import os
 import signal
+import ssl
 import time
 
 from websockets.asyncio.server import ServerConnection, serve
@@ -63,7 +65,12 @@ async def main(args: argparse.Namespace) -> None:
     stop = asyncio.get_running_loop().create_future()
     for sig in (signal.SIGTERM, signal.SIGINT):
         asyncio.get_running_loop().add_signal_handler(sig, stop.set_result, None)
-    async with serve(server.handle, args.host, args.port, ping_interval=None, close_timeout=1):
+    tls = None
+    if args.tls_cert:
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        tls.load_cert_chain(args.tls_cert, args.tls_key)
+    async with serve(server.handle, args.host, args.port, ping_interval=None, close_timeout=1,
+                     ssl=tls):
         events.emit("server.listening", host=args.host, port=args.port)
         await stop
     events.emit("server.stopped", connections=server.connections)
@@ -75,7 +82,12 @@ def cli() -> None:
     parser.add_argument("--port", type=int, default=int(os.environ.get("FAULTLAB_TARGET_PORT", 8765)))
     parser.add_argument("--tick", type=parse_duration, default=0.2,
                         help="interval between ticks, e.g. 200ms (0s: no ticks)")
-    asyncio.run(main(parser.parse_args()))
+    parser.add_argument("--tls-cert", help="serve wss:// with this certificate (PEM)")
+    parser.add_argument("--tls-key", help="the certificate's key (PEM)")
+    args = parser.parse_args()
+    if bool(args.tls_cert) != bool(args.tls_key):
+        parser.error("--tls-cert and --tls-key go together")
+    asyncio.run(main(args))
 
 
 if __name__ == "__main__":

@@ -21,9 +21,11 @@ READY_S = 15.0
 
 
 async def launch_proxy(lab: Lab, target_port: int, ca: LabCA, work_dir: Path, events_file: Path,
-                       bus: EventBus, stack: AsyncExitStack, verify_with_lab_ca: bool) -> ProxyControl:
-    """mitmproxy in the router, fed the client's connections to `target_port` by a REDIRECT;
-    everything it leaves is stopped and removed by `stack`."""
+                       bus: EventBus, stack: AsyncExitStack,
+                       upstream_ca: Path | None) -> ProxyControl:
+    """mitmproxy in the router, fed the client's connections to `target_port` by a REDIRECT,
+    verifying the target's certificate with `upstream_ca` (a PEM bundle; None: mitmproxy's
+    default); everything it leaves is stopped and removed by `stack`."""
     await redirect(lab.router, lab.client_link, target_port, PROXY_PORT)
     # A unix socket path is limited to 108 bytes: the work folder may be deeper than that. The
     # lab's scratch folder goes with the lab, and with `lab gc` after a SIGKILL.
@@ -31,8 +33,8 @@ async def launch_proxy(lab: Lab, target_port: int, ca: LabCA, work_dir: Path, ev
     stack.callback(control_path.unlink, True)
     argv = [sys.executable, "-m", "faultlab.proxy", "--port", str(PROXY_PORT), "--confdir",
             str(ca.mitmproxy_confdir(work_dir / "mitmproxy")), "--control", str(control_path)]
-    if verify_with_lab_ca:
-        argv += ["--upstream-ca", str(ca.cert_path)]
+    if upstream_ca is not None:
+        argv += ["--upstream-ca", str(upstream_ca)]
     env = dict(os.environ, FAULTLAB_EVENTS=str(events_file),
                MITMPROXY_SSLKEYLOGFILE=str(create_private(work_dir / "keys.log")))
     log = create_private(work_dir / "proxy.log")

@@ -151,7 +151,7 @@ class FakeContext:
     ids of `held` it names (all when None)."""
 
     lab: FakeLab = field(default_factory=FakeLab)
-    connections: ConnectionTable = field(default_factory=lambda: ConnectionTable(SERVER))
+    connections: ConnectionTable = field(default_factory=lambda: ConnectionTable())
     proxy: FakeProxyChannel | None = None
     mic: VirtualMic | None = None
     held: list[str] = field(default_factory=list)
@@ -165,7 +165,7 @@ class FakeContext:
 def with_connections(ctx: FakeContext, *client_ports: int) -> FakeContext:
     """`ctx` after the capture saw one SYN from the client per port, to the server's 443."""
     for i, port in enumerate(client_ports):
-        ctx.connections.observe_syn(CLIENT, port, SERVER_PORT, t=0.1 * (i + 1))
+        ctx.connections.observe_syn(CLIENT, port, SERVER, SERVER_PORT, t=0.1 * (i + 1))
     return ctx
 
 

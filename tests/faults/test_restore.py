@@ -15,7 +15,7 @@ from faultlab.injector import FaultRuntime
 from faultlab.profile import Step, parse_profile
 from faultlab.timeline import Due
 
-from .conftest import SERVER, FakeContext, FakeLab, FakeProxyChannel, build, params_of, refusal
+from .conftest import FakeContext, FakeLab, FakeProxyChannel, build, params_of, refusal
 
 PROFILE = """\
 name: restore-test
@@ -42,7 +42,7 @@ class Run:
         self.proxy = FakeProxyChannel(held=["frz"])
         self.bus = EventBus(RunClock())
         self.failures: list[str] = []
-        self.runtime = FaultRuntime(self.lab, ConnectionTable(SERVER), self.bus, self.proxy, None,
+        self.runtime = FaultRuntime(self.lab, ConnectionTable(), self.bus, self.proxy, None,
                                     tuple(self.steps.values()), self.failures.append)
 
     async def apply(self, *step_ids: str) -> None:

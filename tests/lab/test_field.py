@@ -17,7 +17,7 @@ pytestmark = pytest.mark.lab
 SUITE_TIMEOUT_S = slack(600)
 # Every row of the field table, plus the variants the issue asks for.
 SCENARIOS = ["R0", "R1", "R2", "R3", "R4", "P1", "P2", "P3", "P4", "N1", "N2", "N3", "B1", "B2",
-             "B3", "BR0", "BR1", "BR1-nonote", "BR1-racing", "BR2", "A1", "A2", "A3", "A4",
+             "B3", "B1-reaped", "BR0", "BR1", "BR1-nonote", "BR1-racing", "BR2", "A1", "A2", "A3", "A4",
              "A4-no-keepalive"]
 
 

@@ -214,4 +214,4 @@ timeout: 30s
     assert result.exit_code == 0, failed(result) + (result.run_dir / "client.log").read_text()
     assert (result.run_dir / "ca" / "ca.pem").exists()
     assert "CLIENT_TRAFFIC_SECRET" in (result.run_dir / "emulator-keys.log").read_text()
-    assert "generativelanguage.googleapis.com" in (result.run_dir / "hosts").read_text()
+    assert "generativelanguage.googleapis.com" in (result.run_dir / "etc" / "hosts").read_text()

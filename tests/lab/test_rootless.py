@@ -25,6 +25,7 @@ import pytest
 from faultlab.lab.privilege import userns_available
 
 from ..conftest import REPO, slack
+from .remote import remote_echo
 
 pytestmark = pytest.mark.rootless
 
@@ -72,6 +73,12 @@ def as_unprivileged_user(tmp_path: Path, *args: str) -> subprocess.CompletedProc
            f"LD_LIBRARY_PATH={view / 'python' / 'lib'} "
            f"PYTHONPATH={view / 'repo'}:{view / 'venv' / site}")
     binds = " && ".join(f"mount --bind {src} {dst}" for dst, src in mounts.items())
+    # The user may open /dev/net/tun (the uplink's TAP), as udev's default rule (0666) allows on
+    # a typical machine; this one's is 0600, so the user's view gets a node of its own.
+    (tmp_path / "dev").mkdir(exist_ok=True)
+    binds += (f" && mount -t tmpfs none {tmp_path / 'dev'} && mknod -m 0666 "
+              f"{tmp_path / 'dev' / 'tun'} c 10 200 && mount --bind {tmp_path / 'dev' / 'tun'} "
+              "/dev/net/tun")
     command = " ".join(f"'{a}'" for a in args)
     script = (f"{binds} && cd {work} && exec runuser -u {USER} -- env -i {env} "
               f"{python} -m faultlab {command}")
@@ -113,3 +120,29 @@ def test_gc_and_doctor_without_root(shared_tmp: Path) -> None:
     assert gc.returncode == 3
     assert gc.stderr.strip() == ("faultlab: lab gc needs root "
                                  "(rootless labs vanish with their run)")
+
+
+def test_remote_target_runs_without_root(shared_tmp: Path) -> None:
+    """A remote target's uplink works as `nobody`: slirp4netns opens its sockets in the host's
+    network namespace, where faultlab stays (with no capability there), and a drop on the
+    router is felt on the real path."""
+    with remote_echo(shared_tmp / "remote") as remote:
+        profile = shared_tmp / "remote.yaml"
+        profile.write_text(remote.profile("remote-rootless", f"""\
+client:
+  builtin: ws-client
+  args: [--url, "{remote.url}", --duration, 6s, --ping-interval, 500ms, --lost-after, 2s]
+timeline:
+  - {{id: gone, when: {{at: 2s}}, do: {{fault: drop}}}}
+expect:
+  - {{count: {{event: client.lost}}, equals: 1}}
+  - {{exit_code: 1}}
+timeout: 20s
+"""))
+        profile.chmod(0o644)
+        done = as_unprivileged_user(shared_tmp, "run", str(profile))
+        served = remote.events.read_text()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "PASS" in done.stdout
+    assert "server.connected" in served
+    assert list((shared_tmp / "work" / "tmp").iterdir()) == []

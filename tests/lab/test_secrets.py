@@ -25,18 +25,21 @@ UUID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 class Case:
     via: str  # how the client sends its key: query (`?key=`) or header (x-goog-api-key)
     proxy: bool
-    given: str  # how the client gets its key: profile (env and argv), profile-env, runner-env
+    # How the client gets its key: profile (env and argv), profile-env, runner-env, or pass-env
+    # (the profile's `pass_env` takes it from the runner's environment).
+    given: str
 
 
 CASES = [Case("query", True, "profile"), Case("header", True, "profile-env"),
-         Case("header", False, "runner-env")]
+         Case("header", False, "runner-env"), Case("query", False, "pass-env")]
 
 
 def profile_text(case: Case, key: str, handles: Path) -> str:
     args = [str(CLIENT), "--via", case.via, "--handles", str(handles)]
     if case.given == "profile":
         args += ["--key", key]
-    env = "" if case.given == "runner-env" else f"  env: {{GOOGLE_API_KEY: {key}}}\n"
+    env = {"runner-env": "", "pass-env": "  pass_env: [GOOGLE_API_KEY]\n"}.get(
+        case.given, f"  env: {{GOOGLE_API_KEY: {key}}}\n")
     return f"""\
 name: secrets-{case.via}-{case.given}
 proxy: {str(case.proxy).lower()}
@@ -75,7 +78,7 @@ def loose_modes(run_dir: Path) -> list[str]:
             if mode != 0o700:
                 found.append(f"{name}/: {mode:o}")
             continue
-        public = path.name == "hosts" or (
+        public = path.name in ("hosts", "resolv.conf") or (
             path.suffix == ".pem" and b"PRIVATE KEY" not in path.read_bytes())
         if mode & 0o077 and not public:
             found.append(f"{name}: {mode:o}")
@@ -93,6 +96,8 @@ def test_no_artifact_holds_a_secret(case: Case, tmp_path: Path,
     monkeypatch.delenv("GEMINI_API_KEY", raising=False)
     if case.given == "runner-env":
         monkeypatch.setenv("GEMINI_API_KEY", key)
+    if case.given == "pass-env":
+        monkeypatch.setenv("GOOGLE_API_KEY", key)
     handles_file = tmp_path / "handles.txt"
     runs = tmp_path / "runs"
     result = run_profile(profile_text(case, key, handles_file), runs)
@@ -103,7 +108,7 @@ def test_no_artifact_holds_a_secret(case: Case, tmp_path: Path,
     assert len(handles) == 2, handles
     assert leaks(run_dir, key, handles) == []
     assert loose_modes(run_dir) == []
-    for private in ("keys.log", "emulator-keys.log", "capture.pcap", "ca/ca.key",
+    for private in ("keys.log", "emulator-keys.log", "client-keys.log", "capture.pcap", "ca/ca.key",
                     "events.jsonl", "summary.md", "client.log", "client.events.jsonl"):
         path = run_dir / private
         if private == "keys.log" and not case.proxy:
