@@ -144,3 +144,25 @@ timeout: 40s
     assert done.returncode == 0, done.stderr
     assert lab_traces(int(str(ready["slot"])), proc.pid) == []
     assert host_network_state() == before
+
+
+def test_a_container_client_reaches_a_remote_target(clients_image: str, tmp_path: Path) -> None:
+    """A client container, wired into the same router, resolves and reaches the remote service
+    through the uplink with the lab's hosts, resolv.conf and trust, and writes its TLS keys."""
+    with remote_echo(tmp_path / "remote") as remote:
+        body = f"""\
+client:
+  builtin: ws-client
+  image: {clients_image}
+  args: [--url, "{remote.url}", --duration, 3s]
+expect:
+  - {{count: {{event: client.connected}}, equals: 1}}
+  - {{exit_code: 0}}
+timeout: 30s
+"""
+        result = run_profile(remote.profile("remote-container", body), tmp_path / "runs")
+        served = remote.events.read_text()
+    assert result.verdict == "PASS", failed(result)
+    assert first(result, "process.start", role="client").fields["image"] == clients_image
+    assert "server.connected" in served
+    assert (result.run_dir / "client-keys.log").stat().st_size > 0
