@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-APT_PACKAGES := iptables tcpdump iproute2 espeak-ng debootstrap
+APT_PACKAGES := iptables tcpdump iproute2 espeak-ng debootstrap tshark slirp4netns
 # The Docker engine, for container members and `make images`: Debian's, unless an engine is
 # installed already (Docker CE's packages conflict with docker.io's).
 ENGINE_PACKAGE := docker.io
@@ -13,7 +13,7 @@ PROFILE ?= profiles/silent-loss.yaml
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	@if [ "$$(id -u)" = 0 ]; then \
 	  missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	  command -v dockerd >/dev/null || dpkg -s $(ENGINE_PACKAGE) >/dev/null 2>&1 || missing="$$missing $(ENGINE_PACKAGE)"; \
@@ -47,6 +47,7 @@ bench: install
 	$(BIN)/python bench/proxy_bench.py
 	$(BIN)/python bench/recovery_bench.py
 	$(BIN)/python bench/suite_bench.py
+	$(BIN)/python bench/pcap_bench.py
 
 # The container images (faultlab-clients:latest, faultlab:latest), built offline on a debootstrapped
 # trixie base that is kept between builds; FORCE=1 makes the base again. Needs a running engine

@@ -13,7 +13,7 @@ import sys
 import textwrap
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -33,6 +33,13 @@ EXIT_INTERRUPTED = 130
 def _fail(message: str, code: int) -> None:
     click.echo(f"faultlab: {message}", err=True)
     sys.exit(code)
+
+
+def _fail_with_problems(exc: ProfileError) -> NoReturn:
+    """Every `file:line: field: message` line of a malformed file, then exit 2."""
+    for line in exc.problems:
+        click.echo(line, err=True)
+    sys.exit(2)
 
 
 def main() -> None:
@@ -332,7 +339,10 @@ def emulator() -> None:
 @click.option("--port", default=0, show_default=True, type=click.IntRange(0, 65535),
               help="Port to listen on (0 picks a free one).")
 @click.option("--personality", default="gemini-dev-2026-10", show_default=True,
-              help="Which measured service behaviour to reproduce.")
+              metavar="NAME|FILE",
+              help="Which measured service behaviour to reproduce: a name (gemini-dev-2026-10, "
+                   "vertex-2026) or a personality file (YAML: `base: NAME` and the fields it "
+                   "changes, as `faultlab calibrate --out` writes).")
 @click.option("--time-scale", default=1.0, show_default=True, type=float,
               help="Factor on every server timer (0.1 replays ten times faster).")
 @click.option("--ca-dir", type=click.Path(path_type=Path), default=None,
@@ -373,8 +383,86 @@ def serve(host: str, port: int, personality: str, time_scale: float, ca_dir: Pat
     try:
         asyncio.run(serve_until_stopped(host, port, personality, time_scale, ca_dir, utterances,
                                         events_path, seed, announce, overrides))
+    except ProfileError as exc:  # the personality file's problems, each file:line: field
+        _fail_with_problems(exc)
     except FaultlabError as exc:
         _fail(str(exc), 3)
+
+
+@cli.command()
+@click.option("--base-url", metavar="URL", default=None, envvar="GOOGLE_GEMINI_BASE_URL",
+              show_envvar=True,
+              help="An emulator's base URL, as `emulator serve` prints it (default: the real "
+                   "service, with GOOGLE_API_KEY from the environment).")
+@click.option("--ca", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              metavar="FILE", help="The CA certificate (PEM) the endpoint's TLS is checked "
+                                   "against: the emulator's SSL_CERT_FILE (which the SDK also "
+                                   "reads by itself).")
+@click.option("--model", default=None,
+              help="The Live model to open sessions with (default: gemini-3.8-live, the field "
+                   "measurements' model).")
+@click.option("--personality", default="gemini-dev-2026-10", show_default=True,
+              metavar="NAME|FILE", help="The ranges to compare with: a built-in personality or "
+                                        "a personality file.")
+@click.option("--samples", type=click.IntRange(1, 20), default=3, show_default=True,
+              help="Runs of each probe (the lockout probe runs once, for about 12 s); against "
+                   "an emulator at time scale 1, 1 takes about 20 s and 3 about 36 s.")
+@click.option("--tolerance", "tolerance_s", type=click.FloatRange(0, 10), default=0.15,
+              show_default=True, metavar="SECONDS",
+              help="How far a timing may stray outside its range before it is flagged: network "
+                   "round trips (a connect takes about four) and a loaded machine.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(0.5, 120), default=10.0,
+              show_default=True, metavar="SECONDS", help="The longest wait for any one answer.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              metavar="FILE", help="Write the measured values as a personality file, for "
+                                   "`emulator serve --personality FILE`.")
+def calibrate(base_url: str | None, ca: Path | None, model: str | None, personality: str,
+              samples: int, tolerance_s: float, timeout_s: float, as_json: bool,
+              out: Path | None) -> None:
+    """Measure a Live API endpoint with the official SDK, beside a personality's ranges.
+
+    Fresh and resumed set-up (S1, S2, U1), the refused resume after an idle drop and the one
+    after the release window (R1, R2), the lockout while the old connection is open and the
+    unlock once it is closed (L1-L3), a pending tool call answered after a resume (R4, T2), a
+    text turn's reply (T7), the end of a spoken turn (T1) and the reply's audio rate (T3).
+    Exit 0: every measure within its range; 1: one or more flagged; 2: a usage error; 3: the
+    endpoint gave no session."""
+    import asyncio
+
+    from faultlab.calibrate import DEFAULT_MODEL, Endpoint, EndpointError, run_time_s
+    from faultlab.calibrate import calibrate as measure
+    from faultlab.emulator.personality import personality_source, personality_with
+    from faultlab.private import redact_text
+
+    try:
+        base, changes = personality_source(personality)
+    except ProfileError as exc:
+        _fail_with_problems(exc)
+    except ValueError as exc:
+        _fail(str(exc), 2)
+    if out is not None and not out.absolute().parent.is_dir():
+        _fail(f"--out {out}: no folder {out.absolute().parent}", 2)
+    try:
+        endpoint = Endpoint.from_options(base_url, ca, model or DEFAULT_MODEL, timeout_s)
+    except ValueError as exc:
+        _fail(str(exc), 2)
+    click.echo(f"faultlab calibrate: {endpoint.describe()}, {samples} sample(s) a probe, about "
+               f"{run_time_s(samples):.0f} s against an emulator at time scale 1", err=True)
+    try:
+        result = asyncio.run(interrupt.cancel_on_signal(measure(
+            endpoint, personality_with(base, changes), samples, tolerance_s,
+            lambda line: click.echo(f"  {line}", err=True))))
+    except asyncio.CancelledError:  # only a signal cancels it; main() exits with its code
+        click.echo(f"faultlab: interrupted by {interrupt.describe()}", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    except EndpointError as exc:
+        _fail(str(exc), 3)
+    if out is not None:
+        out.write_text(result.personality_file(base, changes))
+        click.echo(f"personality file: {out}", err=True)
+    click.echo(json.dumps(result.to_json(), indent=2) if as_json else redact_text(result.text()))
+    sys.exit(1 if result.flagged else 0)
 
 
 @cli.group()
@@ -382,19 +470,64 @@ def pcap() -> None:
     """Capture analysis."""
 
 
-@pcap.command()
-@click.argument("file", type=click.Path(path_type=Path, exists=True, dir_okay=False))
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
-def inspect(file: Path, as_json: bool) -> None:
-    """Per flow: packets, bytes, FIN/RST, retransmissions, keepalives, silences, WebSocket frames."""
-    from faultlab.capture.flows import analyse, render_text
+_capture_path = click.argument("path", type=click.Path(path_type=Path), metavar="PCAP|RUN_DIR")
+_keylog_option = click.option(
+    "--keylog", "keylogs", multiple=True, type=click.Path(path_type=Path), metavar="FILE",
+    help="TLS key log (NSS format, as SSLKEYLOGFILE writes) to read wss:// with; repeatable. "
+         "A run folder's key logs are used by themselves.")
+_json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+
+
+def _show_capture(path: Path, keylogs: tuple[Path, ...], as_json: bool, server_side: bool) -> None:
+    """Read a capture (a file, or a run folder's) in one pass and print the flows or the
+    server's behaviour; bad input is one line and exit 2, a tshark failure exit 3."""
     from faultlab.capture.pcap import PcapFormatError
+    from faultlab.capture.source import CaptureInputError, locate, read_capture
 
     try:
-        report = analyse(file)
+        report = read_capture(locate(path, keylogs, server_side))
+    except CaptureInputError as exc:
+        _fail(str(exc), 2)
     except PcapFormatError as exc:
-        _fail(f"{file}: {exc}", 2)
-    if as_json:
+        _fail(f"{path}: {exc}", 2)
+    except OSError as exc:
+        _fail(f"{exc.filename or path}: {exc.strerror}", 2)
+    except FaultlabError as exc:
+        _fail(str(exc), 3)
+    if server_side:
+        from faultlab.capture.behaviour import ServerReport
+
+        server = ServerReport.of(report)
+        click.echo(json.dumps(server.to_dict(), indent=2) if as_json else server.render_text())
+    elif as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
     else:
+        from faultlab.capture.flows import render_text
+
         click.echo(render_text(report))
+
+
+@pcap.command()
+@_capture_path
+@_keylog_option
+@_json_option
+def inspect(path: Path, keylogs: tuple[Path, ...], as_json: bool) -> None:
+    """Flows and WebSocket frames of a capture, wss:// included.
+
+    PATH is a pcap or a run folder (its capture.pcap). Per flow: packets, bytes, FIN/RST,
+    retransmissions, keepalives, silences, and every frame each way; frames inside TLS need
+    key logs (a run folder's are found by themselves) and tshark."""
+    _show_capture(path, keylogs, as_json, server_side=False)
+
+
+@pcap.command("server")
+@_capture_path
+@_keylog_option
+@_json_option
+def server_report(path: Path, keylogs: tuple[Path, ...], as_json: bool) -> None:
+    """What the server did on each connection of a capture.
+
+    PATH is a pcap or a run folder (its server.pcap when there is one, else capture.pcap). Per
+    connection: the last data, the server's longest silence, its pings and keepalives, its close
+    and the client's silence before it, its retransmissions, and when its TCP gave up."""
+    _show_capture(path, keylogs, as_json, server_side=True)

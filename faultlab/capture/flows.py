@@ -1,14 +1,23 @@
-"""`faultlab pcap inspect`: per TCP flow, what each direction carried and where it went silent."""
+"""`faultlab pcap inspect`: per TCP flow, what each direction carried and where it went silent.
+
+One walk over the capture (`analyse`) gives every flow's statistics and WebSocket frames: plain
+`ws://` frames from the hand decoder, frames inside TLS from tshark's dissection merged in by
+packet number; `faultlab pcap server` reads its report off the same walk.
+"""
 
 from __future__ import annotations
 
 import heapq
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from faultlab.capture.pcap import FIN, RST, SYN, Segment, read_segments
+from faultlab.capture.pcap import FIN, RST, SYN, Segment, numbered_segments
 from faultlab.capture.websocket import WsFrame, WsStreamDecoder
+
+if TYPE_CHECKING:
+    from faultlab.capture.tshark import DecryptedPacket
 
 _HALF = 1 << 31
 _MASK = 0xFFFFFFFF
@@ -46,7 +55,12 @@ class Abandoned:
 
 @dataclass
 class Direction:
-    """One direction of a flow."""
+    """One direction of a flow; times are unix seconds.
+
+    New data is payload beyond what the direction had sent before (retransmissions and keepalives
+    are not). `unanswered_retransmissions` counts the retransmissions sent since the other end's
+    last packet, from `unanswered_from_ts`: a run the peer never answered.
+    """
 
     packets: int = 0
     payload_bytes: int = 0
@@ -59,6 +73,17 @@ class Direction:
     longest_silence_s: float = 0.0
     longest_silence_from_ts: float | None = None
     abandoned: Abandoned | None = None
+    first_rst_ts: float | None = None
+    first_keepalive_ts: float | None = None
+    last_retransmission_ts: float | None = None
+    # The time between the last two retransmissions: TCP's backoff at least doubles it, so the
+    # next one is due no sooner than twice this after the last.
+    retransmission_gap_s: float | None = None
+    unanswered_retransmissions: int = 0
+    unanswered_from_ts: float | None = None
+    last_data_ts: float | None = None
+    longest_data_gap_s: float = 0.0
+    longest_data_gap_from_ts: float | None = None
     _next_seq: int | None = field(default=None, repr=False)
     _ws: WsStreamDecoder = field(default_factory=WsStreamDecoder, repr=False)
     # Reassembly, in unwrapped sequence numbers: the next byte the decoder wants, and the segments
@@ -84,18 +109,33 @@ class Direction:
             self.fin += 1
         if seg.flags & RST:
             self.rst += 1
+            if self.first_rst_ts is None:
+                self.first_rst_ts = seg.ts
             return
         seq_len = n + (1 if seg.flags & (SYN | FIN) else 0)
         end = (seg.seq + seq_len) & _MASK
+        fresh = False
         if self._next_seq is None:
             self._next_seq = end
+            fresh = True
         elif n <= 1 and not seg.flags & (SYN | FIN) and seg.seq == (self._next_seq - 1) & _MASK:
             self.keepalives += 1
+            if self.first_keepalive_ts is None:
+                self.first_keepalive_ts = seg.ts
             return
         elif seq_len and not _after(end, self._next_seq):
             self.retransmissions += 1
+            if self.last_retransmission_ts is not None:
+                self.retransmission_gap_s = seg.ts - self.last_retransmission_ts
+            self.last_retransmission_ts = seg.ts
+            self.unanswered_retransmissions += 1
+            if self.unanswered_retransmissions == 1:
+                self.unanswered_from_ts = seg.ts
         elif _after(end, self._next_seq):
             self._next_seq = end
+            fresh = True
+        if n and fresh:
+            self._note_data(seg.ts)
         if seg.flags & SYN:
             isn = (seg.seq + 1) & _MASK
             self._stream_pos = isn if self._stream_pos is None else _unwrap(isn, self._stream_pos)
@@ -106,6 +146,27 @@ class Direction:
         if end - start > self.longest_silence_s:
             self.longest_silence_s = end - start
             self.longest_silence_from_ts = start
+
+    def _note_data(self, ts: float) -> None:
+        if self.last_data_ts is not None and ts - self.last_data_ts > self.longest_data_gap_s:
+            self.longest_data_gap_s = ts - self.last_data_ts
+            self.longest_data_gap_from_ts = self.last_data_ts
+        self.last_data_ts = ts
+
+    def answered(self) -> None:
+        """The other end sent a packet: the retransmissions so far did not go unanswered."""
+        self.unanswered_retransmissions = 0
+        self.unanswered_from_ts = None
+
+    @property
+    def tls(self) -> bool:
+        """The stream opened with a TLS handshake record."""
+        return self._ws.tls
+
+    @property
+    def upgraded(self) -> bool:
+        """The hand decoder saw this plain stream's WebSocket Upgrade."""
+        return self._ws.upgraded
 
     def _reassemble(self, seg: Segment, frames: list[tuple[str, WsFrame]], label: str) -> None:
         if not self._ws.active:
@@ -152,9 +213,13 @@ class Direction:
             self._note_gap(self.last_ts, capture_end)
 
 
+UP, DOWN = "client->server", "server->client"
+
+
 @dataclass
 class Flow:
-    """A TCP connection: the end that opened it is the client."""
+    """A TCP connection: the end that opened it is the client. `decrypted` says whether tshark
+    decrypted its TLS handshake (None when no key log was used)."""
 
     client: str
     client_port: int
@@ -163,21 +228,54 @@ class Flow:
     up: Direction = field(default_factory=Direction)
     down: Direction = field(default_factory=Direction)
     frames: list[tuple[str, WsFrame]] = field(default_factory=list)
+    decrypted: bool | None = None
+
+    @property
+    def tls(self) -> bool:
+        """Either end opened its stream with a TLS handshake record."""
+        return self.up.tls or self.down.tls
+
+    @property
+    def frames_visible(self) -> bool:
+        """Its WebSocket frames could be read: a plain Upgrade, or TLS that tshark decrypted."""
+        return bool(self.decrypted) or self.up.upgraded or self.down.upgraded
+
+    def add(self, seg: Segment, upward: bool, decrypted: Iterable[WsFrame] = ()) -> None:
+        """One segment of this flow, with the frames tshark found completed in it (inside TLS)."""
+        mine, peer, label = (self.up, self.down, UP) if upward else (self.down, self.up, DOWN)
+        start = len(self.frames)
+        mine.add(seg, self.frames, label)
+        peer.answered()
+        self.frames.extend((label, replace(f, ts=seg.ts)) for f in decrypted)
+        for i in range(start, len(self.frames)):
+            frame = self.frames[i][1]
+            if frame.opcode == "close":
+                self.frames[i] = (label, replace(frame, peer_last_ts=peer.last_ts,
+                                                 peer_last_data_ts=peer.last_data_ts))
+
+
+_ABSOLUTE = ("ts", "peer_last_ts", "peer_last_data_ts")
 
 
 @dataclass
 class PcapReport:
+    """A capture's flows; `notes` are lines a reader needs to trust the frames listed (tshark
+    missing, key logs that decrypted nothing), and `keylogs` the key logs used."""
+
     path: Path
     packets: int
     first_ts: float
     last_ts: float
     flows: list[Flow]
+    notes: list[str] = field(default_factory=list)
+    keylogs: list[Path] = field(default_factory=list)
+
+    def rel(self, ts: float | None) -> float | None:
+        """A unix time as seconds since the capture's first packet."""
+        return None if ts is None else round(ts - self.first_ts, 6)
 
     def to_dict(self) -> dict[str, Any]:
-        t0 = self.first_ts
-
-        def rel(ts: float | None) -> float | None:
-            return None if ts is None else round(ts - t0, 6)
+        rel = self.rel
 
         def direction(d: Direction) -> dict[str, Any]:
             return {
@@ -191,27 +289,44 @@ class PcapReport:
                     "pending_segments": d.abandoned.pending_segments,
                     "max_pending_bytes": MAX_PENDING_BYTES,
                     "max_pending_segments": MAX_PENDING_SEGMENTS},
+                "last_data_t": rel(d.last_data_ts),
+                "longest_data_gap_s": round(d.longest_data_gap_s, 6),
+                "longest_data_gap_from_t": rel(d.longest_data_gap_from_ts),
+                "last_retransmission_t": rel(d.last_retransmission_ts),
+                "unanswered_retransmissions": d.unanswered_retransmissions,
             }
+
+        def frame(label: str, fr: WsFrame) -> dict[str, Any]:
+            out = {"direction": label,
+                   **{k: v for k, v in asdict(fr).items() if k not in _ABSOLUTE},
+                   "t": rel(fr.ts)}
+            if fr.opcode == "close":
+                out["peer_last_t"] = rel(fr.peer_last_ts)
+                out["peer_last_data_t"] = rel(fr.peer_last_data_ts)
+            return out
 
         return {
             "file": str(self.path), "packets": self.packets,
             "duration_s": round(self.last_ts - self.first_ts, 6),
+            "keylogs": [str(p) for p in self.keylogs], "notes": self.notes,
             "flows": [{
                 "client": f"{f.client}:{f.client_port}", "server": f"{f.server}:{f.server_port}",
+                "tls": f.tls, "decrypted": f.decrypted,
                 "client_to_server": direction(f.up), "server_to_client": direction(f.down),
-                "websocket_frames": [
-                    {"direction": label, **{k: v for k, v in asdict(fr).items() if k != "ts"},
-                     "t": rel(fr.ts)} for label, fr in f.frames],
+                "websocket_frames": [frame(label, fr) for label, fr in f.frames],
             } for f in self.flows],
         }
 
 
-def analyse(path: Path) -> PcapReport:
-    """Read a capture once and summarise every TCP flow in it."""
+def analyse(path: Path, decrypted: Iterable[DecryptedPacket] | None = None) -> PcapReport:
+    """Read a capture once and summarise every TCP flow in it; `decrypted` is tshark's view of the
+    same file, in packet order (every flow's `decrypted` then says whether its TLS was)."""
     flows: dict[tuple[str, int, str, int], tuple[Flow, bool]] = {}
     ordered: list[Flow] = []
     packets, first, last = 0, None, 0.0
-    for seg in read_segments(path):
+    tshark = iter(decrypted) if decrypted is not None else iter(())
+    row = next(tshark, None)
+    for number, seg in numbered_segments(path):
         packets += 1
         if first is None:
             first = seg.ts
@@ -223,27 +338,58 @@ def analyse(path: Path) -> PcapReport:
             from_server = bool(seg.flags & SYN) and bool(seg.flags & 0x10)
             flow = (Flow(seg.dst, seg.dport, seg.src, seg.sport) if from_server
                     else Flow(seg.src, seg.sport, seg.dst, seg.dport))
+            flow.decrypted = False if decrypted is not None else None
             flows[key] = (flow, not from_server)
             flows[(seg.dst, seg.dport, seg.src, seg.sport)] = (flow, from_server)
             ordered.append(flow)
             entry = flows[key]
         flow, upward = entry
-        if upward:
-            flow.up.add(seg, flow.frames, "client->server")
+        # tshark numbers every record; packets the walk skips (not TCP over IPv4) are passed over.
+        while row is not None and row.number < number:
+            row = next(tshark, None)
+        if row is not None and row.number == number:
+            if row.handshake_done:
+                flow.decrypted = True
+            flow.add(seg, upward, row.frames)
         else:
-            flow.down.add(seg, flow.frames, "server->client")
+            flow.add(seg, upward)
+    for _ in tshark:  # tshark's rows past the last TCP packet: read to its end
+        pass
     for flow in ordered:
         flow.up.finish(last)
         flow.down.finish(last)
     return PcapReport(path, packets, first if first is not None else 0.0, last, ordered)
 
 
+def _tls_state(flow: dict[str, Any]) -> str:
+    if not flow["tls"]:
+        return ""
+    if flow["decrypted"] is None:
+        return "  (TLS)"
+    return "  (TLS, decrypted)" if flow["decrypted"] else "  (TLS, not decrypted: no key for it)"
+
+
+def _frame_line(fr: dict[str, Any]) -> str:
+    flags = f"{'fin' if fr['fin'] else '-':<4}{'masked' if fr['masked'] else '-':<7}"
+    extra = ""
+    if fr["opcode"] == "close":
+        extra = f"  code={fr['close_code']} reason={fr['close_reason']!r}"
+        if fr["peer_last_t"] is not None:
+            extra += f"  ({fr['t'] - fr['peer_last_t']:.3f} s after the peer's last packet)"
+    extra += f"  kind={fr['kind']}" if fr.get("kind") else ""
+    return (f"    t={fr['t']:.6f}  {fr['direction']:<15} {fr['opcode']:<12} {flags}"
+            f"len={fr['length']}{extra}")
+
+
 def render_text(report: PcapReport) -> str:
     data = report.to_dict()
     lines = [f"{data['file']}: {data['packets']} TCP packets over {data['duration_s']:.3f} s, "
              f"{len(data['flows'])} flow(s)"]
+    if data["keylogs"]:
+        lines.append("key logs: " + ", ".join(data["keylogs"]))
+    lines += data["notes"]
     for i, flow in enumerate(data["flows"], 1):
-        lines += ["", f"flow {i}: {flow['client']} -> {flow['server']}",
+        lines += ["", f"flow {i}: {flow['client']} -> {flow['server']}{_tls_state(flow)}",
                   f"  {'direction':<16}{'packets':>8}{'bytes':>10}{'FIN':>5}{'RST':>5}"
                   f"{'retrans':>9}{'keepalive':>10}  longest silence"]
         for name in ("client_to_server", "server_to_client"):
@@ -257,12 +403,7 @@ def render_text(report: PcapReport) -> str:
         frames = flow["websocket_frames"]
         if frames:
             lines.append(f"  WebSocket frames: {len(frames)}")
-            for fr in frames:
-                close = (f"  code={fr['close_code']} reason={fr['close_reason']!r}"
-                         if fr["opcode"] == "close" else "")
-                close += f"  kind={fr['kind']}" if fr.get("kind") else ""
-                lines.append(f"    t={fr['t']:.6f}  {fr['direction']:<15} {fr['opcode']:<12}"
-                             f" len={fr['length']}{close}")
+            lines += [_frame_line(fr) for fr in frames]
         for name in ("client_to_server", "server_to_client"):
             if stop := flow[name]["websocket_abandoned"]:
                 lines.append(

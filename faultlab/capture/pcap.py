@@ -119,17 +119,26 @@ def _ip(pkt: bytes, at: int) -> str:
 
 def read_segments(path: Path, chunk_bytes: int = 1 << 20) -> Iterator[Segment]:
     """Every TCP segment in a pcap file, in capture order."""
+    for _, seg in numbered_segments(path, chunk_bytes):
+        yield seg
+
+
+def numbered_segments(path: Path, chunk_bytes: int = 1 << 20) -> Iterator[tuple[int, Segment]]:
+    """Every TCP segment in a pcap file with its record's number (from 1, counting every record,
+    as Wireshark numbers frames)."""
     stream = PcapStream()
     with path.open("rb") as f:
         yield from _segments(stream, f, chunk_bytes)
 
 
-def _segments(stream: PcapStream, f: BinaryIO, chunk_bytes: int) -> Iterator[Segment]:
+def _segments(stream: PcapStream, f: BinaryIO, chunk_bytes: int) -> Iterator[tuple[int, Segment]]:
+    number = 0
     while chunk := f.read(chunk_bytes):
         for ts, pkt in stream.feed(chunk):
+            number += 1
             seg = decode_tcp(stream.linktype, ts, pkt)
             if seg is not None:
-                yield seg
+                yield number, seg
     if stream.linktype == -1:
         raise PcapFormatError("empty or truncated pcap file")
 
@@ -140,6 +149,7 @@ def write_header(f: BinaryIO, linktype: int = LINKTYPE_ETHERNET, snaplen: int = 
 
 
 def write_record(f: BinaryIO, ts: float, pkt: bytes) -> None:
+    """One pcap record: the packet at unix time `ts`, captured whole."""
     sec = int(ts)
     f.write(struct.pack("<IIII", sec, round((ts - sec) * 1e6), len(pkt), len(pkt)))
     f.write(pkt)

@@ -1,9 +1,12 @@
-"""WebSocket frames from one direction of a reassembled plain-`ws://` TCP stream (RFC 6455)."""
+"""WebSocket frames from one direction of a reassembled plain-`ws://` TCP stream (RFC 6455).
+
+Frames inside TLS come from tshark instead (`faultlab.capture.tshark`), as the same `WsFrame`.
+"""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from faultlab.livewire import kind_of
 
@@ -24,19 +27,31 @@ class WsFrame:
     close_reason: str | None = None
     # A whole text message's Live API kind (faultlab.livewire), when it is one.
     kind: str | None = None
+    # For a close frame: when the other end's last packet, and its last new data, came before it
+    # (unix time): how long the peer had been silent when this end closed (L7's idle reaping).
+    # Context rather than content: two copies of a frame are equal whatever preceded them.
+    peer_last_ts: float | None = field(default=None, compare=False)
+    peer_last_data_ts: float | None = field(default=None, compare=False)
 
 
 class WsStreamDecoder:
     """Feed one direction's bytes in order; frames come out once complete.
 
     The stream must open with an HTTP Upgrade request (client) or a 101 response (server);
-    anything else (TLS, plain HTTP) switches the decoder off for good.
+    anything else (TLS, plain HTTP) switches the decoder off for good, and `tls` says whether it
+    opened with a TLS handshake record.
     """
 
     def __init__(self) -> None:
         self._buf = bytearray()
         self._in_frames = False
         self.active = True
+        self.tls = False
+
+    @property
+    def upgraded(self) -> bool:
+        """The stream's HTTP Upgrade is behind: frames follow."""
+        return self._in_frames
 
     def feed(self, ts: float, data: bytes) -> list[WsFrame]:
         if not self.active:
@@ -50,6 +65,8 @@ class WsStreamDecoder:
         buf = self._buf
         if len(buf) >= 5 and not (buf.startswith(b"GET ") or buf.startswith(b"HTTP/")):
             self.active = False
+            # A handshake record (22) of TLS 1.0-1.3, whose record layer always says 3.x.
+            self.tls = buf[0] == 0x16 and buf[1] == 0x03
             return False
         end = buf.find(b"\r\n\r\n")
         if end < 0:
@@ -92,7 +109,7 @@ class WsStreamDecoder:
                     code = int.from_bytes(payload[:2])
                     reason = payload[2:].decode(errors="replace")
                 else:
-                    kind = _kind(payload)
+                    kind = message_kind(payload)
             out.append(WsFrame(ts, OPCODES.get(opcode, f"0x{opcode:x}"), length, fin, masked,
                                code, reason, kind))
             pos = start + length
@@ -108,7 +125,8 @@ def _unmask(payload: bytes, key: bytes) -> bytes:
     return (int.from_bytes(payload) ^ int.from_bytes(stream)).to_bytes(n)
 
 
-def _kind(payload: bytes) -> str | None:
+def message_kind(payload: bytes | str) -> str | None:
+    """The Live API kind of one whole text message, None when it is not a JSON object."""
     try:
         data = json.loads(payload)
     except (ValueError, UnicodeDecodeError):

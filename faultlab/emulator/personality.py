@@ -3,19 +3,35 @@
 Every timing is a range `(low, high)` in seconds of the real service (the emulator draws uniformly
 from it and multiplies by its time scale); every behaviour is a named switch. Numbers come from
 `live-server-behaviour.md` (its item ids are quoted); change them when the service changes.
+
+A personality file (YAML) changes a built-in one: `base: NAME`, then the fields it changes, as
+`faultlab calibrate --out` writes them from what it measured; `emulator serve --personality FILE`
+serves it.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import re
-from typing import Literal
+from pathlib import Path
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+import yaml
+from pydantic import AfterValidator, Field, ValidationError
 
 from faultlab.model import Model
+from faultlab.plainyaml import load_plain, read_bounded
+from faultlab.problems import Loc, Problems, line_map, message_of
 
-Range = tuple[float, float]
+
+def _ordered(span: tuple[float, float]) -> tuple[float, float]:
+    if span[0] > span[1]:
+        raise ValueError(f"the low end {span[0]:g} is above the high end {span[1]:g}")
+    return span
+
+
+Seconds = Annotated[float, Field(ge=0)]
+Range = Annotated[tuple[Seconds, Seconds], AfterValidator(_ordered)]
 INTERNAL_ERROR = "Internal error encountered."
 INVALID_ARGUMENT = "Request contains an invalid argument."
 # Developer API `models/<id>`; Vertex `publishers/google/models/<id>`, optionally under
@@ -100,6 +116,8 @@ PERSONALITIES: dict[str, Personality] = {
     )
 }
 DEFAULT_PERSONALITY = "gemini-dev-2026-10"
+# A personality file's field naming the built-in personality it changes.
+BASE_FIELD = "base"
 
 
 def personality_with(name: str, overrides: dict[str, object] | None = None) -> Personality:
@@ -108,6 +126,74 @@ def personality_with(name: str, overrides: dict[str, object] | None = None) -> P
     if not overrides:
         return base
     return Personality.model_validate({**base.model_dump(), **overrides})
+
+
+def read_personality_file(path: Path) -> tuple[str, dict[str, Any]]:
+    """The built-in personality a personality file names (`base: NAME`) and the fields it changes
+    (`name` defaults to the file's stem), validated; every problem a ProfileError line
+    `file:line: field: message`."""
+    source = str(path)
+    problems = Problems(source, {})
+    try:
+        content = read_bounded(path)
+    except OSError as exc:
+        problems.add((), f"cannot read it: {exc.strerror or exc}")
+        problems.fail()
+    node, data = load_plain(content, source)
+    duplicates: list[tuple[Loc, str]] = []
+    if node is not None:
+        line_map(node, (), problems.lines, duplicates)
+    for loc, message in duplicates:
+        problems.add(loc, message)
+    if not isinstance(data, dict):
+        problems.add((), f"a personality file is a mapping: {BASE_FIELD}: NAME, then the fields "
+                         "it changes")
+        problems.fail()
+    changes = {"name": path.stem, **data}
+    base = changes.pop(BASE_FIELD, None)
+    if not isinstance(base, str) or base not in PERSONALITIES:
+        known = ", ".join(sorted(PERSONALITIES))
+        problems.add((BASE_FIELD,), "required field is missing; one of: " + known if base is None
+                     else f"unknown personality {base!r}; one of: {known}")
+        base = DEFAULT_PERSONALITY  # every personality has the same fields: check them too
+    try:
+        personality_with(base, changes)
+    except ValidationError as exc:
+        problems.add_validation((), exc)
+    problems.raise_if_any()
+    return base, changes
+
+
+def personality_source(spec: str) -> tuple[str, dict[str, Any]]:
+    """The built-in personality `spec` is (a name) or changes (a personality file), and the
+    changes; ProfileError for a file's problems, ValueError for an unknown name."""
+    if spec in PERSONALITIES:
+        return spec, {}
+    if spec.endswith((".yaml", ".yml")) or Path(spec).is_file():
+        return read_personality_file(Path(spec))
+    raise ValueError(f"unknown personality {spec!r}; known: {', '.join(sorted(PERSONALITIES))}, "
+                     "or a personality file (YAML)")
+
+
+def personality_from(spec: str, overrides: dict[str, object] | None = None) -> Personality:
+    """A built-in personality by name, or a personality file's, with `overrides` on top;
+    ProfileError for a file's problems, ValueError for an unknown name or a bad override."""
+    base, changes = personality_source(spec)
+    try:
+        return personality_with(base, {**changes, **(overrides or {})})
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {message_of(e)}"
+                             for e in exc.errors())
+        raise ValueError(f"bad personality setting: {problems}") from None
+
+
+def personality_file_text(base: str, changes: dict[str, Any], heading: str = "") -> str:
+    """A personality file (`read_personality_file` reads it back): `heading` as comment lines,
+    then the base's name and the changed fields, ranges written `[low, high]`."""
+    comments = "".join(f"# {line}\n" if line else "#\n" for line in heading.splitlines())
+    body = yaml.safe_dump({BASE_FIELD: base, **changes}, sort_keys=False, default_flow_style=None,
+                          allow_unicode=True)
+    return comments + body
 
 
 def served_model(personality: Personality, model: str) -> ServedModel | None:

@@ -9,10 +9,8 @@ import signal
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from faultlab.emulator.audio import TranscriptRegistry
-from faultlab.emulator.personality import PERSONALITIES, personality_with
+from faultlab.emulator.personality import personality_from
 from faultlab.emulator.server import EmulatorServer, client_environment
 from faultlab.emulator.session import Emulator
 from faultlab.errors import EmulatorError
@@ -49,14 +47,12 @@ async def serve_until_stopped(
     utterances: Sequence[Path], events_path: Path | None, seed: int | None,
     announce: Callable[[dict[str, str], int], None], overrides: dict[str, object] | None = None,
 ) -> None:
-    if personality not in PERSONALITIES:
-        raise EmulatorError(f"unknown personality {personality!r}; known: "
-                            f"{', '.join(sorted(PERSONALITIES))}")
+    """Serve until SIGTERM or SIGINT; `personality` is a built-in's name or a personality file
+    (whose problems raise ProfileError), with `overrides` on top."""
     try:
-        behaviour = personality_with(personality, overrides)
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise EmulatorError(f"bad personality setting: {problems}") from None
+        behaviour = personality_from(personality, overrides)
+    except ValueError as exc:
+        raise EmulatorError(str(exc)) from None
     if time_scale <= 0:
         raise EmulatorError("the time scale must be > 0")
     ca = LabCA(ca_dir)

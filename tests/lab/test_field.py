@@ -3,6 +3,7 @@ emulator with the field's outcome, and the suite prints and writes its table."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -50,5 +51,14 @@ def test_the_field_suite_reproduces_every_scenario(tmp_path: Path) -> None:
     # Refused while held and as a dead handle once reaped: 1011 (or no answer), never 1007 (S5).
     assert "x1011" in rows["field-P4"]["resumes refused"]
     assert "1007" not in rows["field-P4"]["resumes refused"]
+    # L7 read off the capture: the server's reaping close, never heard by the client, 1011 about
+    # 480 s (x the time scale 0.05) after the client's last packet.
+    (reaped,) = tmp_path.glob("*-field-B1-reaped")
+    report = faultlab("pcap", "server", "--json", str(reaped))
+    assert report.returncode == 0, report.stderr
+    first_conn = json.loads(report.stdout)["connections"][0]
+    close = first_conn["server_close"]
+    assert (close["code"], close["reason"]) == (1011, "Internal error encountered.")
+    assert 24 - slack(2) <= close["client_silent_s"] <= 24 + slack(2)
     assert float(rows["field-A4"]["audio ratio"]) >= 0.95
     assert float(rows["field-A4-no-keepalive"]["audio ratio"]) < 0.8

@@ -7,6 +7,7 @@ The "remote" service is faultlab's echo server over TLS on this machine's loopba
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from pathlib import Path
@@ -67,6 +68,17 @@ timeout: 25s
     assert (run_dir / "server.pcap").stat().st_size > 0
     assert not pid_alive(int(ready.fields["uplink_pid"]))
     assert host_network_state() == before
+    # The capture decrypts with the client's key log: the last connection's frames, its close.
+    done = faultlab("pcap", "inspect", "--json", str(run_dir))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["keylogs"] == [str(run_dir / "client-keys.log")]
+    last = report["flows"][-1]
+    assert last["tls"] and last["decrypted"]
+    closes = [(f["direction"], f["close_code"], f["close_reason"])
+              for f in last["websocket_frames"] if f["opcode"] == "close"]
+    assert closes == [("client->server", 1000, "done"), ("server->client", 1000, "done")]
+    assert sum(f["opcode"] == "text" for f in last["websocket_frames"]) > 10
 
 
 def test_app_fault_through_the_proxy_against_a_remote_target(tmp_path: Path) -> None:

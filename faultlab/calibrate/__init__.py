@@ -1,0 +1,86 @@
+"""`faultlab calibrate`: the official SDK's probes against a Live API endpoint (the real service,
+or an emulator), measured beside a personality's ranges.
+
+`calibrate(endpoint, personality, samples, tolerance_s)` runs the probes (`probes`) and returns a
+`Calibration`: the sheet (`sheet`) as text or JSON, which measures are flagged, and the measured
+values as a personality file. An endpoint that gives no session raises `EndpointError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cached_property
+from typing import Any
+
+from faultlab.calibrate.endpoint import DEFAULT_MODEL, Endpoint, EndpointError
+from faultlab.calibrate.probes import Prober, run_probes, run_time_s
+from faultlab.calibrate.sheet import Observations, Row, judge, measured_fields, render
+from faultlab.emulator.personality import Personality, personality_file_text
+from faultlab.private import redact
+
+__all__ = ["DEFAULT_MODEL", "Calibration", "Endpoint", "EndpointError", "calibrate", "run_time_s"]
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What one calibrate run measured, judged against a personality."""
+
+    endpoint: Endpoint
+    personality: Personality
+    samples: int
+    tolerance_s: float
+    seen: Observations
+    duration_s: float
+
+    @cached_property
+    def rows(self) -> list[Row]:
+        return judge(self.seen, self.personality, self.tolerance_s)
+
+    @property
+    def flagged(self) -> list[str]:
+        return [r.name for r in self.rows if r.flagged]
+
+    def heading(self) -> str:
+        return (f"{self.endpoint.describe()} (model {self.endpoint.model}) beside personality "
+                f"{self.personality.name}: {self.samples} sample(s) a probe, "
+                f"{self.duration_s:.1f}s")
+
+    def text(self) -> str:
+        return render(self.rows, self.heading(), self.tolerance_s)
+
+    def to_json(self) -> dict[str, Any]:
+        data = {
+            "endpoint": self.endpoint.describe(), "model": self.endpoint.model,
+            "personality": self.personality.name, "samples": self.samples,
+            "tolerance_s": self.tolerance_s, "duration_s": round(self.duration_s, 2),
+            "measures": [{"name": r.name, "items": r.items, "what": r.what,
+                          "flagged": r.flagged, **r.data} for r in self.rows],
+            "flagged": self.flagged,
+        }
+        redacted: dict[str, Any] = redact(data)
+        return redacted
+
+    def personality_file(self, base: str, changes: dict[str, Any]) -> str:
+        """A personality file: `base` with `changes` (a compared file's own), then every field
+        measured set to what was measured."""
+        kept = {k: v for k, v in changes.items() if k != "name"}  # named after the new file
+        heading = (f"Measured by `faultlab calibrate` on {datetime.now():%Y-%m-%d %H:%M}\n"
+                   f"against {self.endpoint.describe()} (model {self.endpoint.model}), "
+                   f"{self.samples} sample(s) a probe.\n"
+                   "Serve it: faultlab emulator serve --personality THIS_FILE")
+        return personality_file_text(base, {**kept, **measured_fields(self.seen, self.personality)},
+                                     heading)
+
+
+async def calibrate(endpoint: Endpoint, personality: Personality, samples: int,
+                    tolerance_s: float, progress: Callable[[str], None] | None = None,
+                    ) -> Calibration:
+    """Run every probe against `endpoint` and judge what they measured against `personality`."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    seen = Observations()
+    await run_probes(Prober(endpoint, personality, seen), samples, progress)
+    return Calibration(endpoint, personality, samples, tolerance_s, seen, loop.time() - started)

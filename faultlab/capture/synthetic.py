@@ -1,0 +1,256 @@
+"""A synthetic Live API session over wss://, captured with its TLS key logs in a network namespace
+of its own: for the pcap benchmark and the capture tests (needs root).
+
+`record(plan, folder)` fills `folder` as a run would: `capture.pcap` (tcpdump on the namespace's
+loopback), `emulator-keys.log` (the server's TLS secrets) and `client-keys.log` (the client's).
+The server and the client run in one process inside the namespace (this module's `main`) and
+speak as fast as they can: a 15-minute session's 11,000 frames take about 1.5 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import json
+import os
+import random
+import select
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from faultlab.errors import LabError
+from faultlab.private import create_private, open_private
+
+PORT = 443
+REAPING_CLOSE = (1011, "Internal error encountered.")
+# Loopback with a real link's packet size: a 1,500-byte MTU, and no segmentation offload (whose
+# 64 KB packets would make a session a tenth of the packets it is on a real path, and exceed the
+# snapshot length below).
+MTU_BYTES = 1500
+# tcpdump with --immediate-mode on a link with offloads gives every packet a ring slot of the
+# snapshot length (libpcap): with the default 262,144 bytes an 8 MiB buffer holds 32 packets, and
+# four sessions lost 910 to 10,792 of their ~45,000 packets; with 1,600 bytes (a whole 1,514-byte
+# frame) none of 39,867 was lost.
+SNAPLEN_BYTES = 1600
+READY_TIMEOUT_S = 5.0
+DRAIN_QUIET_S = 0.2
+DRAIN_MAX_S = 3.0
+STOP_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class SessionPlan:
+    """What the session carries. The client streams `up_frames` `realtimeInput` chunks of 100 ms
+    of 16 kHz 16-bit audio; every `reply_every` of them the server answers with `reply_chunks`
+    100 ms chunks of 24 kHz audio and a transcription, `generationComplete` and `turnComplete`.
+    Then the client closes with 1000, or, with `idle_close_s`, goes silent and the server closes
+    1011 after that long without a client message (L7's idle reaping)."""
+
+    up_frames: int = 9000
+    reply_every: int = 200
+    reply_chunks: int = 50
+    idle_close_s: float | None = None
+    compression: bool = False
+
+    @property
+    def frames(self) -> int:
+        """The WebSocket frames the session carries: setup and setupComplete, the audio each
+        way, three text frames an answer, and a close each way."""
+        return 2 + self.up_frames + self.up_frames // self.reply_every * (self.reply_chunks + 3) + 2
+
+
+def _audio(rate_hz: int, seconds: float, seed: int) -> str:
+    """Base64 of `seconds` of 16-bit mono audio: noise, which compresses as little as speech."""
+    return base64.b64encode(random.Random(seed).randbytes(int(rate_hz * seconds) * 2)).decode()
+
+
+def _model_turn(data: str) -> str:
+    return json.dumps({"serverContent": {"modelTurn": {"parts": [
+        {"inlineData": {"mimeType": "audio/pcm;rate=24000", "data": data}}]}}})
+
+
+async def _serve_and_talk(plan: SessionPlan, folder: Path) -> None:
+    from websockets.asyncio.client import connect
+    from websockets.asyncio.server import ServerConnection, serve
+    from websockets.exceptions import ConnectionClosed
+
+    from faultlab.tls import LabCA
+
+    ca = LabCA(folder / "ca")
+    os.environ["SSLKEYLOGFILE"] = str(create_private(folder / "emulator-keys.log"))
+    server_ctx = ca.server_context()
+    client_ctx = ssl.create_default_context(cafile=str(ca.cert_path))
+    client_ctx.keylog_filename = str(create_private(folder / "client-keys.log"))
+    compression = "deflate" if plan.compression else None
+    down = _model_turn(_audio(24000, 0.1, 1))
+    up = json.dumps({"realtimeInput": {"audio": {"mimeType": "audio/pcm;rate=16000",
+                                                 "data": _audio(16000, 0.1, 2)}}})
+
+    async def answer(ws: ServerConnection) -> None:
+        received = 0
+        while True:
+            try:
+                message = await asyncio.wait_for(ws.recv(), plan.idle_close_s)
+            except TimeoutError:
+                await ws.close(*REAPING_CLOSE)
+                return
+            except ConnectionClosed:
+                return
+            if "setup" in json.loads(message):
+                await ws.send(json.dumps({"setupComplete": {}}))
+                continue
+            received += 1
+            if received % plan.reply_every == 0:
+                for _ in range(plan.reply_chunks):
+                    await ws.send(down)
+                await ws.send(json.dumps({"serverContent": {
+                    "outputTranscription": {"text": "Here is the answer."}}}))
+                await ws.send(json.dumps({"serverContent": {"generationComplete": True}}))
+                await ws.send(json.dumps({"serverContent": {"turnComplete": True}}))
+
+    async with (
+        serve(answer, "127.0.0.1", PORT, ssl=server_ctx, compression=compression, max_size=None,
+              ping_interval=None),
+        connect(f"wss://localhost:{PORT}/", ssl=client_ctx, compression=compression,
+                max_size=None, ping_interval=None) as ws,
+    ):
+        await ws.send(json.dumps({"setup": {"model": "models/synthetic-live"}}))
+        await ws.recv()
+        # The client closes once every answer is in: a close that overtook the last answer
+        # would cut it short.
+        answers = plan.up_frames // plan.reply_every
+        answered = asyncio.Event()
+
+        async def listen() -> None:
+            turns = 0
+            try:
+                async for message in ws:
+                    turns += '"turnComplete"' in str(message)
+                    if turns >= answers:
+                        answered.set()
+            except ConnectionClosed:
+                pass
+            finally:
+                answered.set()
+
+        listening = asyncio.create_task(listen())
+        for _ in range(plan.up_frames):
+            await ws.send(up)
+        if answers == 0:
+            answered.set()
+        await answered.wait()
+        if plan.idle_close_s is None:
+            await ws.close(1000, "bye")
+        await listening
+
+
+def _run(argv: list[str]) -> None:
+    done = subprocess.run(argv, check=False, capture_output=True)
+    if done.returncode != 0:
+        raise LabError(f"{' '.join(argv)}: {done.stderr.decode(errors='replace').strip()}")
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """End one process this module started, by its id: SIGTERM, then SIGKILL."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@contextlib.contextmanager
+def namespace(tag: str) -> Iterator[str]:
+    """A network namespace of this process's own (`faultlab-<tag>-<pid>`), its loopback up with a
+    real link's packet size; deleted afterwards, however the block ends."""
+    name = f"faultlab-{tag}-{os.getpid()}"
+    _run(["ip", "netns", "add", name])
+    try:
+        _run(["ip", "-n", name, "link", "set", "lo", "mtu", str(MTU_BYTES), "up"])
+        _run(["ip", "-n", name, "link", "set", "lo", "gso_max_size", str(MTU_BYTES)])
+        yield name
+    finally:
+        subprocess.run(["ip", "netns", "del", name], check=False, capture_output=True)
+
+
+def _wait_listening(tcpdump: subprocess.Popen[bytes]) -> None:
+    assert tcpdump.stderr is not None
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    seen = b""
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([tcpdump.stderr], [], [], 0.1)
+        if ready:
+            line = tcpdump.stderr.readline()
+            seen += line
+            if b"listening on" in line:
+                return
+            if not line:
+                break
+    raise LabError(f"tcpdump did not start: {seen.decode(errors='replace').strip()}")
+
+
+def _drain(path: Path) -> None:
+    """Wait until tcpdump has written what the kernel still buffered (its file stops growing)."""
+    deadline = time.monotonic() + DRAIN_MAX_S
+    size, quiet_since = -1, time.monotonic()
+    while time.monotonic() < deadline:
+        now_size = path.stat().st_size
+        if now_size != size:
+            size, quiet_since = now_size, time.monotonic()
+        elif time.monotonic() - quiet_since >= DRAIN_QUIET_S:
+            return
+        time.sleep(0.05)
+
+
+def record(plan: SessionPlan, folder: Path, tag: str = "synthetic", timeout_s: float = 120) -> Path:
+    """Run the session in a namespace of its own with tcpdump on its loopback; `folder` then holds
+    the capture and both key logs. Everything started is stopped, and the namespace deleted, on
+    return, on an error and on Ctrl-C."""
+    folder.mkdir(parents=True, exist_ok=True)
+    started: list[subprocess.Popen[bytes]] = []
+    with namespace(tag) as ns, open_private(folder / "capture.pcap", "wb") as pcap:
+        try:
+            tcpdump = subprocess.Popen(
+                ["ip", "netns", "exec", ns, "tcpdump", "-i", "lo", "-w", "-", "-U",
+                 "--immediate-mode", "-B", "8192", "-s", str(SNAPLEN_BYTES), "-n", "tcp"],
+                stdout=pcap, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+            started.append(tcpdump)
+            _wait_listening(tcpdump)
+            peers = subprocess.Popen(
+                ["ip", "netns", "exec", ns, sys.executable, "-m", "faultlab.capture.synthetic",
+                 json.dumps(asdict(plan)), str(folder)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            started.append(peers)
+            out, _ = peers.communicate(timeout=timeout_s)
+            if peers.returncode != 0:
+                raise LabError(f"the synthetic session failed: {out.decode()[-2000:]}")
+            _drain(folder / "capture.pcap")
+        finally:
+            for proc in reversed(started):
+                _stop(proc)
+                for pipe in (proc.stdout, proc.stderr):
+                    if pipe is not None:
+                        pipe.close()
+    return folder
+
+
+def main() -> None:
+    """The session's server and client, in this process (run inside the namespace)."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("plan", help="the SessionPlan as JSON")
+    parser.add_argument("folder", type=Path)
+    args = parser.parse_args()
+    asyncio.run(_serve_and_talk(SessionPlan(**json.loads(args.plan)), args.folder))
+
+
+if __name__ == "__main__":
+    main()
