@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import shutil
 import signal
 from collections.abc import Callable
@@ -84,6 +85,8 @@ class Tcpdump:
         self.proc: asyncio.subprocess.Process | None = None
         self._reader: asyncio.Task[None] | None = None
         self._last_data = 0.0
+        # What tcpdump said at its end: "N packets dropped by kernel" (its ring buffer was full).
+        self.dropped_by_kernel: int | None = None
 
     async def start(self, on_chunk: Callable[[bytes], object]) -> None:
         tcpdump = shutil.which("tcpdump", path="/usr/sbin:/usr/bin:/sbin:/bin")
@@ -142,6 +145,10 @@ class Tcpdump:
         if self._reader is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reader
+        if self.proc.stderr is not None:
+            said = (await self.proc.stderr.read()).decode(errors="replace")
+            if found := re.search(r"(\d+) packets? dropped by kernel", said):
+                self.dropped_by_kernel = int(found.group(1))
 
 
 class LiveCapture:
@@ -229,4 +236,7 @@ class LiveCapture:
         started = self.client_side.proc is not None
         await self._stop()
         if started:
-            self.bus.emit("capture", "capture.stop", packets=self.packets)
+            dropped = {side: tcpdump.dropped_by_kernel for side, tcpdump in
+                       (("dropped_by_kernel", self.client_side),
+                        ("server_dropped_by_kernel", self.server_side)) if tcpdump is not None}
+            self.bus.emit("capture", "capture.stop", packets=self.packets, **dropped)
