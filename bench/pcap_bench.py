@@ -63,7 +63,7 @@ def main() -> None:
     assert folder is not None
     try:
         started = time.perf_counter()
-        record(plan, folder, tag="bench-pcap")
+        record(plan, folder)
         made_s = time.perf_counter() - started
         pcap = folder / "capture.pcap"
         inspect_s, report = timed("pcap", "inspect", str(folder))

@@ -8,6 +8,7 @@ the run had built is torn down first; see `faultlab.interrupt`).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import textwrap
@@ -72,9 +73,7 @@ def _profile_files(paths: tuple[str, ...]) -> list[Path]:
     try:
         files = resolve_profiles(paths)
     except ProfileError as exc:
-        for line in exc.problems:
-            click.echo(line, err=True)
-        sys.exit(2)
+        _fail_with_problems(exc)
     if not files:
         _fail("no profiles found in " + ", ".join(paths), 2)
     return files
@@ -158,16 +157,16 @@ def run(paths: tuple[str, ...], runs_dir: Path, quiet: bool, repeat: int,
     from faultlab.jobs import Progress, parse_shard, plan, run_parallel
     from faultlab.jobs import shard as take_shard
     from faultlab.lab.privilege import reexec_in_user_namespace
-    from faultlab.profile import load_profile, with_client_image
+    from faultlab.profile import load_profile, unset_pass_env, with_client_image
     from faultlab.report.record import RESULT_FILE
     from faultlab.runner import Run
 
     try:
         profiles = [load_profile(f) for f in files]
     except ProfileError as exc:
-        for line in exc.problems:
-            click.echo(line, err=True)
-        sys.exit(2)
+        _fail_with_problems(exc)
+    if unset := [line for p in profiles for line in unset_pass_env(p)]:
+        _fail_with_problems(ProfileError(unset))
     if client_image is not None:
         try:
             profiles = [with_client_image(p, client_image) for p in profiles]
@@ -441,8 +440,8 @@ def calibrate(base_url: str | None, ca: Path | None, model: str | None, personal
         _fail_with_problems(exc)
     except ValueError as exc:
         _fail(str(exc), 2)
-    if out is not None and not out.absolute().parent.is_dir():
-        _fail(f"--out {out}: no folder {out.absolute().parent}", 2)
+    if out is not None and not os.access(out.absolute().parent, os.W_OK | os.X_OK):
+        _fail(f"--out {out}: cannot write in {out.absolute().parent}", 2)
     try:
         endpoint = Endpoint.from_options(base_url, ca, model or DEFAULT_MODEL, timeout_s)
     except ValueError as exc:
@@ -458,11 +457,16 @@ def calibrate(base_url: str | None, ca: Path | None, model: str | None, personal
         sys.exit(EXIT_INTERRUPTED)
     except EndpointError as exc:
         _fail(str(exc), 3)
+    unwritten = False
     if out is not None:
-        out.write_text(result.personality_file(base, changes))
-        click.echo(f"personality file: {out}", err=True)
+        try:
+            out.write_text(result.personality_file(base, changes))
+            click.echo(f"personality file: {out}", err=True)
+        except OSError as exc:  # the measures are still printed below
+            click.echo(f"faultlab: cannot write {out}: {exc.strerror or exc}", err=True)
+            unwritten = True
     click.echo(json.dumps(result.to_json(), indent=2) if as_json else redact_text(result.text()))
-    sys.exit(1 if result.flagged else 0)
+    sys.exit(2 if unwritten else 1 if result.flagged else 0)
 
 
 @cli.group()

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from faultlab.capture.tshark import TSHARK_HINT, find_tshark
 from faultlab.lab.netns import leftover_namespaces
@@ -67,7 +69,30 @@ def uplink() -> Check:
     if (os.geteuid() != 0 or in_user_namespace()) and not os.access(TUN, os.R_OK | os.W_OK):
         return Check("slirp4netns", False, f"{detail}, but {TUN} is not usable without root",
                      f"chmod 0666 {TUN} (udev's usual mode), or run as root", optional=True)
+    resolvers = host_resolvers()
+    if resolvers and all(ipaddress.ip_address(r).is_loopback for r in resolvers):
+        # slirp4netns forwards the lab's DNS to the host's resolver; with the host's loopback
+        # closed to the lab (the default) it cannot reach one there (slirp4netns issue 93).
+        return Check("slirp4netns", False, f"{detail}, but the host's resolver is on its "
+                     f"loopback ({resolvers[0]}): the lab cannot ask it",
+                     "give remote targets an `address:` (or a resolver off the loopback)",
+                     optional=True)
     return Check("slirp4netns", True, f"{detail}: remote targets", optional=True)
+
+
+def host_resolvers(path: Path = Path("/etc/resolv.conf")) -> list[str]:
+    """The host's DNS servers (the lab's DNS, through the uplink, asks them)."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        parts = line.split()
+        if len(parts) >= 2 and parts[0] == "nameserver":
+            with contextlib.suppress(ValueError):
+                out.append(str(ipaddress.ip_address(parts[1].split("%")[0])))
+    return out
 
 
 def diagnose() -> list[Check]:

@@ -20,6 +20,7 @@ import sys
 from contextlib import AsyncExitStack
 from pathlib import Path
 
+from faultlab.capture.live import ConnectionTable
 from faultlab.emulator.server import TRUST_VARIABLES, client_environment
 from faultlab.errors import LabError
 from faultlab.events import EventBus
@@ -179,6 +180,16 @@ class Launcher:
         proc = LabProcess.started(role, member, argv, self.bus)
         self.stack.push_async_callback(proc.stop)
         return proc
+
+    def connection_table(self) -> ConnectionTable:
+        """The client's connections to count: those to the target's port, and its address when
+        it is known before the run (the lab's server, a remote's pinned address)."""
+        target = self.profile.target
+        if target is None:
+            return ConnectionTable()
+        address = (str(self.lab.server_address) if target.remote is None
+                   else remote_address(target.remote))
+        return ConnectionTable(target.listen_port, address)
 
     def upstream_ca(self) -> Path | None:
         """What the proxy verifies the target's certificate with: the run's CA for an emulator,

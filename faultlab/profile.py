@@ -8,6 +8,7 @@ register, so adding either never touches this file.
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -17,12 +18,13 @@ from typing import Any, ClassVar
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from faultlab.emulator.personality import DEFAULT_PERSONALITY, PERSONALITIES, personality_with
-from faultlab.errors import ProfileError
+from faultlab.errors import LabError, ProfileError
 from faultlab.expect import EXPECTATIONS, Expectation
 from faultlab.faults import FAULTS, FaultParams, Need
 from faultlab.frames import FrameMatch
 from faultlab.lab import LABS
 from faultlab.lab.base import Role
+from faultlab.lab.uplink import NETWORK as UPLINK_NETWORK
 from faultlab.model import Duration, Model
 from faultlab.peers import BUILTINS
 from faultlab.plainyaml import load_plain, read_bounded
@@ -414,6 +416,7 @@ def parse_profile(text: str | bytes, source: str = "<profile>", path: Path | Non
     steps = _check_steps(raw.timeline, problems)
     network = _check_backend(raw, problems)
     _check_needs(raw, steps, problems)
+    _check_remote(raw, path, problems)
     expectations = _check_expectations(raw.expect, problems)
     problems.raise_if_any()
     return Profile(
@@ -513,13 +516,6 @@ def _check_needs(raw: RawProfile, steps: Sequence[Step], problems: Problems) -> 
     or else an emulator target's."""
     proxy = raw.proxy or any("proxy" in s.needs for s in steps)
     emulator = raw.target is not None and raw.target.emulator is not None
-    remote = raw.target.remote if raw.target is not None else None
-    if remote is not None and remote.address is None and raw.hosts:
-        problems.add(("hosts",), "the names in 'hosts' resolve to the target's address: give the "
-                     "remote target an 'address' (without one, the client asks DNS)")
-    if remote is not None and "server" in raw.network.sysctl:
-        problems.add(("network", "sysctl", "server"), "a remote target runs outside the lab: "
-                     "there is no server namespace to set")
     if raw.proxy and raw.target is None:
         problems.add(("proxy",), "the proxy stands in front of a target: give the profile a "
                      "'target'")
@@ -532,6 +528,43 @@ def _check_needs(raw: RawProfile, steps: Sequence[Step], problems: Problems) -> 
             problems.add(("timeline", i, "when", "frame"),
                          "a frame trigger follows the proxy's frame log (proxy: true, or a fault "
                          "that lives in the proxy) or an emulator target's")
+
+
+def _check_remote(raw: RawProfile, path: Path | None, problems: Problems) -> None:
+    """A remote target's CA is a readable certificate, and the lab's names and addresses leave
+    room for the uplink's."""
+    remote = raw.target.remote if raw.target is not None else None
+    if remote is None:
+        return
+    if remote.address is None and raw.hosts:
+        problems.add(("hosts",), "the names in 'hosts' resolve to the target's address: give the "
+                     "remote target an 'address' (without one, the client asks DNS)")
+    if "server" in raw.network.sysctl:
+        problems.add(("network", "sysctl", "server"), "a remote target runs outside the lab: "
+                     "there is no server namespace to set")
+    subnets = raw.network.subnets
+    if subnets is not None:
+        for side in ("client", "server"):
+            if getattr(subnets, side).overlaps(UPLINK_NETWORK):
+                problems.add(("network", "subnets", side), f"the uplink to a remote target "
+                             f"uses {UPLINK_NETWORK}: pick a subnet outside it")
+    if remote.ca is not None:
+        from faultlab.tls import ca_certificates
+
+        try:
+            ca_certificates((path.parent if path else Path.cwd()) / remote.ca)
+        except LabError as exc:
+            problems.add(("target", "remote", "ca"), str(exc))
+
+
+def unset_pass_env(profile: Profile) -> list[str]:
+    """One `file: role.pass_env: ...` line for each variable a program takes from faultlab's
+    environment that is not set there (checked when a run starts, not when a profile is
+    validated: a CI job validates profiles without the keys)."""
+    source = str(profile.path or "<profile>")
+    return [f"{source}: {role}.pass_env: {name} is not set in faultlab's environment"
+            for role, program in (("client", profile.client), ("target", profile.target))
+            if program is not None for name in program.pass_env if name not in os.environ]
 
 
 def _check_expectations(raw: list[dict[str, Any]], problems: Problems) -> list[Expectation]:

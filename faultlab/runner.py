@@ -121,7 +121,8 @@ class Run:
             capture = await stack.enter_async_context(LiveCapture(
                 lab, self.run_dir / "capture.pcap" if p.capture.pcap else None,
                 p.capture.snaplen_bytes, self.bus,
-                self.run_dir / "server.pcap" if p.capture.server_pcap else None))
+                self.run_dir / "server.pcap" if p.capture.server_pcap else None,
+                launcher.connection_table()))
             self._frames = FrameSource.for_run(
                 proxy is not None, p.target is not None and p.target.emulator is not None,
                 capture.table, p.target.listen_port if p.target else 0)

@@ -151,12 +151,21 @@ def write_trust_bundle(path: Path, extra: Iterable[Path]) -> Path:
     system = system_ca_bundle()
     parts = [system.read_bytes()] if system is not None else []
     for pem in extra:
-        try:
-            data = pem.read_bytes()
-        except OSError as exc:
-            raise LabError(f"cannot read the CA certificate {pem}: {exc.strerror or exc}") from None
-        if b"-----BEGIN CERTIFICATE-----" not in data:
-            raise LabError(f"{pem} is not a PEM CA certificate")
-        parts.append(data)
+        parts += [cert.public_bytes(serialization.Encoding.PEM) for cert in ca_certificates(pem)]
     path.write_bytes(b"\n".join(p.rstrip(b"\n") + b"\n" for p in parts))
     return path
+
+
+def ca_certificates(pem: Path) -> list[x509.Certificate]:
+    """The certificates of a PEM file given as a CA (a remote's `ca`), refusing one that holds a
+    private key: its certificates alone go into bundles others can read."""
+    try:
+        data = pem.read_bytes()
+    except OSError as exc:
+        raise LabError(f"cannot read the CA certificate {pem}: {exc.strerror or exc}") from None
+    if b"PRIVATE KEY-----" in data:
+        raise LabError(f"{pem} holds a private key: give the CA's certificate alone")
+    try:
+        return x509.load_pem_x509_certificates(data)
+    except ValueError:
+        raise LabError(f"{pem} is not a PEM CA certificate") from None

@@ -65,3 +65,15 @@ def test_doctor_names_every_mechanism() -> None:
     assert done.returncode == (0 if "FAIL" not in done.stdout else 1)
     if "FAIL" in done.stdout:
         assert "fix:" in done.stdout
+
+
+def test_the_host_resolvers_are_read_for_the_uplinks_dns(tmp_path: Path) -> None:
+    """doctor reads the host's nameservers (skipping comments, options and zone ids), to warn
+    when all are on its loopback, where the uplink's DNS cannot reach them."""
+    from faultlab.doctor import host_resolvers
+
+    conf = tmp_path / "resolv.conf"
+    conf.write_text("# stub\nnameserver 127.0.0.53\noptions edns0\nnameserver fe80::1%eth0\n"
+                    "nameserver not-an-ip\n")
+    assert host_resolvers(conf) == ["127.0.0.53", "fe80::1"]
+    assert host_resolvers(tmp_path / "missing") == []

@@ -201,7 +201,7 @@ def reaped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     an answer, then goes silent until the server closes 1011 after IDLE_S."""
     folder = tmp_path_factory.mktemp("reaped")
     yield record(SessionPlan(up_frames=5, reply_every=5, reply_chunks=3, idle_close_s=IDLE_S),
-                 folder, tag="test-pcap")
+                 folder)
 
 
 @pytest.mark.lab
@@ -296,7 +296,7 @@ def test_permessage_deflate_frames_are_inflated_to_name_their_kinds(tmp_path: Pa
     """With compression negotiated (as the websockets library offers by default), tshark
     inflates the frames and their kinds are still named."""
     folder = record(SessionPlan(up_frames=3, reply_every=3, reply_chunks=1, compression=True),
-                    tmp_path / "deflate", tag="test-pcap")
+                    tmp_path / "deflate")
     (flow,) = json.loads(faultlab("pcap", "inspect", str(folder), "--json").stdout)["flows"]
     kinds = [f["kind"] for f in flow["websocket_frames"] if f["opcode"] == "text"]
     assert kinds.count("realtime_input.audio") == 3 and "server_content.model_turn" in kinds

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -332,12 +332,28 @@ async def run_probes(prober: Prober, samples: int,
                      progress: Callable[[str], None] | None = None) -> None:
     """Every probe: `samples` times each but the lockout, which holds a connection long enough
     to give samples of its own (about one a second)."""
+    from google.genai import errors
+    from websockets.exceptions import ConnectionClosed
+
     loop = asyncio.get_running_loop()
-    steps = [(f"drop and resume {i + 1}/{samples}", prober.drop_and_resume) for i in range(samples)]
-    steps += [(f"speech turn {i + 1}/{samples}", prober.speech_turn) for i in range(samples)]
-    steps.append(("lockout", prober.lockout))
-    for name, probe in steps:
+    seen = prober.seen
+    # Each probe with how a connection the endpoint closed under it is recorded (the real service
+    # closes sessions mid-way): against the behaviour or the timing its first step measures.
+    steps: list[tuple[str, Callable[[], Awaitable[None]], Callable[[str], None]]]
+    steps = [(f"drop and resume {i + 1}/{samples}", prober.drop_and_resume,
+              lambda why: seen.saw("idle_drop_refused", why)) for i in range(samples)]
+    steps += [(f"speech turn {i + 1}/{samples}", prober.speech_turn,
+               lambda why: seen.lack("turn_end_s", why)) for i in range(samples)]
+    steps.append(("lockout", prober.lockout, lambda why: seen.saw("lockout", why)))
+    for name, probe, cut_short in steps:
         started = loop.time()
-        await probe()
+        try:
+            await probe()
+        except (ConnectionClosed, errors.APIError) as exc:
+            why = f"closed mid-probe ({failure(exc, 0)})"
+            cut_short(why)
+            if progress is not None:
+                progress(f"{name}: {why}")
+            continue
         if progress is not None:
             progress(f"{name}: {loop.time() - started:.1f}s")

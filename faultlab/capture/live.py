@@ -49,16 +49,23 @@ class Connection:
 
 
 class ConnectionTable:
-    """The client's connections to the target, as the capture saw their SYNs."""
+    """The client's connections to the target, as the capture saw their SYNs: to `port` and
+    `address` when given (a remote target's client may open others, for a token or telemetry;
+    one resolved by DNS has no address known beforehand)."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int | None = None, address: str | None = None) -> None:
+        self.port = port
+        self.address = address
         self.connections: list[Connection] = []
         self._by_ports: dict[tuple[int, int], Connection] = {}
 
     def observe_syn(self, client: str, client_port: int, server: str, server_port: int,
                     t: float) -> Connection | None:
-        """Record a client SYN; None when it is a retransmission of a known one."""
+        """Record a client SYN; None when it is a retransmission of a known one, or not toward
+        the target."""
         if (client_port, server_port) in self._by_ports:
+            return None
+        if server_port != (self.port or server_port) or server != (self.address or server):
             return None
         # The address the SYN went to: the lab's server, or a remote service's (from DNS).
         conn = Connection(len(self.connections) + 1, client, client_port, server,
@@ -157,7 +164,8 @@ class LiveCapture:
     for a remote one), which sees what the server sent even where the router dropped it."""
 
     def __init__(self, lab: Lab, pcap_path: Path | None, snaplen_bytes: int, bus: EventBus,
-                 server_pcap_path: Path | None = None) -> None:
+                 server_pcap_path: Path | None = None, table: ConnectionTable | None = None
+                 ) -> None:
         self.client_side = Tcpdump(lab, lab.client_link, snaplen_bytes)
         self.server_side = (Tcpdump(lab, lab.target_link, snaplen_bytes)
                             if server_pcap_path is not None else None)
@@ -165,7 +173,7 @@ class LiveCapture:
         self.server_pcap_path = server_pcap_path
         self.bus = bus
         self.client = str(lab.client_address)
-        self.table = ConnectionTable()
+        self.table = table or ConnectionTable()
         self.packets = 0
         self._stream = PcapStream()
         self._files: list[IO[bytes]] = []

@@ -8,6 +8,8 @@ A run folder holds `capture.pcap` (the router's link toward the client), perhaps
 
 from __future__ import annotations
 
+import itertools
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,7 +62,25 @@ def locate(path: Path, keylogs: Sequence[Path] = (), server_side: bool = False) 
     if server_side and pcap.name == CLIENT_CAPTURE and (path / PROXY_KEYLOG).is_file():
         notes.append(f"no {SERVER_CAPTURE}: read {CLIENT_CAPTURE}, the client's leg, where the "
                      "proxy stands in for the server")
+    if pcap.name == SERVER_CAPTURE and _through_uplink(path):
+        notes.append(f"{SERVER_CAPTURE} was taken on the uplink to a remote service: its "
+                     "WebSocket frames are the service's, but the TCP there (retransmissions, "
+                     "keepalives, resets, giving up) is the uplink's own stack (slirp4netns), "
+                     "not the service's")
     return CaptureSource(pcap, [*found, *(k for k in keylogs if k not in found)], notes)
+
+
+def _through_uplink(run_dir: Path) -> bool:
+    """Whether the run reached its target through an uplink (its `lab.ready` event says so)."""
+    try:
+        with (run_dir / "events.jsonl").open() as events:
+            for line in itertools.islice(events, 20):
+                event = json.loads(line)
+                if event.get("event") == "lab.ready":
+                    return bool(event.get("uplink"))
+    except (OSError, ValueError):
+        pass
+    return False
 
 
 def read_capture(source: CaptureSource, tshark: str | None = None) -> PcapReport:

@@ -12,21 +12,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
-import contextlib
+import ctypes
 import json
 import os
 import random
 import select
+import signal
 import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from faultlab.errors import LabError
-from faultlab.private import create_private, open_private
+from faultlab.private import create_private
 
 PORT = 443
 REAPING_CLOSE = (1011, "Internal error encountered.")
@@ -43,6 +43,7 @@ READY_TIMEOUT_S = 5.0
 DRAIN_QUIET_S = 0.2
 DRAIN_MAX_S = 3.0
 STOP_TIMEOUT_S = 5.0
+PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
@@ -151,12 +152,6 @@ async def _serve_and_talk(plan: SessionPlan, folder: Path) -> None:
         await listening
 
 
-def _run(argv: list[str]) -> None:
-    done = subprocess.run(argv, check=False, capture_output=True)
-    if done.returncode != 0:
-        raise LabError(f"{' '.join(argv)}: {done.stderr.decode(errors='replace').strip()}")
-
-
 def _stop(proc: subprocess.Popen[bytes]) -> None:
     """End one process this module started, by its id: SIGTERM, then SIGKILL."""
     if proc.poll() is None:
@@ -168,18 +163,11 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait()
 
 
-@contextlib.contextmanager
-def namespace(tag: str) -> Iterator[str]:
-    """A network namespace of this process's own (`faultlab-<tag>-<pid>`), its loopback up with a
-    real link's packet size; deleted afterwards, however the block ends."""
-    name = f"faultlab-{tag}-{os.getpid()}"
-    _run(["ip", "netns", "add", name])
-    try:
-        _run(["ip", "-n", name, "link", "set", "lo", "mtu", str(MTU_BYTES), "up"])
-        _run(["ip", "-n", name, "link", "set", "lo", "gso_max_size", str(MTU_BYTES)])
-        yield name
-    finally:
-        subprocess.run(["ip", "netns", "del", name], check=False, capture_output=True)
+def _die_with_parent() -> None:
+    """In a child, before exec: SIGKILL when the parent dies, so a SIGKILLed recording leaves no
+    process (and so no namespace: it has no name, and goes with its last process)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def _wait_listening(tcpdump: subprocess.Popen[bytes]) -> None:
@@ -211,45 +199,62 @@ def _drain(path: Path) -> None:
         time.sleep(0.05)
 
 
-def record(plan: SessionPlan, folder: Path, tag: str = "synthetic", timeout_s: float = 120) -> Path:
-    """Run the session in a namespace of its own with tcpdump on its loopback; `folder` then holds
-    the capture and both key logs. Everything started is stopped, and the namespace deleted, on
-    return, on an error and on Ctrl-C."""
+def record(plan: SessionPlan, folder: Path, timeout_s: float = 120) -> Path:
+    """Run the session in a network namespace of its own with tcpdump on its loopback; `folder`
+    then holds the capture and both key logs. The namespace is unnamed (`unshare --net`): it goes
+    with its processes, which end on return, on an error, on Ctrl-C, and with this process."""
     folder.mkdir(parents=True, exist_ok=True)
-    started: list[subprocess.Popen[bytes]] = []
-    with namespace(tag) as ns, open_private(folder / "capture.pcap", "wb") as pcap:
-        try:
-            tcpdump = subprocess.Popen(
-                ["ip", "netns", "exec", ns, "tcpdump", "-i", "lo", "-w", "-", "-U",
-                 "--immediate-mode", "-B", "8192", "-s", str(SNAPLEN_BYTES), "-n", "tcp"],
-                stdout=pcap, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
-            started.append(tcpdump)
-            _wait_listening(tcpdump)
-            peers = subprocess.Popen(
-                ["ip", "netns", "exec", ns, sys.executable, "-m", "faultlab.capture.synthetic",
-                 json.dumps(asdict(plan)), str(folder)],
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-            started.append(peers)
-            out, _ = peers.communicate(timeout=timeout_s)
-            if peers.returncode != 0:
-                raise LabError(f"the synthetic session failed: {out.decode()[-2000:]}")
-            _drain(folder / "capture.pcap")
-        finally:
-            for proc in reversed(started):
-                _stop(proc)
-                for pipe in (proc.stdout, proc.stderr):
-                    if pipe is not None:
-                        pipe.close()
+    recorder = subprocess.Popen(
+        ["unshare", "--net", "--", sys.executable, "-m", "faultlab.capture.synthetic",
+         json.dumps(asdict(plan)), str(folder)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        preexec_fn=_die_with_parent)
+    try:
+        out, _ = recorder.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise LabError(f"the synthetic session took over {timeout_s:g} s") from None
+    finally:
+        _stop(recorder)
+        if recorder.stdout is not None:
+            recorder.stdout.close()
+    if recorder.returncode != 0:
+        raise LabError(f"the synthetic session failed: {out.decode(errors='replace')[-2000:]}")
     return folder
 
 
+def _record_here(plan: SessionPlan, folder: Path) -> None:
+    """In the new namespace: its loopback with a real link's packet size, tcpdump on it, then
+    the session, and the capture drained before tcpdump stops."""
+    for argv in (["ip", "link", "set", "lo", "mtu", str(MTU_BYTES), "up"],
+                 ["ip", "link", "set", "lo", "gso_max_size", str(MTU_BYTES)]):
+        done = subprocess.run(argv, check=False, capture_output=True)
+        if done.returncode != 0:
+            raise LabError(f"{' '.join(argv)}: {done.stderr.decode(errors='replace').strip()}")
+    capture = folder / "capture.pcap"
+    create_private(capture)
+    # As root, tcpdump drops to the `tcpdump` user, who cannot write a private folder.
+    tcpdump = subprocess.Popen(
+        ["tcpdump", "-i", "lo", "-w", str(capture), "-U", "--immediate-mode", "-B", "8192",
+         "-s", str(SNAPLEN_BYTES), "-n", "-Z", "root", "tcp"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+        preexec_fn=_die_with_parent)
+    try:
+        _wait_listening(tcpdump)
+        asyncio.run(_serve_and_talk(plan, folder))
+        _drain(capture)
+    finally:
+        _stop(tcpdump)
+        if tcpdump.stderr is not None:
+            tcpdump.stderr.close()
+
+
 def main() -> None:
-    """The session's server and client, in this process (run inside the namespace)."""
+    """The recording, inside the namespace `record` made: tcpdump, the server and the client."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("plan", help="the SessionPlan as JSON")
     parser.add_argument("folder", type=Path)
     args = parser.parse_args()
-    asyncio.run(_serve_and_talk(SessionPlan(**json.loads(args.plan)), args.folder))
+    _record_here(SessionPlan(**json.loads(args.plan)), args.folder)
 
 
 if __name__ == "__main__":

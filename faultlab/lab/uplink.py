@@ -9,8 +9,9 @@ iptables stay exactly as they were, no NAT rule is added on the host, and it wor
 DNS with the host's resolver. slirp answers only its own network's addresses, so the router
 masquerades the client's packets behind its own, in its own iptables.
 
-Every packet fault on the router still hurts the real path: the client's packets cross the
-router's FORWARD chain before they reach the uplink. slirp4netns is given an exit pipe whose other
+Every packet fault on the router still cuts the client off the real path (its packets cross the
+router's FORWARD chain before they reach the uplink); the service, whose TCP talks to slirp's
+sockets, meets it as silence, not as loss. slirp4netns is given an exit pipe whose other
 end only faultlab holds, so it ends with faultlab, even when faultlab is SIGKILLed.
 """
 
@@ -22,7 +23,7 @@ import select
 import shutil
 import subprocess
 from dataclasses import dataclass
-from ipaddress import IPv4Address
+from ipaddress import IPv4Address, IPv4Network
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from faultlab.errors import LabError, MechanismError
 from faultlab.lab.namespace import Namespace, write_sysctl
 
 IFACE = "up0"
+NETWORK = IPv4Network("10.0.2.0/24")
 ROUTER = IPv4Address("10.0.2.100")
 GATEWAY = IPv4Address("10.0.2.2")
 DNS = IPv4Address("10.0.2.3")

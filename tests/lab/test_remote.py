@@ -79,6 +79,10 @@ timeout: 25s
               for f in last["websocket_frames"] if f["opcode"] == "close"]
     assert closes == [("client->server", 1000, "done"), ("server->client", 1000, "done")]
     assert sum(f["opcode"] == "text" for f in last["websocket_frames"]) > 10
+    # server.pcap, on the uplink, is told to hold slirp4netns's TCP, not the service's.
+    server = faultlab("pcap", "server", "--json", str(run_dir))
+    assert server.returncode == 0, server.stderr
+    assert any("the uplink's own stack" in note for note in json.loads(server.stdout)["notes"])
 
 
 def test_app_fault_through_the_proxy_against_a_remote_target(tmp_path: Path) -> None:
