@@ -48,6 +48,7 @@ bench: install
 	$(BIN)/python bench/recovery_bench.py
 	$(BIN)/python bench/suite_bench.py
 	$(BIN)/python bench/pcap_bench.py
+	$(BIN)/python bench/impair_bench.py
 
 # The container images (faultlab-clients:latest, faultlab:latest), built offline on a debootstrapped
 # trixie base that is kept between builds; FORCE=1 makes the base again. Needs a running engine

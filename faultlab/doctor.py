@@ -95,6 +95,27 @@ def host_resolvers(path: Path = Path("/etc/resolv.conf")) -> list[str]:
     return out
 
 
+def impairments() -> Check:
+    """Which mechanism each packet impairment uses here, probed in a throwaway namespace."""
+    from faultlab.impair.engine import probe
+
+    if os.geteuid() != 0 or in_user_namespace():
+        return Check("impairments", False, "not probed: needs root", "run faultlab doctor as root",
+                     optional=True)
+    found = probe()
+    parts = [f"rate: {'tbf' if found.tbf is None else 'unavailable (' + found.tbf + ')'}",
+             f"loss: {'iptables statistic' if found.statistic is None else 'unavailable'}",
+             "latency, jitter, bursty loss, duplicate, reorder, corrupt: "
+             + ("NFQUEUE userspace queue" if found.nfqueue is None
+                else f"unavailable ({found.nfqueue})"),
+             f"netem {'present' if found.netem else 'absent'} (not used)"]
+    broken = [name for name, error in (("tbf", found.tbf), ("statistic", found.statistic),
+                                       ("NFQUEUE", found.nfqueue)) if error is not None]
+    return Check("impairments", not broken, "; ".join(parts),
+                 f"a kernel with {', '.join(broken)} (sch_tbf, xt_statistic, nfnetlink_queue)",
+                 optional=True)
+
+
 def diagnose() -> list[Check]:
     checks = []
     py = sys.version_info
@@ -134,6 +155,7 @@ def diagnose() -> list[Check]:
                         else "missing: `faultlab pcap` shows no frames inside TLS (wss://)",
                         TSHARK_HINT, optional=True))
     checks.append(uplink())
+    checks.append(impairments())
     checks.append(containers())
     left = leftover_namespaces()
     checks.append(Check("leftovers", not left,

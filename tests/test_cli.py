@@ -60,7 +60,7 @@ def test_doctor_names_every_mechanism() -> None:
     """doctor lists the mechanisms with a verdict each, and the fix where one is missing."""
     done = faultlab("doctor")
     for name in ("python", "privileges", "iptables-restore", "tcpdump", "pyroute2", "mitmproxy",
-                 "espeak-ng", "docker"):
+                 "espeak-ng", "slirp4netns", "impairments", "docker"):
         assert f" {name} " in done.stdout
     assert done.returncode == (0 if "FAIL" not in done.stdout else 1)
     if "FAIL" in done.stdout:

@@ -110,7 +110,7 @@ def test_profiles_lists_the_shipped_ones_with_their_first_sentence(tmp_path: Pat
     assert len(lines) == len(profile_names(shipped_profiles()))
     assert len({len(line) - len(line.split(None, 1)[1]) for line in lines}) == 1
     by_name = {line.split()[0]: line for line in lines}
-    assert re.fullmatch(r"silent-loss +The path silently drops every packet both ways .*",
+    assert re.fullmatch(r"silent-loss +The path silently drops every packet .*",
                         by_name["silent-loss"])
     assert re.fullmatch(r"field/BR1 +Field scenario BR1: .*", by_name["field/BR1"])
     assert re.fullmatch(r"field/R0 +Field scenario R0: no tool call\.", by_name["field/R0"])

@@ -445,7 +445,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="ask for spoken replies (24 kHz audio with a transcript)")
     p.add_argument("--mic", action="store_true",
                    help="speak through the lab's microphone (FAULTLAB_MIC) instead of typing")
-    p.add_argument("--no-keep-alive", dest="keep_alive", action="store_false",
+    p.add_argument("--keep-alive", choices=["source", "uplink"], default="source",
+                   help="with --mic: send silence while the microphone stalls, keyed on the "
+                        "source's arrival (right) or on the uplink's sends (the mistake: a held "
+                        "back uplink then gets silence mixed into speech)")
+    p.add_argument("--no-keep-alive", dest="keep_alive", action="store_const", const=None,
                    help="with --mic: send only what the microphone hands over (no silence "
                         "while it stalls)")
     p.add_argument("--stream-end", action="store_true",

@@ -7,15 +7,26 @@ messages. The server's VAD ends a turn only on silence that arrives as samples a
 leave the turn hanging: the keep-alive fills such pauses with silent samples. It is keyed on the
 source's arrival, not on the uplink's sends (a bursty sender would look stalled, §8.10): whenever
 the source is more than 200 ms behind the wall clock since it started, the gap is sent as silence.
+
+`keep_alive="uplink"` is the mistake §8.10 warns of, kept to show it: keyed on the uplink's
+deliveries (a frame counts once the connection's TCP has had its bytes acknowledged; without a
+socket to ask, once its send returned), a bursty path (jitter, a queue on a congested link) that
+delivers nothing for 200 ms looks like a stalled source, and silence is queued behind speech that
+was only late.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import fcntl
 import os
+import socket
+import struct
+import termios
 import time
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from faultlab.events import EventWriter
 
@@ -28,6 +39,12 @@ FRAME_BYTES = int(RATE * FRAME_S) * SAMPLE_BYTES
 KEEP_ALIVE_LAG_S = 0.2
 KEEP_ALIVE_TICK_S = 0.05
 MIME = f"audio/pcm;rate={RATE}"
+# What the keep-alive measures the wall clock against: the source's arrival (right), the
+# uplink's sends (the mistake), or nothing (no keep-alive).
+KeepAlive = Literal["source", "uplink"] | None
+# Linux's struct tcp_info: tcpi_bytes_acked, a u64 at byte 120 (kernel 4.1 and later).
+TCP_INFO_BYTES_ACKED = struct.Struct("=Q")
+TCP_INFO_BYTES_ACKED_AT = 120
 
 
 class Speaker(Protocol):
@@ -38,7 +55,7 @@ class Speaker(Protocol):
 
 
 class Uplink:
-    def __init__(self, speaker: Speaker, keep_alive: bool, stream_end: bool,
+    def __init__(self, speaker: Speaker, keep_alive: KeepAlive, stream_end: bool,
                  events: EventWriter) -> None:
         self.speaker = speaker
         self.keep_alive = keep_alive
@@ -50,12 +67,51 @@ class Uplink:
         self.lost_bytes = 0
         self._buffer = bytearray()
         self._started = 0.0
+        self._last_sent_at = 0.0
         self._stalled = False
+        self._queued = asyncio.Event()
+        self._source_ended = False
+        self._marks: collections.deque[int] = collections.deque()
 
     def _behind_s(self) -> float:
-        """How far the source (plus the silence sent for it) is behind the wall clock."""
+        """How far behind the wall clock the keep-alive thinks the audio is: the source plus
+        the silence made for it; or, keyed on the uplink, the time since it last delivered a
+        frame (or padded)."""
+        now = time.monotonic()
+        if self.keep_alive == "uplink":
+            if self._delivered(self._tcp()):
+                self._last_sent_at = now
+            return now - self._last_sent_at
         delivered = (self.source_bytes + self.silence_bytes) / SAMPLE_BYTES / RATE
-        return time.monotonic() - self._started - delivered
+        return now - self._started - delivered
+
+    def _tcp(self) -> socket.socket | None:
+        """The session's TCP socket (through the SDK's websocket), if it can be reached."""
+        transport = getattr(getattr(self.speaker.session, "_ws", None), "transport", None)
+        sock = transport.get_extra_info("socket") if transport is not None else None
+        return sock if sock is not None and sock.family in (socket.AF_INET,
+                                                            socket.AF_INET6) else None
+
+    def _mark_sent(self) -> None:
+        """Keyed on the uplink: the connection's byte count once this frame is handed over
+        (acknowledged so far plus still queued), which TCP's acknowledgements must pass."""
+        sock = self._tcp()
+        if sock is None:
+            self._last_sent_at = time.monotonic()
+            return
+        queued = struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0]
+        self._marks.append(_bytes_acked(sock) + queued)
+
+    def _delivered(self, sock: socket.socket | None) -> bool:
+        """Whether a frame's bytes were acknowledged since the last look."""
+        if sock is None or not self._marks:
+            return False
+        acked = _bytes_acked(sock)
+        delivered = False
+        while self._marks and self._marks[0] <= acked:
+            self._marks.popleft()
+            delivered = True
+        return delivered
 
     async def run(self) -> None:
         path = os.environ.get("FAULTLAB_MIC")
@@ -67,8 +123,11 @@ class Uplink:
         except OSError as exc:
             self.events.emit("uplink.error", error=f"cannot open the microphone {path}: {exc}")
             return
-        self._started = time.monotonic()
+        self._started = self._last_sent_at = time.monotonic()
         self.events.emit("uplink.start", keep_alive=self.keep_alive)
+        # The source is read apart from the sends: a session that holds the sends back (a
+        # congested path) must not stop the reading, or the source would look stalled too.
+        sender = asyncio.create_task(self._send_loop())
         keeper = asyncio.create_task(self._keep_alive()) if self.keep_alive else None
         try:
             while data := await reader.read(FRAME_BYTES):
@@ -76,13 +135,14 @@ class Uplink:
                     self._stalled = False
                     self.events.emit("uplink.source_back")
                 self.source_bytes += len(data)
-                self._buffer += data
-                await self._flush()
+                self._queue(data)
         finally:
             if keeper is not None:
                 keeper.cancel()
             writer.close()
-        await self._flush(final=True)
+            self._source_ended = True
+            self._queued.set()
+        await sender
         self.events.emit("uplink.source_end", source_s=self._seconds(self.source_bytes),
                          silence_s=self._seconds(self.silence_bytes),
                          sent_s=self._seconds(self.sent_bytes),
@@ -91,6 +151,10 @@ class Uplink:
             with contextlib.suppress(Exception):
                 await self.speaker.session.send_realtime_input(audio_stream_end=True)
                 self.events.emit("uplink.stream_end")
+
+    def _queue(self, data: bytes) -> None:
+        self._buffer += data
+        self._queued.set()
 
     async def _keep_alive(self) -> None:
         while True:
@@ -102,8 +166,18 @@ class Uplink:
                     self.events.emit("uplink.keep_alive", behind_s=round(behind, 3))
                 pad = int(behind * RATE) * SAMPLE_BYTES
                 self.silence_bytes += pad
-                self._buffer += bytes(pad)
-                await self._flush()
+                self._last_sent_at = time.monotonic()
+                self._queue(bytes(pad))
+
+    async def _send_loop(self) -> None:
+        """Send whole 100 ms frames as they are queued; the rest once the source has ended."""
+        while True:
+            await self._queued.wait()
+            self._queued.clear()
+            ended = self._source_ended  # read before the sends: it may end while they wait
+            await self._flush(final=ended)
+            if ended:
+                return
 
     async def _flush(self, final: bool = False) -> None:
         from google.genai import types
@@ -118,9 +192,17 @@ class Uplink:
                 await self.speaker.session.send_realtime_input(
                     audio=types.Blob(data=frame, mime_type=MIME))
                 self.sent_bytes += len(frame)
+                if self.keep_alive == "uplink":
+                    self._mark_sent()
             except Exception:
                 self.lost_bytes += len(frame)
 
     @staticmethod
     def _seconds(n_bytes: int) -> float:
         return round(n_bytes / SAMPLE_BYTES / RATE, 3)
+
+
+def _bytes_acked(sock: socket.socket) -> int:
+    """How many bytes the connection's peer has acknowledged (TCP_INFO)."""
+    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
+    return int(TCP_INFO_BYTES_ACKED.unpack_from(info, TCP_INFO_BYTES_ACKED_AT)[0])

@@ -11,6 +11,12 @@ from faultlab.errors import MechanismError
 from faultlab.faults.base import FaultContext, FaultParams
 
 Direction = Literal["both", "to_server", "to_client"]
+OneWay = Literal["to_server", "to_client"]
+
+
+def hurt_directions(direction: Direction) -> list[OneWay]:
+    """The one-way directions a `direction` hurts, toward the server first."""
+    return ["to_server", "to_client"] if direction == "both" else [direction]
 
 
 class FlowParams(FaultParams):
@@ -41,9 +47,5 @@ def iptables_matches(
                    f" -d {conn.server} --dport {conn.server_port}")
         flow_down = (f" -p tcp -s {conn.server} --sport {conn.server_port}"
                      f" -d {conn.client} --dport {conn.client_port}")
-    out = []
-    if direction in ("both", "to_server"):
-        out.append(to_server + flow_up)
-    if direction in ("both", "to_client"):
-        out.append(to_client + flow_down)
-    return out
+    return [to_server + flow_up if way == "to_server" else to_client + flow_down
+            for way in hurt_directions(direction)]

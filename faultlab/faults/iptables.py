@@ -42,17 +42,20 @@ def _restore(batch: list[str], table: str = "filter") -> None:
         )
 
 
-async def install(ns: Namespace, hooks: Sequence[str], chain: str, rules: Sequence[str]) -> None:
-    """Create `chain` holding `rules` and jump to it first thing from every hook chain."""
+async def install(ns: Namespace, hooks: Sequence[str], chain: str, rules: Sequence[str],
+                  table: str = "filter") -> None:
+    """Create `chain` holding `rules` and jump to it first thing from every hook chain (of
+    `table`)."""
     batch = [f":{chain} - [0:0]", *(f"-A {chain} {rule}" for rule in rules)]
     batch += [f"-I {hook} 1 -j {chain}" for hook in hooks]
-    await ns.run(_restore, batch)
+    await ns.run(_restore, batch, table)
 
 
-async def uninstall(ns: Namespace, hooks: Sequence[str], chain: str) -> None:
-    """Remove the jumps to `chain` and the chain itself."""
+async def uninstall(ns: Namespace, hooks: Sequence[str], chain: str,
+                    table: str = "filter") -> None:
+    """Remove the jumps to `chain` and the chain itself (of `table`)."""
     batch = [f"-D {hook} -j {chain}" for hook in hooks] + [f"-F {chain}", f"-X {chain}"]
-    await ns.run(_restore, batch)
+    await ns.run(_restore, batch, table)
 
 
 async def redirect(ns: Namespace, iface: str, port: int, to_port: int) -> None:

@@ -64,11 +64,13 @@ class FakeNamespace(Namespace):
 
     @property
     def batches(self) -> list[list[str]]:
-        """The iptables-restore batches (filter table) run here, in order; fails on anything else."""
+        """The iptables-restore batches of the filter table run here, in order; fails on
+        anything else."""
         out = []
         for fn, args in self.calls:
             assert fn is _restore, f"{fn!r} ran in {self.role}, not an iptables-restore batch"
-            (batch,) = args
+            batch, table = args
+            assert table == "filter", f"a batch of the {table} table ran in {self.role}"
             out.append(list(cast(list[str], batch)))
         return out
 

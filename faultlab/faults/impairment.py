@@ -1,0 +1,239 @@
+"""The packet impairments' common part: their parameters (one group of fields per impairment,
+each with its own checks; `path` takes them all, each single fault its own group) and the fault
+body that installs their mechanisms at the router (faultlab.impair) and removes them.
+
+Every group's fields are also `PathParams` fields, so a fault reads its parameters as a
+`PathParams` (`as_path`) and there is one place that turns parameters into mechanisms. This
+module registers no fault of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, ClassVar, Literal, Self
+
+from pydantic import Field, model_validator
+
+from faultlab.errors import MechanismError
+from faultlab.faults.base import Fault, FaultContext, Layer
+from faultlab.faults.flows import (
+    Direction,
+    FlowParams,
+    OneWay,
+    hurt_directions,
+    iptables_matches,
+)
+from faultlab.faults.iptables import chain_name, install, uninstall
+from faultlab.impair.core import Shape
+from faultlab.impair.engine import WORKER_GRACE_S, Plan, add_tbf, remove_tbf, start_worker
+from faultlab.lab.base import Lab
+from faultlab.lab.process import terminate
+from faultlab.model import Model
+
+# The table of the NFQUEUE rules (see Impairment.apply).
+QUEUE_TABLE = "security"
+
+Percent = Field(default=0.0, ge=0, le=100)
+
+
+class ImpairFlow(FlowParams):
+    """`direction` and `connection`, and which of a fault's fields a step must give."""
+
+    direction: Direction = "both"
+    required: ClassVar[tuple[str, ...]] = ()
+
+    @model_validator(mode="after")
+    def _required_given(self) -> Self:
+        missing = [name for name in self.required if name not in self.model_fields_set]
+        if missing:
+            raise ValueError(f"{' and '.join(missing)} must be given")
+        return self
+
+
+class LatencyFields(Model):
+    """`latency_ms` added to each packet, give or take `jitter_ms` drawn from a `distribution`
+    (uniform: within ± jitter; normal: jitter is the standard deviation); `keep_order: false`
+    lets a packet with a short draw overtake one ahead of it."""
+
+    latency_ms: float = Field(default=0.0, ge=0, le=60_000)
+    jitter_ms: float = Field(default=0.0, ge=0)
+    distribution: Literal["uniform", "normal"] = "uniform"
+    keep_order: bool = True
+
+    @model_validator(mode="after")
+    def _jitter_within_latency(self) -> Self:
+        if self.jitter_ms > self.latency_ms:
+            raise ValueError("jitter_ms must not exceed latency_ms (a packet cannot leave "
+                             "before it arrived)")
+        return self
+
+
+class LossFields(Model):
+    """`loss_percent` of packets lost; with `loss_burst_packets` above 1, in runs of that mean
+    length (a Gilbert-Elliott chain, as on a fading radio link)."""
+
+    loss_percent: float = Percent
+    loss_burst_packets: float = Field(default=1.0, ge=1, le=10_000)
+
+    @model_validator(mode="after")
+    def _burst_fits(self) -> Self:
+        b = self.loss_burst_packets
+        if b > 1 and not self.loss_percent:
+            raise ValueError("loss_burst_packets needs loss_percent")
+        # Runs of mean length b separated by at least one good packet lose at most b / (b + 1).
+        if b > 1 and self.loss_percent > 100 * b / (b + 1):
+            raise ValueError(f"loss_percent {self.loss_percent:g} cannot come in runs of "
+                             f"{b:g} packets: at most {100 * b / (b + 1):.4g}")
+        return self
+
+
+class RateFields(Model):
+    """`rate_kbps` of bandwidth (kilobits per second) with a queue holding `queue_ms` of
+    traffic at that rate; what does not fit is dropped (a whole link: no `connection`)."""
+
+    rate_kbps: float | None = Field(default=None, gt=0, le=10_000_000)
+    queue_ms: float = Field(default=100.0, gt=0, le=60_000)
+
+    @model_validator(mode="after")
+    def _rate_is_per_link(self) -> Self:
+        if self.rate_kbps is None and "queue_ms" in self.model_fields_set:
+            raise ValueError("queue_ms needs rate_kbps")
+        if self.rate_kbps is not None and getattr(self, "connection", None) is not None:
+            raise ValueError("rate shapes a whole link (tbf on the router's interface): it "
+                             "cannot pick one connection")
+        return self
+
+
+class DuplicateFields(Model):
+    """`duplicate_percent` of packets delivered twice."""
+
+    duplicate_percent: float = Percent
+
+
+class ReorderFields(Model):
+    """`reorder_percent` of packets held back until `reorder_gap` later packets have left (or
+    20 ms past their time, on a quiet flow)."""
+
+    reorder_percent: float = Percent
+    reorder_gap: int = Field(default=3, ge=1, le=1000)
+
+
+class CorruptFields(Model):
+    """`corrupt_percent` of packets with one bit flipped and checksums left stale: the receiver
+    discards them and TCP retransmits."""
+
+    corrupt_percent: float = Percent
+
+
+class PathParams(ImpairFlow, LatencyFields, LossFields, RateFields, DuplicateFields,
+                 ReorderFields, CorruptFields):
+    """Any impairments at once, on the chosen direction and flows."""
+
+    def plan(self) -> Plan:
+        """Which mechanism does what: tbf for the rate, `statistic` for independent loss, the
+        userspace queue for the rest (and for loss in bursts)."""
+        bursty = self.loss_burst_packets > 1
+        queued = ("latency_ms" in self.model_fields_set or bursty or self.duplicate_percent > 0
+                  or self.reorder_percent > 0 or self.corrupt_percent > 0)
+        shape = Shape(
+            latency_s=self.latency_ms / 1000, jitter_s=self.jitter_ms / 1000,
+            distribution=self.distribution, keep_order=self.keep_order,
+            loss=self.loss_percent / 100 if bursty else 0.0, loss_burst=self.loss_burst_packets,
+            duplicate=self.duplicate_percent / 100, reorder=self.reorder_percent / 100,
+            reorder_gap=self.reorder_gap, corrupt=self.corrupt_percent / 100,
+        ) if queued else None
+        rate = self.rate_kbps * 1000 / 8 if self.rate_kbps is not None else None
+        return Plan(shape, 0.0 if bursty else self.loss_percent / 100, rate,
+                    int(rate * self.queue_ms / 1000) if rate is not None else 0)
+
+    @model_validator(mode="after")
+    def _names_an_impairment(self) -> Self:
+        if not self.model_fields_set - {"direction", "connection", "distribution", "keep_order"}:
+            raise ValueError("path needs at least one impairment (latency_ms, loss_percent, "
+                             "rate_kbps, duplicate_percent, reorder_percent, corrupt_percent)")
+        return self
+
+
+def as_path(params: ImpairFlow) -> PathParams:
+    """Any impairment's parameters as `path` parameters, keeping which fields the step gave."""
+    given: dict[str, Any] = params.model_dump(exclude_unset=True)
+    return PathParams.model_validate(given)
+
+
+def egress_links(lab: Lab, p: PathParams) -> list[str]:
+    """The router interfaces the hurt directions leave by."""
+    return [lab.target_link if d == "to_server" else lab.client_link
+            for d in hurt_directions(p.direction)]
+
+
+class Impairment[P: ImpairFlow](Fault[P]):
+    """A fault made of packet impairments at the router (the `path` fault and its single
+    parts): everything it installs is removed by `revert`, in reverse."""
+
+    layer: ClassVar[Layer] = "packet"
+    # The directions each step's queue serves, per router (by its namespace's path).
+    _queued: ClassVar[dict[str, dict[str, set[OneWay]]]] = {}
+
+    def __init__(self, step_id: str, params: P) -> None:
+        super().__init__(step_id, params)
+        self.path = as_path(params)
+        self.plan = self.path.plan()
+        self._worker: asyncio.subprocess.Process | None = None
+        self._shaped: list[str] = []
+        self._tables: list[str] = []
+
+    async def apply(self, ctx: FaultContext) -> dict[str, Any]:
+        p, plan, router = self.path, self.plan, ctx.lab.router
+        matches = iptables_matches(ctx, p.direction, p.connection, at_client=False)
+        ways = set(hurt_directions(p.direction))
+        queued = self._queued.setdefault(str(router.path), {})
+        if plan.shape is not None:
+            for step, taken in queued.items():
+                if taken & ways:
+                    raise MechanismError(
+                        f"step {step!r} already queues {'/'.join(sorted(taken & ways))} packets "
+                        "at the router (a packet reaches one queue): put both in one `path`")
+        chain = chain_name(self.step_id)
+        try:
+            if plan.rate_bytes_s is not None:
+                links = egress_links(ctx.lab, p)
+                await router.run(add_tbf, links, plan.rate_bytes_s, plan.burst_bytes,
+                                 plan.queue_bytes)
+                self._shaped = links
+            if plan.loss_probability:
+                await install(router, ["FORWARD"], chain, [
+                    f"{m} -m statistic --mode random --probability "
+                    f"{plan.loss_probability:.6f} -j DROP" for m in matches])
+                self._tables.append("filter")
+            queues: list[int] = []
+            if plan.shape is not None:
+                queued[self.step_id] = ways
+                self._worker, queues = await start_worker(ctx.lab, plan.shape, len(matches))
+                # In the security table, whose FORWARD chain runs after filter's: another step's
+                # drop or reject still acts on what a queue would accept. --queue-bypass: should
+                # the worker die, packets pass instead of piling up.
+                await install(router, ["FORWARD"], chain, [
+                    f"{m} -j NFQUEUE --queue-num {q} --queue-bypass"
+                    for m, q in zip(matches, queues, strict=True)], table=QUEUE_TABLE)
+                self._tables.append(QUEUE_TABLE)
+        except BaseException:
+            await self.revert(ctx)
+            raise
+        return {"direction": p.direction, "connection": p.connection,
+                "mechanisms": plan.mechanisms(), "queues": queues,
+                **p.model_dump(exclude={"direction", "connection"}, exclude_unset=True)}
+
+    async def revert(self, ctx: FaultContext) -> None:
+        router = ctx.lab.router
+        # Rules first, the queue's last, so that no packet is queued to a worker that is
+        # leaving; the worker then lets what it holds go before it exits.
+        while self._tables:
+            await uninstall(router, ["FORWARD"], chain_name(self.step_id),
+                            table=self._tables.pop())
+        if self._worker is not None:
+            await terminate(self._worker, WORKER_GRACE_S)
+            self._worker = None
+        self._queued.get(str(router.path), {}).pop(self.step_id, None)
+        if self._shaped:
+            await router.run(remove_tbf, self._shaped)
+            self._shaped = []

@@ -1,0 +1,239 @@
+"""The userspace queue's decisions, without sockets or clock: each packet's delay, loss,
+duplication, reordering and corruption, and the verdicts due at a given time.
+
+One `Lane` per hurt direction (one kernel queue each, so packet ids rise within a lane). Packets
+are released in due order; with `keep_order` a packet is never due before the one ahead of it,
+as on a real link where jitter comes from queueing. Verdicts come out in an order the kernel can
+take in one datagram: single verdicts first, then one batch verdict for the in-order accepts.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from collections import deque
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+# A packet held back for reordering waits for `reorder_gap` later packets to leave, but no
+# longer than this past its due time: on a quiet flow (a ping every 500 ms) it would else wait
+# for the next ping, which is loss, not reordering.
+REORDER_HOLD_S = 0.02
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the userspace queue does to each packet of one direction (times in seconds,
+    probabilities as fractions)."""
+
+    latency_s: float = 0.0
+    jitter_s: float = 0.0
+    distribution: Literal["uniform", "normal"] = "uniform"
+    keep_order: bool = True
+    loss: float = 0.0
+    loss_burst: float = 1.0
+    duplicate: float = 0.0
+    reorder: float = 0.0
+    reorder_gap: int = 1
+    corrupt: float = 0.0
+
+    @property
+    def needs_payload(self) -> bool:
+        """Whether the queue must see packets' bytes (to copy or change them)."""
+        return self.duplicate > 0 or self.corrupt > 0
+
+    @property
+    def per_segment(self) -> bool:
+        """Whether decisions are per wire packet (a GSO packet is then split before queueing)."""
+        return self.needs_payload or self.loss > 0 or self.reorder > 0
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class GilbertElliott:
+    """Bursty loss: a good state that loses nothing and a bad state that loses every packet,
+    with a mean bad run of `burst` packets and a long-run loss of `rate`."""
+
+    def __init__(self, rate: float, burst: float, rng: random.Random) -> None:
+        self.leave_bad = 1.0 / burst
+        # The stationary share of the bad state, p / (p + r), is the loss rate.
+        self.enter_bad = min(1.0, rate * self.leave_bad / (1.0 - rate)) if rate < 1 else 1.0
+        self.bad = False
+        self.rng = rng
+
+    def lost(self) -> bool:
+        """Step the chain by one packet; whether that packet is lost."""
+        if self.bad:
+            self.bad = self.rng.random() >= self.leave_bad
+        else:
+            self.bad = self.rng.random() < self.enter_bad
+        return self.bad
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What to tell the kernel about packet `packet_id` of `queue` (with `through`, about every
+    packet of that queue up to it); `payload` replaces the packet's bytes, `copy` is sent again
+    after it (a duplicate)."""
+
+    queue: int
+    packet_id: int
+    accept: bool
+    payload: bytes | None = None
+    copy: bytes | None = None
+    through: bool = False
+
+
+class _Packet:
+    __slots__ = ("copy", "due", "packet_id", "payload", "reordered")
+
+    def __init__(self, packet_id: int, due: float) -> None:
+        self.packet_id = packet_id
+        self.due = due
+        self.payload: bytes | None = None
+        self.copy: bytes | None = None
+        self.reordered = False
+
+
+class Lane:
+    """The packets of one kernel queue (one direction) waiting for their verdict."""
+
+    def __init__(self, queue: int, shape: Shape, rng: random.Random) -> None:
+        self.queue = queue
+        self.shape = shape
+        self.rng = rng
+        self.burst_loss = GilbertElliott(shape.loss, shape.loss_burst, rng) if shape.loss else None
+        self.waiting: list[tuple[float, int, _Packet]] = []
+        self.held: list[_Packet] = []
+        self.dropped: list[int] = []
+        self.last_due = -math.inf
+        self.highest_released = -1
+        # Ids the kernel still holds, in arrival order; settled ones are skipped lazily.
+        self.open: deque[int] = deque()
+        self.settled: set[int] = set()
+
+    def delay(self) -> float:
+        s = self.shape
+        if not s.jitter_s:
+            return s.latency_s
+        if s.distribution == "normal":
+            return max(0.0, self.rng.gauss(s.latency_s, s.jitter_s))
+        return max(0.0, s.latency_s + self.rng.uniform(-s.jitter_s, s.jitter_s))
+
+    def receive(self, packet_id: int, now: float, payload: bytes | None) -> None:
+        s, rng = self.shape, self.rng
+        self.open.append(packet_id)
+        if self.burst_loss is not None and self.burst_loss.lost():
+            self.dropped.append(packet_id)
+            return
+        due = now + self.delay()
+        if s.keep_order:
+            due = max(due, self.last_due)
+            self.last_due = due
+        packet = _Packet(packet_id, due)
+        if payload is not None:
+            if s.duplicate and rng.random() < s.duplicate:
+                packet.copy = payload
+            if s.corrupt and rng.random() < s.corrupt:
+                packet.payload = corrupted(payload, rng)
+        if s.reorder and rng.random() < s.reorder:
+            packet.reordered = True
+            self.held.append(packet)
+        else:
+            heapq.heappush(self.waiting, (due, packet_id, packet))
+
+    def next_due(self) -> float | None:
+        times = [self.waiting[0][0]] if self.waiting else []
+        if self.dropped:
+            times.append(-math.inf)
+        times += [p.due + REORDER_HOLD_S for p in self.held]
+        return min(times) if times else None
+
+    def poll(self, now: float, everything: bool = False) -> list[Verdict]:
+        released: list[_Packet] = []
+        while self.waiting and (everything or self.waiting[0][0] <= now):
+            released.append(heapq.heappop(self.waiting)[2])
+        if released:
+            self.highest_released = max(self.highest_released, released[-1].packet_id)
+        gap = self.shape.reorder_gap
+        still = []
+        for p in self.held:
+            if everything or (p.due <= now and (self.highest_released >= p.packet_id + gap
+                                                or now >= p.due + REORDER_HOLD_S)):
+                released.append(p)
+            else:
+                still.append(p)
+        self.held = still
+        return self._verdicts(released)
+
+    def _verdicts(self, released: list[_Packet]) -> list[Verdict]:
+        q = self.queue
+        out = [Verdict(q, i, False) for i in self.dropped]
+        settled = self.settled
+        settled.update(self.dropped)
+        settled.update(p.packet_id for p in released)
+        self.dropped = []
+        while self.open and self.open[0] in settled:
+            settled.discard(self.open.popleft())
+        lowest_open = self.open[0] if self.open else math.inf
+        # A batch verdict settles every packet still queued up to its id, in id order: only the
+        # plain accepts below the lowest id still held here qualify, and none when a reordered
+        # packet leaves now (it must follow the later ones); the rest get single verdicts first.
+        if any(p.reordered for p in released):
+            lowest_open = -1
+        through = -1
+        copies = []
+        for p in released:
+            if p.payload is None and p.packet_id < lowest_open:
+                through = max(through, p.packet_id)
+            else:
+                out.append(Verdict(q, p.packet_id, True, p.payload))
+            if p.copy is not None:
+                copies.append(Verdict(q, p.packet_id, True, copy=p.copy))
+        if through >= 0:
+            out.append(Verdict(q, through, True, through=True))
+        return out + copies
+
+
+class Impairer:
+    """Every lane of one step's userspace queue."""
+
+    def __init__(self, shape: Shape, queues: list[int], rng: random.Random | None = None) -> None:
+        rng = rng or random.Random()
+        self.lanes = {q: Lane(q, shape, rng) for q in queues}
+
+    def receive(self, queue: int, packet_id: int, now: float, payload: bytes | None) -> None:
+        """A packet the kernel queued at `now`."""
+        self.lanes[queue].receive(packet_id, now, payload)
+
+    def next_due(self) -> float | None:
+        """When the next verdict is due (-inf: at once), None with nothing waiting."""
+        times = [t for lane in self.lanes.values() if (t := lane.next_due()) is not None]
+        return min(times) if times else None
+
+    def poll(self, now: float) -> list[Verdict]:
+        """The verdicts due by `now`; a `copy` verdict means: send its bytes again."""
+        return [v for lane in self.lanes.values() for v in lane.poll(now)]
+
+    def flush(self) -> list[Verdict]:
+        """Verdicts for every packet still waiting, at once (the queue is being removed)."""
+        return [v for lane in self.lanes.values() for v in lane.poll(math.inf, everything=True)]
+
+
+def corrupted(packet: bytes, rng: random.Random) -> bytes:
+    """`packet` (an IPv4 packet) with one bit flipped past its transport header, checksums left
+    as they were, so the receiving stack discards it; a packet with no payload gets the flip in
+    the last byte of its transport header."""
+    if len(packet) < 20:
+        return packet
+    ip_header = (packet[0] & 0x0F) * 4
+    transport = 20 if packet[9] == 6 else 8
+    if packet[9] == 6 and len(packet) >= ip_header + 13:
+        transport = (packet[ip_header + 12] >> 4) * 4
+    start = ip_header + transport
+    at = rng.randrange(start, len(packet)) if len(packet) > start else len(packet) - 1
+    out = bytearray(packet)
+    out[at] ^= 1 << rng.randrange(8)
+    return bytes(out)

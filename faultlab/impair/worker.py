@@ -1,0 +1,94 @@
+"""The userspace queue's process, started in the router's namespace for one step:
+
+    python -m faultlab.impair.worker '{"shape": {...}, "lanes": 2, "first_queue": 1000}'
+
+It binds `lanes` free queues, prints `ready Q1 [Q2]` (the run installs the NFQUEUE rules only
+then, so no packet ever waits on nobody), gives each packet its verdict when due, and on SIGTERM
+lets every waiting packet go and unbinds. Duplicates leave through a raw socket: a packet this
+process sends crosses OUTPUT, not FORWARD, so it is never queued again.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import select
+import signal
+import socket
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from faultlab.impair.core import Impairer, Shape, Verdict
+from faultlab.impair.nfqueue import QueueSocket, verdict_message
+
+PR_SET_TIMERSLACK = 29
+# select() sleeps up to the thread's timer slack (50 us by default) past its timeout: 1 us
+# keeps a release within ~0.1 ms of its due time.
+TIMER_SLACK_NS = 1000
+
+
+class Link:
+    """The worker's two sockets: the kernel queue's and, for duplicates, a raw IP socket."""
+
+    def __init__(self, queue: QueueSocket, duplicates: bool) -> None:
+        self.queue = queue
+        self.raw = (socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+                    if duplicates else None)
+
+    def deliver(self, verdicts: Sequence[Verdict]) -> None:
+        if not verdicts:
+            return
+        self.queue.send([verdict_message(v.queue, v.packet_id, v.accept, v.payload, v.through)
+                         for v in verdicts if v.copy is None])
+        if self.raw is not None:
+            for v in verdicts:
+                if v.copy is not None:
+                    self.raw.sendto(v.copy, (socket.inet_ntoa(v.copy[16:20]), 0))
+
+
+def serve(spec: dict[str, Any]) -> int:
+    shape = Shape(**spec["shape"])
+    queue = QueueSocket()
+    try:
+        queues = queue.bind_free(int(spec["first_queue"]), int(spec["lanes"]),
+                                 shape.needs_payload, whole_gso=not shape.per_segment)
+    except OSError as exc:
+        print(f"error {exc}", flush=True)
+        return 1
+    ctypes.CDLL(None).prctl(PR_SET_TIMERSLACK, TIMER_SLACK_NS, 0, 0, 0)
+    core = Impairer(shape, queues)
+    link = Link(queue, shape.duplicate > 0)
+    wake_r, wake_w = socket.socketpair()
+    wake_r.setblocking(False)
+    wake_w.setblocking(False)
+    signal.set_wakeup_fd(wake_w.fileno())
+    stopping: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, frame: stopping.append(signum))
+    print("ready", *queues, flush=True)
+    clock = time.monotonic
+    watched = [queue.fileno(), wake_r.fileno()]
+    while not stopping:
+        due = core.next_due()
+        timeout = None if due is None else max(0.0, due - clock())
+        readable, _, _ = select.select(watched, [], [], timeout)
+        if watched[0] in readable:
+            now = clock()
+            for packet in queue.receive():
+                core.receive(packet.queue, packet.packet_id, now, packet.payload)
+        link.deliver(core.poll(clock()))
+    link.deliver(core.flush())
+    queue.close()
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m faultlab.impair.worker SPEC_JSON", file=sys.stderr)
+        return 2
+    return serve(json.loads(argv[0]))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
