@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from faultlab.capture.flows import DOWN, Flow, PcapReport
+from faultlab.capture.flows import DOWN, Flow, PcapReport, tls_state
 from faultlab.capture.websocket import WsFrame
 
 # Linux's TCP_RTO_MAX: no retransmission waits longer after the one before.
@@ -199,7 +199,7 @@ class ServerReport:
             lines.append("key logs: " + ", ".join(data["keylogs"]))
         lines += data["notes"]
         for i, c in enumerate(data["connections"], 1):
-            lines += ["", f"connection {i}: {c['client']} -> {c['server']}{_tls(c)}"]
+            lines += ["", f"connection {i}: {c['client']} -> {c['server']}{tls_state(c)}"]
             lines += [f"  {label:<17}{text}" for label, text in _rows(c)]
         return "\n".join(lines)
 
@@ -211,14 +211,6 @@ def _clock(moment: dict[str, Any], date: bool = False) -> str:
 
 def _at(moment: dict[str, Any] | None) -> str:
     return "-" if moment is None else f"t={moment['t']:.3f} s ({_clock(moment)})"
-
-
-def _tls(c: dict[str, Any]) -> str:
-    if not c["tls"]:
-        return ""
-    if c["decrypted"] is None:
-        return "  (TLS)"
-    return "  (TLS, decrypted)" if c["decrypted"] else "  (TLS, not decrypted)"
 
 
 def _rows(c: dict[str, Any]) -> list[tuple[str, str]]:

@@ -361,7 +361,8 @@ def analyse(path: Path, decrypted: Iterable[DecryptedPacket] | None = None) -> P
     return PcapReport(path, packets, first if first is not None else 0.0, last, ordered)
 
 
-def _tls_state(flow: dict[str, Any]) -> str:
+def tls_state(flow: dict[str, Any]) -> str:
+    """How a flow's TLS reads, for the text reports: "" (no TLS), decrypted or not."""
     if not flow["tls"]:
         return ""
     if flow["decrypted"] is None:
@@ -389,7 +390,7 @@ def render_text(report: PcapReport) -> str:
         lines.append("key logs: " + ", ".join(data["keylogs"]))
     lines += data["notes"]
     for i, flow in enumerate(data["flows"], 1):
-        lines += ["", f"flow {i}: {flow['client']} -> {flow['server']}{_tls_state(flow)}",
+        lines += ["", f"flow {i}: {flow['client']} -> {flow['server']}{tls_state(flow)}",
                   f"  {'direction':<16}{'packets':>8}{'bytes':>10}{'FIN':>5}{'RST':>5}"
                   f"{'retrans':>9}{'keepalive':>10}  longest silence"]
         for name in ("client_to_server", "server_to_client"):

@@ -72,6 +72,7 @@ class Uplink:
         self._queued = asyncio.Event()
         self._source_ended = False
         self._marks: collections.deque[int] = collections.deque()
+        self._marked: object = None  # the session the marks count the bytes of
 
     def _behind_s(self) -> float:
         """How far behind the wall clock the keep-alive thinks the audio is: the source plus
@@ -94,19 +95,31 @@ class Uplink:
 
     def _mark_sent(self) -> None:
         """Keyed on the uplink: the connection's byte count once this frame is handed over
-        (acknowledged so far plus still queued), which TCP's acknowledgements must pass."""
+        (acknowledged so far plus still queued), which TCP's acknowledgements must pass; without
+        a socket to ask, the send itself counts."""
         sock = self._tcp()
-        if sock is None:
+        try:
+            if sock is None:
+                raise OSError("no socket")
+            queued = struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ,
+                                                    b"\0" * 4))[0]
+            mark = _bytes_acked(sock) + queued
+        except OSError:
             self._last_sent_at = time.monotonic()
             return
-        queued = struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0]
-        self._marks.append(_bytes_acked(sock) + queued)
+        if self._marked is not self.speaker.session:  # a new connection counts from 0
+            self._marks.clear()
+            self._marked = self.speaker.session
+        self._marks.append(mark)
 
     def _delivered(self, sock: socket.socket | None) -> bool:
         """Whether a frame's bytes were acknowledged since the last look."""
-        if sock is None or not self._marks:
+        if sock is None or not self._marks or self._marked is not self.speaker.session:
             return False
-        acked = _bytes_acked(sock)
+        try:
+            acked = _bytes_acked(sock)
+        except OSError:
+            return False
         delivered = False
         while self._marks and self._marks[0] <= acked:
             self._marks.popleft()
@@ -136,6 +149,9 @@ class Uplink:
                     self.events.emit("uplink.source_back")
                 self.source_bytes += len(data)
                 self._queue(data)
+        except BaseException:
+            sender.cancel()
+            raise
         finally:
             if keeper is not None:
                 keeper.cancel()
@@ -191,11 +207,12 @@ class Uplink:
             try:
                 await self.speaker.session.send_realtime_input(
                     audio=types.Blob(data=frame, mime_type=MIME))
-                self.sent_bytes += len(frame)
-                if self.keep_alive == "uplink":
-                    self._mark_sent()
             except Exception:
                 self.lost_bytes += len(frame)
+                continue
+            self.sent_bytes += len(frame)
+            if self.keep_alive == "uplink":
+                self._mark_sent()
 
     @staticmethod
     def _seconds(n_bytes: int) -> float:

@@ -25,13 +25,17 @@ from faultlab.faults.flows import (
 )
 from faultlab.faults.iptables import chain_name, install, uninstall
 from faultlab.impair.core import Shape
-from faultlab.impair.engine import WORKER_GRACE_S, Plan, add_tbf, remove_tbf, start_worker
+from faultlab.impair.engine import (
+    QUEUE_TABLE,
+    WORKER_GRACE_S,
+    Plan,
+    add_tbf,
+    remove_tbf,
+    start_worker,
+)
 from faultlab.lab.base import Lab
 from faultlab.lab.process import terminate
 from faultlab.model import Model
-
-# The table of the NFQUEUE rules (see Impairment.apply).
-QUEUE_TABLE = "security"
 
 Percent = Field(default=0.0, ge=0, le=100)
 
@@ -193,6 +197,8 @@ class Impairment[P: ImpairFlow](Fault[P]):
                     raise MechanismError(
                         f"step {step!r} already queues {'/'.join(sorted(taken & ways))} packets "
                         "at the router (a packet reaches one queue): put both in one `path`")
+            # Taken at once: another step applied meanwhile (both at 0 s) must see it.
+            queued[self.step_id] = ways
         chain = chain_name(self.step_id)
         try:
             if plan.rate_bytes_s is not None:
@@ -207,7 +213,6 @@ class Impairment[P: ImpairFlow](Fault[P]):
                 self._tables.append("filter")
             queues: list[int] = []
             if plan.shape is not None:
-                queued[self.step_id] = ways
                 self._worker, queues = await start_worker(ctx.lab, plan.shape, len(matches))
                 # In the security table, whose FORWARD chain runs after filter's: another step's
                 # drop or reject still acts on what a queue would accept. --queue-bypass: should
@@ -226,14 +231,19 @@ class Impairment[P: ImpairFlow](Fault[P]):
     async def revert(self, ctx: FaultContext) -> None:
         router = ctx.lab.router
         # Rules first, the queue's last, so that no packet is queued to a worker that is
-        # leaving; the worker then lets what it holds go before it exits.
-        while self._tables:
-            await uninstall(router, ["FORWARD"], chain_name(self.step_id),
-                            table=self._tables.pop())
-        if self._worker is not None:
-            await terminate(self._worker, WORKER_GRACE_S)
-            self._worker = None
-        self._queued.get(str(router.path), {}).pop(self.step_id, None)
-        if self._shaped:
-            await router.run(remove_tbf, self._shaped)
-            self._shaped = []
+        # leaving; the worker then lets what it holds go before it exits. Each part is undone
+        # even when one before it failed (the first failure is raised after).
+        try:
+            while self._tables:
+                await uninstall(router, ["FORWARD"], chain_name(self.step_id),
+                                table=self._tables.pop())
+        finally:
+            try:
+                if self._worker is not None:
+                    worker, self._worker = self._worker, None
+                    await terminate(worker, WORKER_GRACE_S)
+            finally:
+                self._queued.get(str(router.path), {}).pop(self.step_id, None)
+                if self._shaped:
+                    shaped, self._shaped = self._shaped, []
+                    await router.run(remove_tbf, shaped)

@@ -25,10 +25,14 @@ from pyroute2.netlink.exceptions import NetlinkError
 from faultlab.errors import MechanismError
 from faultlab.impair.core import Shape
 from faultlab.impair.nfqueue import QueueSocket
+from faultlab.interrupt import uncancelled
 from faultlab.lab.base import Lab
 from faultlab.lab.process import terminate
 
 TC_H_ROOT = 0xFFFFFFFF
+# The table of the NFQUEUE rules: its FORWARD chain runs after filter's, so another step's drop
+# or reject still acts on what a queue would accept.
+QUEUE_TABLE = "security"
 # Queue numbers the workers try first; each takes the next free ones (a queue is per namespace).
 FIRST_QUEUE = 1000
 WORKER_READY_S = 10.0
@@ -61,7 +65,9 @@ class Plan:
 
 
 def add_tbf(links: list[str], rate_bytes_s: float, burst: int, limit: int) -> None:
-    """In the router's thread: a tbf root qdisc on each link."""
+    """In the router's thread: a tbf root qdisc on each link, or on none (what was added is
+    removed when a later link fails)."""
+    done: list[str] = []
     with IPRoute() as ipr:
         for link in links:
             index = ipr.link_lookup(ifname=link)[0]
@@ -69,8 +75,10 @@ def add_tbf(links: list[str], rate_bytes_s: float, burst: int, limit: int) -> No
                 ipr.tc("add", "tbf", index=index, rate=int(rate_bytes_s), burst=burst,
                        limit=limit + burst)
             except NetlinkError as exc:
+                remove_tbf(done)
                 raise MechanismError(f"cannot shape {link} (another step's rate holds it?): "
                                      f"{exc}") from None
+            done.append(link)
 
 
 def remove_tbf(links: list[str]) -> None:
@@ -91,13 +99,18 @@ async def start_worker(lab: Lab, shape: Shape, lanes: int
                            stderr=asyncio.subprocess.STDOUT)
     assert proc.stdout is not None
     try:
-        line = (await asyncio.wait_for(proc.stdout.readline(), WORKER_READY_S)).decode()
-    except TimeoutError:
-        line = "no answer"
-    words = line.split()
-    if words[:1] != ["ready"]:
-        await terminate(proc, WORKER_GRACE_S)
-        raise MechanismError(f"the packet queue did not start: {line.strip() or 'it exited'}")
+        try:
+            line = (await asyncio.wait_for(proc.stdout.readline(), WORKER_READY_S)).decode()
+        except TimeoutError:
+            line = "no answer"
+        words = line.split()
+        if words[:1] != ["ready"]:
+            raise MechanismError(f"the packet queue did not start: "
+                                 f"{line.strip() or 'it exited'}")
+    except BaseException:
+        # Not the step's yet (a failed start, or a run cancelled meanwhile): stop it here.
+        await uncancelled(terminate(proc, WORKER_GRACE_S))
+        raise
     return proc, [int(w) for w in words[1:]]
 
 
@@ -137,7 +150,10 @@ def _probe_here() -> Probe:
         return None
 
     with IPRoute() as ipr:
-        ipr.link("add", ifname="probe0", kind="veth", peer={"ifname": "probe1"})
+        try:
+            ipr.link("add", ifname="probe0", kind="veth", peer={"ifname": "probe1"})
+        except NetlinkError as exc:
+            return Probe(f"no veth to probe on: {exc}", "not probed", "not probed", netem=False)
         index = ipr.link_lookup(ifname="probe0")[0]
         tbf = attempt(lambda: ipr.tc("add", "tbf", index=index, rate=125_000, burst=3028,
                                      limit=15_000))
@@ -152,7 +168,8 @@ def _probe_here() -> Probe:
         queue = QueueSocket()
         try:
             (number,) = queue.bind_free(FIRST_QUEUE, 1, copy_payload=False, whole_gso=True)
-            iptables_batch([f"-A FORWARD -j NFQUEUE --queue-num {number} --queue-bypass"])
+            iptables_batch([f"-A FORWARD -j NFQUEUE --queue-num {number} --queue-bypass"],
+                           QUEUE_TABLE)
         finally:
             queue.close()
 

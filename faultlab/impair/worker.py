@@ -78,6 +78,12 @@ def serve(spec: dict[str, Any]) -> int:
             for packet in queue.receive():
                 core.receive(packet.queue, packet.packet_id, now, packet.payload)
         link.deliver(core.poll(clock()))
+    # The rules are gone: what the kernel still holds for us (not read yet) and what we hold
+    # leave now; closing the queue with packets unread would have the kernel drop them.
+    now = clock()
+    while waiting := queue.receive():
+        for packet in waiting:
+            core.receive(packet.queue, packet.packet_id, now, packet.payload)
     link.deliver(core.flush())
     queue.close()
     return 0

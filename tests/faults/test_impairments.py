@@ -183,7 +183,7 @@ def test_parse_reads_each_packet_and_ack_of_a_datagram() -> None:
                      nfqueue.QueuedPacket(1001, 6, b""), 16]
 
 
-def test_revert_after_a_failed_apply_removes_what_was_installed() -> None:
+def test_a_connection_not_seen_yet_fails_before_anything_is_installed() -> None:
     """A per-connection impairment with no such connection fails before anything is installed,
     and leaves nothing to revert."""
     ctx = FakeContext()
@@ -191,6 +191,30 @@ def test_revert_after_a_failed_apply_removes_what_was_installed() -> None:
     with pytest.raises(Exception, match="no TCP connection 2"):
         asyncio.run(fault.apply(ctx))
     assert ctx.lab.ns("router").calls == []
+
+
+def test_an_apply_that_fails_midway_removes_what_it_installed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rate and loss installed, then the queue's worker fails to start: the loss rules and the
+    tbf are removed again, and the direction is free for another step's queue."""
+    from faultlab.errors import MechanismError
+    from faultlab.faults import impairment
+
+    async def no_worker(*_: object) -> None:
+        raise MechanismError("the packet queue did not start: test")
+
+    monkeypatch.setattr(impairment, "start_worker", no_worker)
+    ctx = FakeContext()
+    fault = build("path", {"rate_kbps": 500, "loss_percent": 1, "latency_ms": 5,
+                           "direction": "to_server"}, step="midway")
+    with pytest.raises(MechanismError, match="did not start"):
+        asyncio.run(fault.apply(ctx))
+    calls = ctx.lab.ns("router").calls
+    assert [fn for fn, _ in calls] == [add_tbf, _restore, _restore, remove_tbf]
+    assert calls[2][1][0] == ["-D FORWARD -j FL-midway", "-F FL-midway", "-X FL-midway"]
+    again = build("latency", {"latency_ms": 5, "direction": "to_server"}, step="again")
+    with pytest.raises(MechanismError, match="did not start"):  # not "already queues"
+        asyncio.run(again.apply(ctx))
 
 
 def test_loss_of_one_connection_matches_its_four_tuple() -> None:

@@ -304,20 +304,27 @@ def test_doctor_says_which_mechanism_each_impairment_uses() -> None:
 
 
 def test_a_drop_applied_over_a_queue_still_drops() -> None:
-    """With latency applied, a later `drop` of the same direction still discards everything (the
-    queue's accept comes after the filter table's rules)."""
+    """A `drop` of a direction, then latency on it: the drop still discards everything, though
+    the queue's rule came later (in one table, jumped to first, its accept would have ended the
+    chain before the drop: the queue's accept comes after the filter table's rules)."""
     async def scenario(lab: NetnsLab) -> tuple[measure.Stream, measure.Stream]:
         ctx = measure.context(lab)
         slow = impairment("latency", step="slow", latency_ms=5, direction="to_server")
         cut = measure.fault_of("drop", "cut", direction="to_server")
-        await slow.apply(ctx)
+        await cut.apply(ctx)
+        cutting = True
         try:
-            await cut.apply(ctx)
-            dropped = await asyncio.to_thread(measure.stream, lab, 100, 0.001)
-            await cut.revert(ctx)
-            delayed = await asyncio.to_thread(measure.stream, lab, 100, 0.001)
+            await slow.apply(ctx)
+            try:
+                dropped = await asyncio.to_thread(measure.stream, lab, 100, 0.001)
+                await cut.revert(ctx)
+                cutting = False
+                delayed = await asyncio.to_thread(measure.stream, lab, 100, 0.001)
+            finally:
+                await slow.revert(ctx)
         finally:
-            await slow.revert(ctx)
+            if cutting:
+                await cut.revert(ctx)
         return dropped, delayed
 
     dropped, delayed = in_lab(scenario)
