@@ -188,7 +188,7 @@ def bench_emulator(sessions: int, seconds: float) -> tuple[float, float, float]:
 def bench_containers(n: int) -> None:
     """The start-up a container client costs over a namespace client (the docker lab)."""
     try:
-        have = engine_images([CLIENTS_IMAGE])
+        _, have = engine_images([CLIENTS_IMAGE])
     except LabError as exc:
         print(f"container client start-up skipped: {exc}")
         return

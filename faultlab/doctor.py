@@ -38,13 +38,11 @@ def _version(argv: list[str]) -> str:
 def containers() -> Check:
     """Whether the docker lab can run a member as a container here, and why not."""
     from faultlab.errors import LabError
-    from faultlab.lab.engine import CLIENTS_IMAGE, LAB_IMAGE, connect, engine_errors, has_image
+    from faultlab.lab.engine import CLIENTS_IMAGE, LAB_IMAGE, engine_images
 
     try:
-        client = connect()
-        with contextlib.closing(client), engine_errors("the engine failed"):
-            version = str(client.version().get("Version", "?"))
-            missing = [name for name in (CLIENTS_IMAGE, LAB_IMAGE) if not has_image(client, name)]
+        version, have = engine_images([CLIENTS_IMAGE, LAB_IMAGE])
+        missing = [name for name, there in have.items() if not there]
     except LabError as exc:
         return Check("docker", False, f"containers unavailable: {exc}",
                      "containers/engine.sh start (only for the docker lab)", optional=True)

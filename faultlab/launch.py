@@ -21,8 +21,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 
 from faultlab.capture.live import ConnectionTable
-from faultlab.emulator.server import TRUST_VARIABLES, client_environment
-from faultlab.errors import LabError
+from faultlab.emulator.server import client_environment, trust_environment
 from faultlab.events import EventBus
 from faultlab.lab import uplink
 from faultlab.lab.base import Image, Lab, Role
@@ -103,24 +102,22 @@ class Launcher:
         p = self.profile
         env = self._environment("client", p.client)
         env["SSLKEYLOGFILE"] = str(create_private(self.run_dir / "client-keys.log"))
-        names = list(p.hosts)
-        address: str | None = str(self.lab.server_address)
+        names, address = list(p.hosts), self.target_address
         if p.target is not None and p.target.emulator is not None:
             names += EMULATED_HOSTS
             port = p.target.listen_port
             suffix = "" if port == 443 else f":{port}"
             env.update(client_environment(str(self.ca.cert_path),
                                           f"https://{EMULATED_HOSTS[0]}{suffix}"))
-        remote = p.target.remote if p.target is not None else None
+        remote = p.remote
         if remote is not None:
             # Names resolve to a remote's pinned address; else the client asks DNS for them.
-            address = remote_address(remote)
             names += [remote.host] if address else []
             extra = [self.ca.cert_path] if proxied else []
             extra += [self._profile_path(remote.ca)] if remote.ca is not None else []
             if extra:
                 bundle = write_trust_bundle(self.run_dir / "trust.pem", extra)
-                env.update({k: str(bundle) for k in TRUST_VARIABLES})
+                env.update(trust_environment(str(bundle)))
         if self.mic_path is not None:
             env["FAULTLAB_MIC"] = str(self.mic_path)
         env.update(p.client.env)
@@ -149,14 +146,10 @@ class Launcher:
         (and the profile's `env`), its image's own environment beneath."""
         events = self.tails.add(self.run_dir / f"{role}.events.jsonl", role)
         env = dict(os.environ) if program.image is None else {}
-        for name in program.pass_env:
-            if name not in os.environ:
-                raise LabError(f"the {role}'s pass_env names {name}, which is not set in "
-                               f"faultlab's environment")
-            env[name] = os.environ[name]
-        target = self.profile.target
-        host = (target.remote.host if target is not None and target.remote is not None
-                else str(self.lab.server_address))
+        # The run checked that they are set (profile.unset_pass_env) before building the lab.
+        env.update({name: os.environ[name] for name in program.pass_env})
+        target, remote = self.profile.target, self.profile.remote
+        host = remote.host if remote is not None else str(self.lab.server_address)
         env.update({
             "FAULTLAB_EVENTS": str(events), "FAULTLAB_RUN_DIR": str(self.run_dir),
             "FAULTLAB_ROLE": role, "FAULTLAB_T0": f"{self.bus.clock.t0_wall:.6f}",
@@ -181,26 +174,30 @@ class Launcher:
         self.stack.push_async_callback(proc.stop)
         return proc
 
+    @property
+    def target_address(self) -> str | None:
+        """The address the target's names resolve to in the lab: the lab's server, a remote's
+        pinned address, or None (the client asks DNS)."""
+        remote = self.profile.remote
+        return str(self.lab.server_address) if remote is None else remote_address(remote)
+
     def connection_table(self) -> ConnectionTable:
         """The client's connections to count: those to the target's port, and its address when
-        it is known before the run (the lab's server, a remote's pinned address)."""
+        it is known before the run."""
         target = self.profile.target
         if target is None:
             return ConnectionTable()
-        address = (str(self.lab.server_address) if target.remote is None
-                   else remote_address(target.remote))
-        return ConnectionTable(target.listen_port, address)
+        return ConnectionTable(target.listen_port, self.target_address)
 
     def upstream_ca(self) -> Path | None:
         """What the proxy verifies the target's certificate with: the run's CA for an emulator,
         the system's CAs (and the remote's own `ca`) for a remote service."""
-        target = self.profile.target
-        if target is None or (target.emulator is None and target.remote is None):
-            return None
-        if target.emulator is not None:
+        target, remote = self.profile.target, self.profile.remote
+        if target is not None and target.emulator is not None:
             return self.ca.cert_path
-        extra = [] if target.remote is None or target.remote.ca is None else [
-            self._profile_path(target.remote.ca)]
+        if remote is None:
+            return None
+        extra = [] if remote.ca is None else [self._profile_path(remote.ca)]
         return write_trust_bundle(self.run_dir / "upstream-trust.pem", extra)
 
     def _profile_path(self, path: Path) -> Path:

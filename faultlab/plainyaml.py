@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 import yaml
 
-from faultlab.problems import Loc, Problems
+from faultlab.problems import Loc, Problems, line_map
 
 MAX_BYTES = 5 * 2**20
 MAX_DEPTH = 64  # lists and mappings inside one another, aliases expanded
@@ -77,6 +77,24 @@ def load_plain(content: str | bytes, source: str) -> tuple[yaml.Node | None, Any
         problems.fail()
     finally:
         loader.dispose()
+
+
+def load_mapping(content: str | bytes, source: str, shape: str) -> tuple[dict[str, Any], Problems]:
+    """A YAML document that must be a mapping (`shape` says what one looks like, for the error),
+    and the problems collector that knows each key's line, duplicate keys already in it; a
+    document that is no mapping is a ProfileError at once."""
+    node, data = load_plain(content, source)
+    lines: dict[Loc, int] = {}
+    duplicates: list[tuple[Loc, str]] = []
+    if node is not None:
+        line_map(node, (), lines, duplicates)
+    problems = Problems(source, lines)
+    for loc, message in duplicates:
+        problems.add(loc, message)
+    if not isinstance(data, dict):
+        problems.add((), shape)
+        problems.fail()
+    return data, problems
 
 
 def _text(data: bytes, problems: Problems) -> str:

@@ -27,8 +27,8 @@ from faultlab.lab.base import Role
 from faultlab.lab.uplink import NETWORK as UPLINK_NETWORK
 from faultlab.model import Duration, Model
 from faultlab.peers import BUILTINS
-from faultlab.plainyaml import load_plain, read_bounded
-from faultlab.problems import Loc, Problems, line_map, message_of
+from faultlab.plainyaml import load_mapping, read_bounded
+from faultlab.problems import Loc, Problems, message_of
 
 # A remote target's `address` for this machine's own 127.0.0.1, through the uplink.
 HOST_LOOPBACK = "host-loopback"
@@ -396,17 +396,8 @@ PROVIDERS: dict[Need, tuple[str, str]] = {
 
 def parse_profile(text: str | bytes, source: str = "<profile>", path: Path | None = None) -> Profile:
     """Validate a profile's YAML; every problem is reported as `source:line: field: message`."""
-    node, data = load_plain(text, source)
-    lines: dict[Loc, int] = {}
-    duplicates: list[tuple[Loc, str]] = []
-    if node is not None:
-        line_map(node, (), lines, duplicates)
-    problems = Problems(source, lines)
-    for loc, message in duplicates:
-        problems.add(loc, message)
-    if not isinstance(data, dict):
-        problems.add((), "a profile is a YAML mapping with at least 'name' and 'client'")
-        problems.fail()
+    data, problems = load_mapping(text, source,
+                                  "a profile is a YAML mapping with at least 'name' and 'client'")
     try:
         raw = RawProfile.model_validate(data)
     except ValidationError as exc:

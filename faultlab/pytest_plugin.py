@@ -15,16 +15,15 @@ the command does, and pytest-xdist workers each run their own labs). Options:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from faultlab.catalogue import resolve_profiles
 from faultlab.errors import ProfileError
-from faultlab.jobs import run_job
 from faultlab.plainyaml import load_plain, read_bounded
-from faultlab.profile import load_profile
-from faultlab.report.record import RunRecord
+
+if TYPE_CHECKING:
+    from faultlab.report.record import RunRecord
 
 SUFFIXES = (".yaml", ".yml")
 
@@ -104,6 +103,12 @@ def run_profile(profile: Path | str, runs_dir: Path,
                 client_image: str | None = None) -> RunRecord:
     """Run one profile (a file or a name such as `silent-loss`) in a `faultlab run` of its own;
     its record. A profile with mistakes raises its ProfileError."""
+    # Imported here: the plugin loads in every pytest session wherever faultlab is installed,
+    # and the runner's modules cost ~0.4 s that a session without faultlab's tests never needs.
+    from faultlab.catalogue import resolve_profiles
+    from faultlab.jobs import run_job
+    from faultlab.profile import load_profile
+
     (path,) = resolve_profiles([profile])
     return run_job(load_profile(path), runs_dir, client_image)
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from faultlab.capture.live import LiveCapture
-from faultlab.errors import FaultlabError, LabError
+from faultlab.errors import FaultlabError, LabError, ProfileError
 from faultlab.events import Event, EventBus, RunClock
 from faultlab.expect import RunFacts, evaluate
 from faultlab.injector import FaultRuntime
@@ -27,7 +27,7 @@ from faultlab.lab.process import LabProcess
 from faultlab.lab.uplink import UplinkSpec
 from faultlab.launch import Launcher
 from faultlab.private import PRIVATE_DIR, redact_process_files
-from faultlab.profile import HOST_LOOPBACK, Profile
+from faultlab.profile import HOST_LOOPBACK, Profile, unset_pass_env
 from faultlab.proxy.control import ArmedStep, ProxyControl
 from faultlab.proxy.launch import launch_proxy
 from faultlab.report.record import RunRecord
@@ -105,6 +105,8 @@ class Run:
 
     async def _run(self) -> None:
         p = self.profile
+        if unset := unset_pass_env(p):  # before any lab (the CLI refuses these up front too)
+            raise ProfileError(unset)
         async with Teardown() as stack:
             lab = await self._build_lab(stack)
             self.bus.subscribe(self._observe)

@@ -4,6 +4,7 @@ import shutil
 import stat
 import struct
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import datetime
@@ -19,7 +20,6 @@ from faultlab.capture.tshark import (
     frames_of,
     merge_keylogs,
     parse_row,
-    private_workdir,
     tshark_argv,
 )
 
@@ -45,7 +45,8 @@ def test_merged_key_logs_are_private_and_removed(tmp_path: Path) -> None:
     a, b = tmp_path / "a.log", tmp_path / "b.log"
     a.write_text("CLIENT_RANDOM 01 02")  # no final newline
     b.write_text("CLIENT_RANDOM 03 04\n")
-    with private_workdir() as work:
+    with tempfile.TemporaryDirectory(prefix="faultlab-tshark-") as folder:
+        work = Path(folder)
         merged = merge_keylogs([a, b], work / "keys.log")
         assert stat.S_IMODE(merged.stat().st_mode) == 0o600
         assert stat.S_IMODE(work.stat().st_mode) == 0o700

@@ -146,13 +146,15 @@ class Prober:
         self.seen.time("setup_complete_s", live.setup_s)
         return live
 
-    async def handle_of(self, live: Live) -> str | None:
-        """The session's resumption handle, from its one update (U1)."""
+    async def handle_of(self, live: Live, probe: str) -> str | None:
+        """The session's resumption handle, from its one update (U1); without one, `probe`'s
+        behaviour is recorded as not tried."""
         got = await live.first(lambda m: bool(m.session_resumption_update
                                               and m.session_resumption_update.new_handle),
                                0, self.timeout_s)
         if got is None:
             self.seen.lack("resumption_update_s", "no sessionResumptionUpdate")
+            self.seen.saw(probe, "not tried: no resumption handle")
             return None
         at, message = got
         self.seen.time("resumption_update_s", at - live.opened)
@@ -203,9 +205,8 @@ class Prober:
 
         loop = asyncio.get_running_loop()
         async with await self.fresh() as first:
-            handle = await self.handle_of(first)
+            handle = await self.handle_of(first, "idle_drop_refused")
             if handle is None:
-                self.seen.saw("idle_drop_refused", "not tried: no resumption handle")
                 return
             since = first.mark()
             sent = loop.time()
@@ -295,9 +296,8 @@ class Prober:
         """L1, L2, L3: see the module's docstring."""
         loop = asyncio.get_running_loop()
         async with await self.fresh() as held:
-            handle = await self.handle_of(held)
+            handle = await self.handle_of(held, "lockout")
             if handle is None:
-                self.seen.saw("lockout", "not tried: no resumption handle")
                 return
             quiet_since = held.received[-1][0]
             idle_until = quiet_since + self.personality.release_after_activity_s + IDLE_MARGIN_S

@@ -80,7 +80,7 @@ class ServerConnection:
                    next((f for f in server_frames if f.opcode == "close"), None),
                    next((f for label, f in flow.frames if label != DOWN and f.opcode == "close"),
                         None),
-                   gave_up(flow, capture_end), still_retransmitting(flow, capture_end))
+                   *tcp_ending(flow, capture_end))
 
     @property
     def answered_close(self) -> WsFrame | None:
@@ -101,27 +101,21 @@ class ServerConnection:
         return "server", down
 
 
-def gave_up(flow: Flow, capture_end: float) -> GaveUp | None:
-    """The moment the server's TCP gave up on `flow`, by the module's rule, or None."""
+def tcp_ending(flow: Flow, capture_end: float) -> tuple[GaveUp | None, bool]:
+    """When the server's TCP gave up on `flow`, by the module's rule (or None); and whether it
+    was still retransmitting when the capture ended, before its next retransmission was due
+    (whether it would give up is then not in the capture)."""
     down = flow.down
     if down.first_rst_ts is not None:
-        return GaveUp(down.first_rst_ts, "reset")
+        return GaveUp(down.first_rst_ts, "reset"), False
     last = down.last_retransmission_ts
     if not down.unanswered_retransmissions or last is None or down.last_ts != last:
-        return None
+        return None, False
     next_due = RTO_MAX_S if down.retransmission_gap_s is None else 2 * down.retransmission_gap_s
     if capture_end - last <= next_due:
-        return None  # still retransmitting when the capture ended
+        return None, True
     return GaveUp(last, "retransmissions", down.unanswered_retransmissions,
-                  down.unanswered_from_ts)
-
-
-def still_retransmitting(flow: Flow, capture_end: float) -> bool:
-    """The server's last packets were unanswered retransmissions, and the capture ended before
-    the next one was due: whether its TCP would give up is not in the capture."""
-    down = flow.down
-    return (bool(down.unanswered_retransmissions) and down.last_ts == down.last_retransmission_ts
-            and gave_up(flow, capture_end) is None and down.first_rst_ts is None)
+                  down.unanswered_from_ts), False
 
 
 @dataclass(frozen=True)
@@ -209,6 +203,11 @@ def _clock(moment: dict[str, Any], date: bool = False) -> str:
     return stamp.isoformat(" ", "milliseconds") if date else stamp.strftime("%H:%M:%S.%f")[:-3]
 
 
+def _tally(count: int, which: str, moment: dict[str, Any] | None, none: str = "none") -> str:
+    """`3, the first at t=...`, or `none` when there were none."""
+    return f"{count}, the {which} at {_at(moment)}" if count else none
+
+
 def _at(moment: dict[str, Any] | None) -> str:
     return "-" if moment is None else f"t={moment['t']:.3f} s ({_clock(moment)})"
 
@@ -222,11 +221,9 @@ def _rows(c: dict[str, Any]) -> list[tuple[str, str]]:
     unseen = "unknown: " + ("TLS not decrypted" if c["tls"] else "no WebSocket seen")
     pings = c["server_pings"]
     rows.append(("WebSocket pings", unseen if pings is None else
-                 f"{pings['count']}, the first at {_at(pings['first'])}" if pings["count"]
-                 else "none"))
+                 _tally(pings["count"], "first", pings["first"])))
     keep = c["server_keepalives"]
-    rows.append(("TCP keepalives", f"{keep['count']}, the first at {_at(keep['first'])}"
-                 if keep["count"] else "none"))
+    rows.append(("TCP keepalives", _tally(keep["count"], "first", keep["first"])))
     close = c["server_close"]
     if close is None:
         rows.append(("server close", unseen if not c["frames_visible"] else "none"))
@@ -242,8 +239,7 @@ def _rows(c: dict[str, Any]) -> list[tuple[str, str]]:
             rows.append(("", f"{close['client_data_silent_s']:.3f} s since its last data "
                          f"(at {_at(close['client_last_data'])})"))
     retrans = c["server_retransmissions"]
-    rows.append(("retransmissions", f"{retrans['count']}, the last at {_at(retrans['last'])}"
-                 if retrans["count"] else "0"))
+    rows.append(("retransmissions", _tally(retrans["count"], "last", retrans["last"], "0")))
     gave = c["server_gave_up"]
     if gave is None:
         rows.append(("TCP gave up", "not yet: still retransmitting when the capture ended"

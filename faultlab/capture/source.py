@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,6 @@ from faultlab.capture.tshark import (
     dissect,
     find_tshark,
     merge_keylogs,
-    private_workdir,
 )
 
 CLIENT_CAPTURE = "capture.pcap"
@@ -90,7 +90,9 @@ def read_capture(source: CaptureSource, tshark: str | None = None) -> PcapReport
     if not source.keylogs or tshark is None:
         report = analyse(source.pcap)
     else:
-        with private_workdir() as work:
+        # mkdtemp's folder is its owner's alone (0700); it goes with the merged keys in it.
+        with tempfile.TemporaryDirectory(prefix="faultlab-tshark-") as folder:
+            work = Path(folder)
             keylog = merge_keylogs(source.keylogs, work / "keys.log")
             with dissect(source.pcap, keylog, tshark, work) as rows:
                 report = analyse(source.pcap, rows)

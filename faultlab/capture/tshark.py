@@ -22,7 +22,6 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,16 +71,6 @@ class DecryptedPacket:
 
 def find_tshark() -> str | None:
     return shutil.which("tshark")
-
-
-@contextlib.contextmanager
-def private_workdir() -> Iterator[Path]:
-    """A folder only its owner can enter, removed with what it holds afterwards."""
-    path = Path(tempfile.mkdtemp(prefix="faultlab-tshark-"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def merge_keylogs(keylogs: Sequence[Path], into: Path) -> Path:

@@ -182,7 +182,8 @@ class Uplink:
                     self.events.emit("uplink.keep_alive", behind_s=round(behind, 3))
                 pad = int(behind * RATE) * SAMPLE_BYTES
                 self.silence_bytes += pad
-                self._last_sent_at = time.monotonic()
+                if self.keep_alive == "uplink":  # the pad counts as a delivery for this key
+                    self._last_sent_at = time.monotonic()
                 self._queue(bytes(pad))
 
     async def _send_loop(self) -> None:

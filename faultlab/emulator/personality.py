@@ -20,8 +20,8 @@ import yaml
 from pydantic import AfterValidator, Field, ValidationError
 
 from faultlab.model import Model
-from faultlab.plainyaml import load_plain, read_bounded
-from faultlab.problems import Loc, Problems, line_map, message_of
+from faultlab.plainyaml import load_mapping, read_bounded
+from faultlab.problems import Problems, message_of
 
 
 def _ordered(span: tuple[float, float]) -> tuple[float, float]:
@@ -139,16 +139,8 @@ def read_personality_file(path: Path) -> tuple[str, dict[str, Any]]:
     except OSError as exc:
         problems.add((), f"cannot read it: {exc.strerror or exc}")
         problems.fail()
-    node, data = load_plain(content, source)
-    duplicates: list[tuple[Loc, str]] = []
-    if node is not None:
-        line_map(node, (), problems.lines, duplicates)
-    for loc, message in duplicates:
-        problems.add(loc, message)
-    if not isinstance(data, dict):
-        problems.add((), f"a personality file is a mapping: {BASE_FIELD}: NAME, then the fields "
-                         "it changes")
-        problems.fail()
+    data, problems = load_mapping(content, source, f"a personality file is a mapping: "
+                                  f"{BASE_FIELD}: NAME, then the fields it changes")
     changes = {"name": path.stem, **data}
     base = changes.pop(BASE_FIELD, None)
     if not isinstance(base, str) or base not in PERSONALITIES:

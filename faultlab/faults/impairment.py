@@ -10,6 +10,7 @@ module registers no fault of its own.
 from __future__ import annotations
 
 import asyncio
+import weakref
 from typing import Any, ClassVar, Literal, Self
 
 from pydantic import Field, model_validator
@@ -34,6 +35,7 @@ from faultlab.impair.engine import (
     start_worker,
 )
 from faultlab.lab.base import Lab
+from faultlab.lab.namespace import Namespace
 from faultlab.lab.process import terminate
 from faultlab.model import Model
 
@@ -175,8 +177,10 @@ class Impairment[P: ImpairFlow](Fault[P]):
     parts): everything it installs is removed by `revert`, in reverse."""
 
     layer: ClassVar[Layer] = "packet"
-    # The directions each step's queue serves, per router (by its namespace's path).
-    _queued: ClassVar[dict[str, dict[str, set[OneWay]]]] = {}
+    # The directions each step's queue serves, per router: held as long as its lab's router
+    # namespace is (a later lab in the same slot has a new one, and starts with none).
+    _queued: ClassVar[weakref.WeakKeyDictionary[Namespace, dict[str, set[OneWay]]]] = (
+        weakref.WeakKeyDictionary())
 
     def __init__(self, step_id: str, params: P) -> None:
         super().__init__(step_id, params)
@@ -190,7 +194,7 @@ class Impairment[P: ImpairFlow](Fault[P]):
         p, plan, router = self.path, self.plan, ctx.lab.router
         matches = iptables_matches(ctx, p.direction, p.connection, at_client=False)
         ways = set(hurt_directions(p.direction))
-        queued = self._queued.setdefault(str(router.path), {})
+        queued = self._queued.setdefault(router, {})
         if plan.shape is not None:
             for step, taken in queued.items():
                 if taken & ways:
@@ -243,7 +247,7 @@ class Impairment[P: ImpairFlow](Fault[P]):
                     worker, self._worker = self._worker, None
                     await terminate(worker, WORKER_GRACE_S)
             finally:
-                self._queued.get(str(router.path), {}).pop(self.step_id, None)
+                self._queued.get(router, {}).pop(self.step_id, None)
                 if self._shaped:
                     shaped, self._shaped = self._shaped, []
                     await router.run(remove_tbf, shaped)

@@ -112,11 +112,13 @@ def _reason(exc: BaseException) -> str:
     return text.splitlines()[0][:120] if text else type(exc).__name__
 
 
-def engine_images(names: list[str]) -> dict[str, bool]:
-    """Whether each image is in the local engine (a LabError when no engine answers)."""
+def engine_images(names: list[str]) -> tuple[str, dict[str, bool]]:
+    """The local engine's version, and whether each image is in it (a LabError when no engine
+    answers)."""
     client = connect()
     with contextlib.closing(client), engine_errors("cannot list the engine's images"):
-        return {name: has_image(client, name) for name in names}
+        version = str(client.version().get("Version", "?"))
+        return version, {name: has_image(client, name) for name in names}
 
 
 def container_slots() -> set[int]:
