@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-APT_PACKAGES := iptables tcpdump iproute2 espeak-ng debootstrap tshark slirp4netns
+APT_PACKAGES := iptables tcpdump iproute2 espeak-ng debootstrap tshark slirp4netns chromium
 # The Docker engine, for container members and `make images`: Debian's, unless an engine is
 # installed already (Docker CE's packages conflict with docker.io's).
 ENGINE_PACKAGE := docker.io

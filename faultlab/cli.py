@@ -230,22 +230,52 @@ def run(paths: tuple[str, ...], runs_dir: Path, quiet: bool, repeat: int,
 
 
 def _report_suite(records: list[RunRecord], table: Path | None, junit: Path | None) -> int:
-    """The suite table (printed, and written to `table`) and the JUnit file; the exit code of
-    the worst run."""
+    """The suite table (printed, and written to `table` with its page beside it) and the JUnit
+    file; the exit code of the worst run."""
+    from faultlab.report.build import write_suite_reports
     from faultlab.report.junit import write_junit
-    from faultlab.report.suite import write_suite
 
     if table is not None:
-        click.echo("\n" + write_suite(records, table) + f"\n(written to {table})")
+        text = write_suite_reports(records, table)
+        click.echo(f"\n{text}\n(written to {table}; the suite's page: {table.with_suffix('.html')})")
     if junit is not None:
         write_junit(records, junit)
         click.echo(f"JUnit: {junit}")
     return max((r.exit_code for r in records), default=0)
 
 
-@cli.group()
+class ReportGroup(click.Group):
+    """`faultlab report PATH...` is `faultlab report build PATH...`; `merge` and `build` are
+    its commands."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("-h", "--help"):
+            args = ["build", *args]
+        return super().parse_args(ctx, args)
+
+
+@cli.group(cls=ReportGroup)
 def report() -> None:
-    """Reports over runs made elsewhere (CI shards, parallel jobs)."""
+    """Draw a run's or a suite's reports again (`faultlab report PATH...`), or join runs made
+    elsewhere (CI shards, parallel jobs) into one suite (`faultlab report merge DIR...`)."""
+
+
+@report.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path),
+                metavar="PATH...")
+def build(paths: tuple[Path, ...]) -> None:
+    """(Re)build report.html and timeline.png of each run folder in PATH..., and a suite's page:
+    PATH is a run folder, a suite's file (suite-TIME.md, .html or .json), or a folder of runs
+    (then a suite page of all of them is written in it)."""
+    from faultlab.report.build import rebuild
+    from faultlab.report.record import RecordError
+
+    try:
+        written = rebuild(list(paths))
+    except RecordError as exc:
+        _fail(str(exc), 2)
+    for path in written:
+        click.echo(str(path))
 
 
 @report.command()

@@ -62,6 +62,18 @@ class Event:
         return cls(float(data.pop("t")), str(data.pop("source")), str(data.pop("event")), data)
 
 
+def read_events(path: Path) -> list[Event]:
+    """The events of a finished run's events.jsonl (a line cut short by a crash is skipped)."""
+    events = []
+    with path.open() as lines:
+        for line in lines:
+            try:
+                events.append(Event.from_json(line))
+            except (ValueError, KeyError):
+                continue
+    return events
+
+
 class RunClock:
     """Seconds since the run started, monotonic; converts unix times written by other processes."""
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
-from faultlab.units import parse_duration
+from faultlab.units import parse_duration, parse_duration_range
 
 if TYPE_CHECKING:
     from faultlab.events import Event
@@ -27,6 +27,8 @@ def format_seconds(seconds: float) -> str:
 # Seconds, written in a profile with a unit: `1.5s`, `200ms`, `2m` (and written back so in JSON).
 Duration = Annotated[float, BeforeValidator(parse_duration), Field(ge=0),
                      PlainSerializer(format_seconds, return_type=str, when_used="json")]
+# Seconds from low to high: `1.8-1.9s`, `500ms-2s`.
+DurationRange = Annotated[tuple[float, float], BeforeValidator(parse_duration_range)]
 
 
 

@@ -25,7 +25,7 @@ from faultlab.frames import FrameMatch
 from faultlab.lab import LABS
 from faultlab.lab.base import Role
 from faultlab.lab.uplink import NETWORK as UPLINK_NETWORK
-from faultlab.model import Duration, Model
+from faultlab.model import Duration, DurationRange, Model
 from faultlab.peers import BUILTINS
 from faultlab.plainyaml import load_mapping, read_bounded
 from faultlab.problems import Loc, Problems, message_of
@@ -313,6 +313,21 @@ class Capture(Model):
     snaplen_bytes: int = Field(default=262144, ge=96, le=262144)
 
 
+class FieldRanges(Model):
+    """What the field study measured for a scenario, in seconds from the first fault (as the
+    suite's columns count): the bands the suite page draws behind each run's value, so that a
+    regression is a run outside its band. Not an expectation: a run outside passes or fails by
+    its `expect`."""
+
+    detected: DurationRange | None = None
+    resumed: DurationRange | None = None
+    recovered: DurationRange | None = None
+
+    def ranges(self) -> dict[str, tuple[float, float]]:
+        """Each stated range by its suite column's heading."""
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
 class RawProfile(Model):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=64)
     description: str = ""
@@ -327,6 +342,7 @@ class RawProfile(Model):
     expect: list[dict[str, Any]] = Field(default_factory=list)
     timeout: Duration = 60.0
     settle: Duration = 0.3
+    field_ranges: FieldRanges = Field(default=FieldRanges(), alias="field")
 
     @field_validator("hosts")
     @classmethod
@@ -367,6 +383,7 @@ class Profile:
     expect: tuple[Expectation, ...]
     timeout: float
     settle: float
+    field_ranges: FieldRanges
 
     @property
     def remote(self) -> RemoteTarget | None:
@@ -416,6 +433,7 @@ def parse_profile(text: str | bytes, source: str = "<profile>", path: Path | Non
         capture=raw.capture, mic=raw.mic, proxy=raw.proxy, expect=tuple(expectations),
         timeout=raw.timeout,
         settle=raw.settle,
+        field_ranges=raw.field_ranges,
     )
 
 

@@ -30,6 +30,7 @@ from faultlab.private import PRIVATE_DIR, redact_process_files
 from faultlab.profile import HOST_LOOPBACK, Profile, unset_pass_env
 from faultlab.proxy.control import ArmedStep, ProxyControl
 from faultlab.proxy.launch import launch_proxy
+from faultlab.report.build import TIMELINE_PICTURE, write_run_reports
 from faultlab.report.record import RunRecord
 from faultlab.report.summary import write_summary
 from faultlab.result import RunResult
@@ -221,8 +222,12 @@ class Run:
                       duration_s=round(result.duration_s, 3))
         self.bus.close()
         redact_process_files(self.run_dir)
-        write_summary(result, self.run_dir / "summary.md")
-        self.record = RunRecord.of(result)
+        record = RunRecord.of(result)
+        record.write(self.run_dir)  # first: the verdict stands whatever the drawing does
+        # The summary shows the picture that is drawn next (a failure to draw is said on stderr).
+        write_summary(result, self.run_dir / "summary.md", TIMELINE_PICTURE)
+        write_run_reports(self.run_dir, result.events, record)
+        self.record = record.with_attachments()
         self.record.write(self.run_dir)
 
 

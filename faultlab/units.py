@@ -1,4 +1,4 @@
-"""Durations as profiles and command lines write them: `1.5s`, `200ms`, `2m`."""
+"""Durations as profiles and command lines write them: `1.5s`, `200ms`, `2m`; ranges `1.8-1.9s`."""
 
 from __future__ import annotations
 
@@ -20,3 +20,21 @@ def parse_duration(text: object) -> float:
     if seconds > MAX_SECONDS:  # 10^309 s parses as inf, and a year is longer than any run
         raise ValueError(f"{text.strip()[:40]!r} is longer than a year, the longest duration")
     return seconds
+
+
+def parse_duration_range(text: object) -> tuple[float, float]:
+    """The low and high seconds of a range such as `1.8-1.9s`, `500ms-2s` or `[1.8s, 1.9s]`; a
+    low without a unit takes the high's."""
+    if isinstance(text, list | tuple) and len(text) == 2:
+        low, high = parse_duration(text[0]), parse_duration(text[1])
+    elif isinstance(text, str) and text.count("-") == 1:
+        left, right = (part.strip() for part in text.split("-"))
+        unit = re.search(r"(ms|s|m|h)$", right)
+        if unit is not None and re.fullmatch(r"\d+(?:\.\d+)?|\.\d+", left):
+            left += unit.group(1)
+        low, high = parse_duration(left), parse_duration(right)
+    else:
+        raise ValueError(f"not a range of durations: {text!r} (write e.g. '1.8-1.9s')")
+    if low > high:
+        raise ValueError(f"{text!r}: the low end is above the high end")
+    return low, high

@@ -85,3 +85,16 @@ def test_a_faults_effects_count_from_the_start_of_its_application() -> None:
     late = [Event(2.0, "target", "server.closed", {}), *events[1:]]
     assert not Occurs.model_validate({"event": "server.closed", "after": after}).check(
         RunFacts(late, {}, frozenset())).held
+
+
+def test_each_verdict_names_the_moment_it_rests_on() -> None:
+    """What a report links an expectation to: the first hit, the last counted event, the exit;
+    a window that never saw its event points at where the window began."""
+    after = {"event": "fault.applied", "where": {"step": "cut"}}
+    assert Occurs.model_validate({"event": "client.lost", "after": after}).check(FACTS).at == 4.4
+    assert Occurs.model_validate({"event": "client.gone", "after": after}).check(FACTS).at == 2.0
+    assert Occurs.model_validate({"event": "client.gone"}).check(FACTS).at is None
+    assert Count.model_validate({"count": {"event": "tcp.fin"}, "equals": 1}).check(FACTS).at == 5.0
+    exited = RunFacts([*EVENTS, Event(6.0, "faultlab", "process.exit", {"role": "client"})],
+                      {"client": 1})
+    assert ExitCode(exit_code=1).check(exited).at == 6.0

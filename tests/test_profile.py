@@ -298,3 +298,13 @@ def test_the_real_service_example_validates() -> None:
         profile = load_profile(path)
         assert profile.remote is not None and "GOOGLE_API_KEY" in profile.client.pass_env
         assert "GOOGLE_API_KEY" not in profile.client.env  # never written in the profile
+
+
+def test_the_field_study_s_ranges_are_read_by_column() -> None:
+    """`field` states the measured ranges per suite column; a wrong one is an error at its line."""
+    p = parse_profile("name: x\nclient: {command: [x]}\nfield: {recovered: 6.1-7.1s}\n", "p.yaml")
+    assert p.field_ranges.ranges() == {"recovered": (6.1, 7.1)}
+    assert problems("name: x\nclient: {command: [x]}\nfield:\n  detected: 1-2s\n"
+                    "  recoverd: 1-2s\n") == ["p.yaml:5: field.recoverd: unknown field"]
+    line, = problems("name: x\nclient: {command: [x]}\nfield: {resumed: 3-2s}\n")
+    assert line.startswith("p.yaml:3: field.resumed:") and "low end is above" in line

@@ -26,7 +26,8 @@ def ev(t: float, name: str, **fields: object) -> Event:
 
 def a_result(tmp_path: Path, name: str = "field-X", held: bool = True,
              error: str | None = None) -> RunResult:
-    profile = parse_profile(f"name: {name}\nclient: {{command: [x]}}\n")
+    profile = parse_profile(f"name: {name}\nclient: {{command: [x]}}\n"
+                            "field: {detected: 1.8-1.9s}\n")
     events = [ev(1.0, "fault.applied", step="cut", fault="drop", layer="packet", trigger="at 1s",
                  applied_in_ms=1.7),
               ev(2.5, "client.lost"), ev(4.0, "fault.reverted", step="cut", fault="drop")]
@@ -34,7 +35,7 @@ def a_result(tmp_path: Path, name: str = "field-X", held: bool = True,
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "summary.md").write_text("# x\n")
     return RunResult(profile, run_dir, datetime(2026, 11, 30, 12, 0, 0), duration_s=5.25,
-                     events=events, outcomes=[Outcome("client.lost within 2s", held, "at +1.5s")],
+                     events=events, outcomes=[Outcome("client.lost within 2s", held, "at +1.5s", 2.5)],
                      exit_codes={"client": 0}, error=error)
 
 
@@ -45,12 +46,21 @@ def test_a_record_tells_the_run(tmp_path: Path) -> None:
     assert fault == {"step": "cut", "fault": "drop", "layer": "packet", "trigger": "at 1s",
                      "t": 1.0, "applied_in_ms": 1.7, "reverted_t": 4.0}
     assert record.expectations == [{"expectation": "client.lost within 2s", "held": False,
-                                    "seen": "at +1.5s"}]
+                                    "seen": "at +1.5s", "at": 2.5}]
     assert record.cells["detected"] == 1.5 and record.attachments == ["summary.md"]
+    assert record.field_ranges == {"detected": [1.8, 1.9]}
     assert record.faultlab and record.started.startswith("2026-11-30T12:00:00")
     assert datetime.fromisoformat(record.started).tzinfo is not None  # comparable across machines
-    again = RunRecord.load(record.write(tmp_path))
+    again = RunRecord.load(record.write(Path(record.run_dir)))
     assert again == record
+
+
+def test_a_record_read_elsewhere_names_the_folder_it_is_in_now(tmp_path: Path) -> None:
+    """A CI artefact unpacked in another place: its reports link to the files where they are."""
+    record = RunRecord.of(a_result(tmp_path))
+    record.write(Path(record.run_dir))
+    moved = Path(record.run_dir).rename(tmp_path / "artefact")
+    assert RunRecord.load(moved / RESULT_FILE).run_dir == str(moved)
 
 
 def test_a_suite_table_from_records_equals_one_from_runs(tmp_path: Path) -> None:

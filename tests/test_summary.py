@@ -45,3 +45,20 @@ def test_without_an_ending_the_exit_code_at_teardown_is_shown() -> None:
     """A run interrupted before its processes were stopped still shows what it knew."""
     text = summary({"target": None, "client": 1}, {})
     assert "- exit codes: target running, client 1\n" in text
+
+
+def test_repeated_events_are_one_timeline_row_and_the_picture_is_embedded() -> None:
+    """A model turn's fifteen chunks are one row with their count and audio; the picture is
+    shown when the run drew one."""
+    from faultlab.events import Event
+
+    chunks = [Event(11.1 + i * 0.02, "client", "client.received",
+                    {"kind": "server_content.model_turn", "audio_s": 0.1}) for i in range(15)]
+    result = RunResult(PROFILE, Path("."), datetime.now(), events=[
+        Event(10.0, "client", "client.ask", {"text": "Did you book it?"}), *chunks])
+    text = render_summary(result, "timeline.png")
+    assert "![the run's timeline](timeline.png)" in text
+    rows = [line for line in text.splitlines() if "client.received" in line]
+    assert rows == ["| 11.100-11.380 | client | client.received x15 | "
+                    "kind=server_content.model_turn, 1.50 s audio |"]
+    assert "timeline.png" not in render_summary(result)

@@ -1,6 +1,6 @@
 import pytest
 
-from faultlab.units import parse_duration
+from faultlab.units import parse_duration, parse_duration_range
 
 
 @pytest.mark.parametrize(("text", "seconds"), [
@@ -17,3 +17,17 @@ def test_bare_numbers_and_unknown_units_are_refused(bad: object) -> None:
     """A number without a unit is ambiguous, so it is an error."""
     with pytest.raises(ValueError):
         parse_duration(bad)
+
+
+@pytest.mark.parametrize(("text", "low", "high"), [
+    ("1.8-1.9s", 1.8, 1.9), ("500ms-2s", 0.5, 2.0), (" 6.1s - 7.1s ", 6.1, 7.1),
+    (["1s", "2s"], 1.0, 2.0)])
+def test_ranges_of_durations_parse_to_seconds(text: object, low: float, high: float) -> None:
+    """A low without a unit takes the high's."""
+    assert parse_duration_range(text) == pytest.approx((low, high))
+
+
+@pytest.mark.parametrize("bad", ["2-1s", "1.8s", "1-2-3s", "1-2", ["1s"], 3])
+def test_ranges_the_wrong_way_round_or_without_units_are_refused(bad: object) -> None:
+    with pytest.raises(ValueError):
+        parse_duration_range(bad)

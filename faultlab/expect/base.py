@@ -33,6 +33,8 @@ class Outcome:
     expectation: str
     held: bool
     seen: str
+    # The moment (run clock) the verdict rests on, which a report links to; None: no one moment.
+    at: float | None = None
 
 
 class Expectation(Model, ABC):
@@ -42,7 +44,7 @@ class Expectation(Model, ABC):
     @abstractmethod
     def check(self, facts: RunFacts) -> Outcome: ...
 
-    def _outcome(self, held: bool, seen: str) -> Outcome:
-        return Outcome(self.describe(), held, seen)
+    def _outcome(self, held: bool, seen: str, at: float | None = None) -> Outcome:
+        return Outcome(self.describe(), held, seen, at)
 
 

@@ -27,7 +27,9 @@ class ExitCode(Expectation):
         code = facts.exit_codes.get(self.process)
         seen = "never started" if self.process not in facts.exit_codes else (
             "still running at the end" if code is None else f"exit code {code}")
-        return self._outcome(code == self.exit_code, seen)
+        exit_at = next((e.t for e in facts.events
+                        if e.matches("process.exit", {"role": self.process})), None)
+        return self._outcome(code == self.exit_code, seen, exit_at)
 
 
 @register
@@ -52,11 +54,12 @@ class Count(Expectation):
         return f"count of {self.count.describe()} {' and '.join(b for b in bounds if b)}"
 
     def check(self, facts: RunFacts) -> Outcome:
-        n = sum(1 for e in facts.events if e.matches(self.count.event, self.count.where))
+        hits = [e.t for e in facts.events if e.matches(self.count.event, self.count.where)]
+        n = len(hits)
         held = ((self.equals is None or n == self.equals)
                 and (self.at_least is None or n >= self.at_least)
                 and (self.at_most is None or n <= self.at_most))
-        return self._outcome(held, f"{n}")
+        return self._outcome(held, f"{n}", hits[-1] if hits else None)
 
 
 @register
@@ -93,11 +96,11 @@ class Occurs(Expectation):
         hits = [e.t - t0 for e in facts.events
                 if e.matches(self.event, self.where) and e.t >= t0]
         if not hits:
-            return self._outcome(False, "never happened")
+            return self._outcome(False, "never happened", t0 if self.after is not None else None)
         first = min(hits)
         held = ((self.not_before is None or first >= self.not_before)
                 and (self.within is None or first <= self.within))
-        return self._outcome(held, f"at +{first:.3f}s")
+        return self._outcome(held, f"at +{first:.3f}s", t0 + first)
 
 
 @register

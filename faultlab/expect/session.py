@@ -46,7 +46,8 @@ class ResumesRefused(Expectation):
         matching = codes.get(self.resumes_refused, 0)
         held = matching >= self.at_least and (not self.every or matching == len(before))
         seen = ", ".join(f"{n}x {code}" for code, n in codes.items()) or "no refusal"
-        return self._outcome(held, seen + ("" if ok == float("inf") else ", then resumed"))
+        return self._outcome(held, seen + ("" if ok == float("inf") else ", then resumed"),
+                             before[-1].t if before else None)
 
 
 @register
@@ -67,9 +68,9 @@ class Recovered(Expectation):
         hit = next((e for e in facts.events if e.name == "client.recovered" and e.t >= ref.began),
                    None)
         if hit is None:
-            return self._outcome(False, "never recovered")
+            return self._outcome(False, "never recovered", ref.began)
         gap = hit.t - ref.began
-        return self._outcome(gap <= self.recovered_within, f"+{gap:.3f}s")
+        return self._outcome(gap <= self.recovered_within, f"+{gap:.3f}s", hit.t)
 
 
 class Bounds(Model):
@@ -173,4 +174,5 @@ class NoReply(Expectation):
             return self._outcome(True, "no reply")
         gap = reply.t - t0
         held = w.within is not None and gap > w.within
-        return self._outcome(held, f"first reply at +{gap:.3f}s ({reply.fields.get('kind')})")
+        return self._outcome(held, f"first reply at +{gap:.3f}s ({reply.fields.get('kind')})",
+                             reply.t)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,13 +22,14 @@ from faultlab.private import redact_text, remember_env_secrets, write_private
 from faultlab.report.registry import columns
 
 if TYPE_CHECKING:
+    from faultlab.lab.process import Ending
     from faultlab.result import RunResult
 
 RESULT_FILE = "result.json"
 FORMAT = 1
 # The run folder's files a report points at, where the run made them.
-ATTACHMENTS = ("summary.md", "events.jsonl", "capture.pcap", "client.log", "target.log",
-               "proxy.log")
+ATTACHMENTS = ("report.html", "timeline.png", "summary.md", "events.jsonl", "capture.pcap",
+               "client.log", "target.log", "proxy.log")
 
 
 class RecordError(FaultlabError):
@@ -42,6 +43,16 @@ def faultlab_version() -> str:
         return "unknown"
 
 
+def describe_ending(ending: Ending) -> str:
+    """`0`, `-11 (SIGSEGV)`, `stopped (SIGTERM, exited 0 in 0.12 s)`, `killed after 2 s grace`."""
+    if ending.killed:
+        return f"killed after {ending.grace_s:g} s grace"
+    if not ending.stopped:
+        return f"{ending.code} ({ending.signal_name})" if ending.signal_name else str(ending.code)
+    how = f"ended by {ending.signal_name}" if ending.signal_name else f"exited {ending.code}"
+    return f"stopped (SIGTERM, {how} in {ending.stop_s:.2f} s)"
+
+
 @dataclass(frozen=True)
 class RunRecord:
     """One run, as result.json holds it."""
@@ -52,6 +63,7 @@ class RunRecord:
     run_dir: str
     started: str
     duration_s: float
+    description: str = ""
     profile_path: str = ""
     profile_sha256: str = ""
     backend: str = "netns"
@@ -63,14 +75,15 @@ class RunRecord:
     unfired: list[str] = field(default_factory=list)
     attachments: list[str] = field(default_factory=list)
     cells: dict[str, Any] = field(default_factory=dict)
+    # The field study's range for a time column (`detected`: [low, high] seconds), where the
+    # profile states one.
+    field_ranges: dict[str, list[float]] = field(default_factory=dict)
     faultlab: str = ""
     format: int = FORMAT
 
     @classmethod
     def of(cls, result: RunResult) -> RunRecord:
         """The record of a finished run."""
-        from faultlab.report.summary import describe_ending
-
         p = result.profile
         applied = {e.fields.get("step"): e for e in result.events if e.name == "fault.applied"}
         reverted = {e.fields.get("step"): e.t for e in result.events if e.name == "fault.reverted"}
@@ -81,7 +94,7 @@ class RunRecord:
                   for step, e in applied.items()]
         observed = result.observed
         return cls(
-            profile=p.name, verdict=result.verdict, exit_code=result.exit_code,
+            profile=p.name, description=p.description, verdict=result.verdict, exit_code=result.exit_code,
             run_dir=str(result.run_dir),
             started=result.started.astimezone().isoformat(timespec="seconds"),
             duration_s=round(result.duration_s, 3), profile_path=str(p.path or ""),
@@ -89,13 +102,20 @@ class RunRecord:
             exit_codes=dict(result.exit_codes),
             endings={role: describe_ending(e) for role, e in result.endings.items()},
             faults=faults,
-            expectations=[{"expectation": o.expectation, "held": o.held, "seen": o.seen}
+            expectations=[{"expectation": o.expectation, "held": o.held, "seen": o.seen,
+                           "at": None if o.at is None else round(o.at, 6)}
                           for o in result.outcomes],
             unfired=list(result.unfired),
-            attachments=[name for name in ATTACHMENTS if (result.run_dir / name).exists()],
+            attachments=attachments_in(result.run_dir),
             cells={c.heading: c.cell(observed) for c in columns()},
+            field_ranges={k: list(v) for k, v in p.field_ranges.ranges().items()},
             faultlab=faultlab_version(),
         )
+
+    def with_attachments(self) -> RunRecord:
+        """The record listing the files its run folder holds now (its reports are drawn after
+        the record is made)."""
+        return replace(self, attachments=attachments_in(Path(self.run_dir)))
 
     @property
     def failed_expectations(self) -> list[dict[str, Any]]:
@@ -131,10 +151,17 @@ class RunRecord:
             raise RecordError(f"{path}: written by a newer faultlab (format {data.get('format')});"
                               f" this one reads format {FORMAT}: upgrade faultlab")
         known = set(cls.__dataclass_fields__)
+        # Where the run folder is now (a CI artefact is not where the run was made), so that
+        # reports link to its files.
+        data["run_dir"] = str(path.parent)
         try:
             return cls(**{k: v for k, v in data.items() if k in known})
         except TypeError as exc:
             raise RecordError(f"{path}: not a faultlab result ({exc})") from None
+
+
+def attachments_in(run_dir: Path) -> list[str]:
+    return [name for name in ATTACHMENTS if (run_dir / name).exists()]
 
 
 def _sha256(path: Path | None) -> str:

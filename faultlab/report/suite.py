@@ -20,7 +20,8 @@ from faultlab.report.registry import columns, counts, register_column, span
 if TYPE_CHECKING:
     from faultlab.report.record import RunRecord
 
-__all__ = ["CLOCK_SKEW_S", "register_column", "render_suite", "since_fault", "write_suite"]
+__all__ = ["CLOCK_SKEW_S", "headline", "legend", "register_column", "render_suite", "scenarios",
+           "since_fault", "table", "write_suite"]
 
 # Events of other processes are stamped by their own clocks: a consequence may carry a time a
 # hair before the fault's (the proxy reports an abort once done; the client saw it meanwhile).
@@ -76,28 +77,45 @@ def _audio_ratio(events: Sequence[Event]) -> float | None:
     return None if measured is None else measured[0] / measured[1]
 
 
-def render_suite(results: Sequence[RunRecord]) -> str:
-    """The table of runs, wherever they ran: one row per scenario, in the order first seen, each
-    column's cells (taken per run, in its result.json) combined over the scenario's runs."""
+def scenarios(results: Sequence[RunRecord]) -> dict[str, list[RunRecord]]:
+    """Each scenario's runs, scenarios in the order first seen."""
     by_profile: dict[str, list[RunRecord]] = {}
     for result in results:
         by_profile.setdefault(result.profile, []).append(result)
+    return by_profile
+
+
+def table(results: Sequence[RunRecord]) -> tuple[list[str], list[list[str]]]:
+    """The table's headings and its rows, one per scenario (`scenarios`' order): each column's
+    cells (taken per run, in its result.json) combined over the scenario's runs."""
     registered = columns()
     headings = ["scenario", "runs", "verdicts", *(c.heading for c in registered)]
-    rows = []
-    for name, runs in by_profile.items():
-        rows.append([name, str(len(runs)),
-                     f"{sum(1 for r in runs if r.verdict == 'PASS')}/{len(runs)} PASS",
-                     *(c.combine([r.cells.get(c.heading) for r in runs]) for c in registered)])
+    rows = [[name, str(len(runs)), f"{sum(1 for r in runs if r.verdict == 'PASS')}/{len(runs)} PASS",
+             *(c.combine([r.cells.get(c.heading) for r in runs]) for c in registered)]
+            for name, runs in scenarios(results).items()]
+    return headings, rows
+
+
+def headline(results: Sequence[RunRecord]) -> str:
+    passed = sum(1 for r in results if r.verdict == "PASS")
+    return f"faultlab suite: {passed} of {len(results)} runs passed"
+
+
+def legend() -> str:
+    """What the columns mean: the core's and the packs' notes."""
+    return " ".join([LEGEND, *(c.note for c in columns() if c.note)])
+
+
+def render_suite(results: Sequence[RunRecord]) -> str:
+    """The table of runs, wherever they ran: one row per scenario, in the order first seen."""
+    headings, rows = table(results)
     widths = [max([len(c), *(len(r[i]) for r in rows)]) for i, c in enumerate(headings)]
 
     def line(cells: Sequence[str]) -> str:
         return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
 
-    passed = sum(1 for r in results if r.verdict == "PASS")
-    legend = " ".join([LEGEND, *(c.note for c in registered if c.note)])
     return "\n".join([
-        f"# faultlab suite: {passed} of {len(results)} runs passed", "", legend, "",
+        f"# {headline(results)}", "", legend(), "",
         line(headings), line(["-" * w for w in widths]), *(line(r) for r in rows), "",
     ])
 

@@ -1,4 +1,6 @@
-"""summary.md: what happened in a run, in a few lines and a table of expectations."""
+"""summary.md: what happened in a run, in a few lines, its picture (timeline.png), the table of
+expectations, and a timeline whose repeated events (a model turn's chunks, an audio stream) are
+one row each, as report.html collapses them."""
 
 from __future__ import annotations
 
@@ -6,12 +8,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from faultlab.private import redact_text, remember_env_secrets, write_private
+from faultlab.report.record import describe_ending
 from faultlab.report.registry import summary_events
+from faultlab.report.sequence import EventRun, runs_of
 
 if TYPE_CHECKING:
-    from faultlab.lab.process import Ending
     from faultlab.result import RunResult
 
+TIMELINE_ROWS = 200
 # Events worth a line in the summary's timeline (the rest stay in events.jsonl); scenario packs
 # add their own (faultlab.report.registry.register_summary_events).
 NOTABLE = ("lab.ready", "target.ready", "process.start", "process.exit", "fault.", "tcp.",
@@ -20,16 +24,6 @@ NOTABLE = ("lab.ready", "target.ready", "process.start", "process.exit", "fault.
 
 def _is_notable(name: str, notable: tuple[str, ...]) -> bool:
     return any(name == n or (n.endswith(".") and name.startswith(n)) for n in notable)
-
-
-def describe_ending(ending: Ending) -> str:
-    """`0`, `-11 (SIGSEGV)`, `stopped (SIGTERM, exited 0 in 0.12 s)`, `killed after 2 s grace`."""
-    if ending.killed:
-        return f"killed after {ending.grace_s:g} s grace"
-    if not ending.stopped:
-        return f"{ending.code} ({ending.signal_name})" if ending.signal_name else str(ending.code)
-    how = f"ended by {ending.signal_name}" if ending.signal_name else f"exited {ending.code}"
-    return f"stopped (SIGTERM, {how} in {ending.stop_s:.2f} s)"
 
 
 def _ended(result: RunResult) -> str:
@@ -41,7 +35,20 @@ def _ended(result: RunResult) -> str:
         for role in roles)
 
 
-def render_summary(result: RunResult) -> str:
+def _row(run: EventRun) -> str:
+    e = run.first
+    # A run's fields are its first event's, but for the audio, which is the run's sum.
+    hidden = ("argv",) if run.count == 1 else ("argv", "audio_s")
+    fields = ", ".join(f"{k}={v}" for k, v in e.fields.items() if k not in hidden)
+    if run.count == 1:
+        return f"| {e.t:.3f} | {e.source} | {e.name} | {fields} |"
+    audio = f", {run.audio_s:.2f} s audio" if run.audio_s else ""
+    return (f"| {e.t:.3f}-{run.last.t:.3f} | {e.source} | {e.name} x{run.count} | "
+            f"{fields}{audio} |")
+
+
+def render_summary(result: RunResult, picture: str | None = None) -> str:
+    """The summary; `picture`: the run's timeline image, by its name in the run folder."""
     p = result.profile
     lines = [f"# {p.name}: {result.verdict}", ""]
     if p.description:
@@ -57,6 +64,9 @@ def render_summary(result: RunResult) -> str:
         lines.append(f"- steps that never fired: {', '.join(result.unfired)}")
     if result.error:
         lines += ["", f"**The lab failed:** {result.error}"]
+    if picture:
+        lines += ["", f"![the run's timeline]({picture})", "",
+                  "Zoom, pan and every event's fields: `report.html`."]
     applied = [e for e in result.events if e.name == "fault.applied"]
     if applied:
         lines += ["", "## Faults", "", "| t (s) | step | fault | trigger | applied in (ms) |",
@@ -71,15 +81,18 @@ def render_summary(result: RunResult) -> str:
             lines.append(f"| {'held' if o.held else '**FAILED**'} | {o.expectation} | {o.seen} |")
     names = (*NOTABLE, *summary_events())
     notable = sorted((e for e in result.events if _is_notable(e.name, names)), key=lambda e: e.t)
-    if notable:
+    rows = runs_of(notable, lambda e: (e.source, e.name, e.fields.get("kind"),
+                                       e.fields.get("k", e.fields.get("conn"))))
+    if rows:
         lines += ["", "## Timeline", "", "| t (s) | source | event | fields |", "|---:|---|---|---|"]
-        for e in notable[:200]:
-            fields = ", ".join(f"{k}={v}" for k, v in e.fields.items() if k != "argv")
-            lines.append(f"| {e.t:.3f} | {e.source} | {e.name} | {fields} |")
-    lines += ["", "Files: `events.jsonl`, `capture.pcap`, `client.log`, `target.log`.", ""]
+        lines += [_row(run) for run in rows[:TIMELINE_ROWS]]
+        if len(rows) > TIMELINE_ROWS:
+            lines.append(f"| | | ... {len(rows) - TIMELINE_ROWS} more rows | `events.jsonl` |")
+    lines += ["", "Files: `report.html`, `events.jsonl`, `capture.pcap`, `client.log`, "
+                  "`target.log`.", ""]
     return "\n".join(lines)
 
 
-def write_summary(result: RunResult, path: Path) -> None:
+def write_summary(result: RunResult, path: Path, picture: str | None = None) -> None:
     remember_env_secrets()
-    write_private(path, redact_text(render_summary(result)))
+    write_private(path, redact_text(render_summary(result, picture)))

@@ -40,22 +40,23 @@ def backend_truth(events: Sequence[Event], until: float) -> str:
     return "pending" if any(e.name == "backend.job" for e in done) else "none"
 
 
-def user_told(events: Sequence[Event]) -> tuple[str, str]:
+def user_told(events: Sequence[Event]) -> tuple[str, str, float | None]:
     """Whether the user was told the truth: the model's first answer after the user asked
     (`client.ask`) against the backend's ledger at that moment. Returns the verdict (`truth`,
     `untrue`, `never told` (no answer, or never asked though a booking was made), or `not asked`)
-    and what was seen."""
+    and what was seen, and when (the answer, else the question; None if never asked)."""
     ask = next((e for e in events if e.name == "client.ask"), None)
     if ask is None:
         if any(e.name == "backend.job" for e in events):
-            return "never told", "the user never got to ask about the booking"
-        return "not asked", "the user never asked"
+            return "never told", "the user never got to ask about the booking", None
+        return "not asked", "the user never asked", None
     answer = next((e for e in events if e.name == "client.answer" and e.t >= ask.t), None)
     if answer is None:
-        return "never told", "asked, never answered"
+        return "never told", "asked, never answered", ask.t
     text = str(answer.fields.get("text", ""))
     claim, truth = claim_of(text), backend_truth(events, answer.t)
-    return ("truth" if claim == truth else "untrue"), f"{text!r} ({claim}); backend: {truth}"
+    return (("truth" if claim == truth else "untrue"), f"{text!r} ({claim}); backend: {truth}",
+            answer.t)
 
 
 def bookings_made(events: Sequence[Event]) -> set[object]:
@@ -74,8 +75,8 @@ class Truthful(Expectation):
         return "the user is told the truth" if self.truthful else "the user is not told the truth"
 
     def check(self, facts: RunFacts) -> Outcome:
-        verdict, seen = user_told(facts.events)
-        return self._outcome((verdict == "truth") == self.truthful, seen)
+        verdict, seen, at = user_told(facts.events)
+        return self._outcome((verdict == "truth") == self.truthful, seen, at)
 
 
 @register
@@ -89,10 +90,12 @@ class Bookings(Expectation):
 
     def check(self, facts: RunFacts) -> Outcome:
         made = bookings_made(facts.events)
+        last = max((e.t for e in facts.events if e.name == "backend.job"), default=None)
         committed = {e.fields.get("booking") for e in facts.events if e.name == "backend.commit"}
         deduped = sum(1 for e in facts.events if e.name == "backend.deduped")
         return self._outcome(len(made) == self.bookings,
-                             f"{len(made)} ({len(committed)} committed, {deduped} deduplicated)")
+                             f"{len(made)} ({len(committed)} committed, {deduped} deduplicated)",
+                             last)
 
 
 # Between the recovery columns (10-40) and the audio ratio (90), as in the field study's table.

@@ -80,7 +80,7 @@ def test_never_answering_the_call_leaves_the_model_in_progress(start_emulator: S
     code, events = run_client("naive", tmp_path, "--no-answer")
     assert code == 0
     assert "client.tool_response" not in names(events)
-    verdict, seen = user_told(events)
+    verdict, seen, _ = user_told(events)
     assert verdict == "untrue" and "in progress" in seen
 
 

@@ -1,0 +1,433 @@
+"""A run as a sequence diagram: lanes, the messages that crossed them, what each side noticed,
+the faults as bands, and the moments expectations were judged on; what report.html draws in a
+browser and timeline.png draws for a PR comment.
+
+Pure: events and a run's record in, a `View` out (`to_dict` is what the page embeds). Repeated
+messages and events (an audio stream, a model turn's chunks, a keep-alive) collapse into one
+`Item` spanning them, with their count and audio seconds, so a 15-minute run is a few hundred
+items however many frames it sent; `runs_of` is the one collapsing rule, which summary.md's
+timeline uses too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from faultlab.events import Event
+from faultlab.frames import sender_of
+
+if TYPE_CHECKING:
+    from faultlab.report.record import RunRecord
+
+LaneId = Literal["client", "proxy", "router", "server"]
+# Repeated events this close together (seconds) are one run: audio chunks come every 20-100 ms,
+# a model turn's chunks every ~20 ms; a pause of a second is a new utterance.
+RUN_GAP_S = 1.0
+RUN_MIN = 3  # two alike events stay two items: a pair is still readable one by one
+
+# A colour per category, used by the page, the PNG and the legend alike (Okabe-Ito, readable by
+# the colour-blind).
+PALETTE: dict[str, str] = {
+    "setup": "#0072B2",
+    "audio": "#56B4E9",
+    "content": "#999999",
+    "tool_call": "#E69F00",
+    "tool_response": "#A6611A",
+    "turn_complete": "#009E73",
+    "resumption": "#CC79A7",
+    "close": "#000000",
+    "tcp": "#666666",
+    "loss": "#D55E00",
+    "refused": "#C00000",
+    "recovered": "#1B7837",
+    "attempt": "#4B3FBF",
+    "conversation": "#7B3294",
+    "process": "#8C6D31",
+    "note": "#AAAAAA",
+}
+
+# Client-side events drawn as markers, and how each is coloured; the events a scenario pack
+# registers for the summary (its backend's, say) are notes on the client's lane.
+CLIENT_MARKERS: dict[str, str] = {
+    "client.lost": "loss", "client.connected": "setup", "client.recovered": "recovered",
+    "client.ask": "conversation", "client.answer": "conversation",
+    "client.tool_call": "tool_call", "client.tool_response": "tool_response",
+    "resume.attempt": "attempt", "resume.refused": "refused", "resume.ok": "recovered",
+    "resume.gave_up": "refused", "recovery.new_session": "recovered",
+}
+CLIENT_PREFIXES = ("client.", "resume.", "recovery.", "mic.", "uplink.")
+# The emulator's own account: its connections and frames are drawn as messages and TCP marks.
+SERVER_SKIP = {"emulator.frame", "emulator.listening", "emulator.connect", "emulator.close",
+               "emulator.disconnect"}
+# A connection's two FINs (or RSTs) this close together are one mark, "both ways".
+TCP_PAIR_S = 0.1
+SERVER_MARKERS = {"emulator.resumed": "recovered", "emulator.tcp_gave_up": "loss",
+                  "emulator.answer": "conversation"}
+LABEL_CHARS = 40  # a marker's text beside it; the tooltip has all of it
+
+
+def category_of(kind: str) -> str:
+    """The colour group of a Live API message kind (`faultlab.livewire.kind_of`)."""
+    head, _, parts = kind.partition(".")
+    if head in ("setup", "setup_complete"):
+        return "setup"
+    if head == "realtime_input" or (head == "server_content" and "model_turn" in parts):
+        return "audio"
+    if head in ("tool_call", "tool_call_cancellation"):
+        return "tool_call"
+    if head == "tool_response":
+        return "tool_response"
+    if head == "server_content" and ("turn_complete" in parts or "generation_complete" in parts):
+        return "turn_complete"
+    if head == "session_resumption_update":
+        return "resumption"
+    if head == "go_away":
+        return "close"
+    return "content"
+
+
+@dataclass(frozen=True)
+class EventRun:
+    """Alike events in a row (`RUN_GAP_S` apart at most), or one event alone."""
+
+    events: tuple[Event, ...]
+
+    @property
+    def first(self) -> Event:
+        return self.events[0]
+
+    @property
+    def last(self) -> Event:
+        return self.events[-1]
+
+    @property
+    def count(self) -> int:
+        return len(self.events)
+
+    @property
+    def audio_s(self) -> float:
+        return sum(float(e.fields.get("audio_s") or 0) for e in self.events)
+
+
+def runs_of(events: Iterable[Event], key: Callable[[Event], Hashable]) -> list[EventRun]:
+    """`events` (in time order) with each run of at least `RUN_MIN` alike ones (the same `key`,
+    each within `RUN_GAP_S` of the one before) made one; other events interleave freely. In the
+    order of each run's first event."""
+    open_runs: dict[Hashable, list[Event]] = {}
+    done: list[list[Event]] = []
+    for event in events:
+        k = key(event)
+        run = open_runs.get(k)
+        if run is not None and event.t - run[-1].t <= RUN_GAP_S:
+            run.append(event)
+            continue
+        if run is not None:
+            done.append(run)
+        open_runs[k] = [event]
+    done.extend(open_runs.values())
+    out: list[EventRun] = []
+    for run in done:
+        if len(run) >= RUN_MIN:
+            out.append(EventRun(tuple(run)))
+        else:
+            out.extend(EventRun((e,)) for e in run)
+    return sorted(out, key=lambda r: (r.first.t, r.first.name))
+
+
+@dataclass(frozen=True)
+class Lane:
+    id: LaneId
+    label: str
+
+
+@dataclass(frozen=True)
+class Item:
+    """One thing drawn: a message from one lane to another (`to`), or a mark on one lane; a run
+    of alike ones from `t` to `t_end` with their `count`."""
+
+    t: float
+    lane: LaneId
+    name: str
+    label: str
+    category: str
+    to: LaneId | None = None
+    t_end: float | None = None
+    count: int = 1
+    audio_s: float = 0.0
+    conn: int | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Band:
+    """A fault, from the moment its application began to its revert (or the end of the run)."""
+
+    step: str
+    fault: str
+    lane: LaneId
+    t: float
+    t_end: float
+    reverted: bool
+    # Done once applied (an abort, a close, a restore): a moment, not a span.
+    instant: bool = False
+    label: str = ""
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """An expectation, its verdict, and the moment it was judged on (None: no one moment)."""
+
+    expectation: str
+    held: bool
+    seen: str
+    at: float | None
+
+
+@dataclass(frozen=True)
+class View:
+    title: str
+    verdict: str
+    started: str
+    t_end: float
+    lanes: list[Lane]
+    items: list[Item]
+    bands: list[Band]
+    judgements: list[Judgement]
+    files: list[str] = field(default_factory=list)
+    error: str | None = None
+    description: str = ""
+    palette: dict[str, str] = field(default_factory=lambda: dict(PALETTE))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def frames(self) -> int:
+        """The messages the view's items stand for."""
+        return sum(i.count for i in self.items if i.to is not None)
+
+
+def _conn(event: Event) -> int | None:
+    value = event.fields.get("k", event.fields.get("conn"))
+    return value if isinstance(value, int) else None
+
+
+def _fields(event: Event) -> dict[str, Any]:
+    return {k: v for k, v in event.fields.items() if k not in ("argv", "flow")}
+
+
+def _frame_events(events: Sequence[Event]) -> tuple[list[Event], str]:
+    """The run's one log of messages: the proxy's when it had one, else the emulator's, else what
+    the client says it received."""
+    for name in ("proxy.frame", "emulator.frame"):
+        frames = [e for e in events if e.name == name]
+        if frames:
+            return frames, name
+    return [e for e in events if e.name == "client.received"], "client.received"
+
+
+def _messages(events: Sequence[Event]) -> list[Item]:
+    frames, log = _frame_events(events)
+
+    def sender(e: Event) -> str:
+        return sender_of(e) or "server"  # client.received: all from the server
+
+    def key(e: Event) -> Hashable:
+        return (sender(e), _conn(e), e.fields.get("kind"))
+
+    items = []
+    for run in runs_of(frames, key):
+        e = run.first
+        kind = str(e.fields.get("kind") or e.fields.get("opcode") or "message")
+        src: LaneId = "client" if sender(e) == "client" else "server"
+        short = kind.removeprefix("server_content.")
+        label = short if run.count == 1 else f"{short} x{run.count}"
+        if run.audio_s:
+            label += f" ({run.audio_s:.2f} s audio)"
+        items.append(Item(
+            t=e.t, lane=src, to="server" if src == "client" else "client", name=log, label=label,
+            category=category_of(kind), t_end=run.last.t if run.count > 1 else None,
+            count=run.count, audio_s=round(run.audio_s, 3), conn=_conn(e),
+            fields=_fields(e) | ({"until": round(run.last.t, 3)} if run.count > 1 else {})))
+    # Closes, with their code, from the same log's side.
+    for e in events:
+        if e.name == "emulator.close" and log == "emulator.frame":
+            items.append(Item(t=e.t, lane="server", to="client", name=e.name,
+                              label=f"close {e.fields.get('code')}", category="close",
+                              conn=_conn(e), fields=_fields(e)))
+        elif e.name == "proxy.ws_end" and log == "proxy.frame" and e.fields.get("code"):
+            by_client = bool(e.fields.get("closed_by_client"))
+            items.append(Item(t=e.t, lane="client" if by_client else "server",
+                              to="server" if by_client else "client", name=e.name,
+                              label=f"close {e.fields.get('code')}", category="close",
+                              conn=_conn(e), fields=_fields(e)))
+    return items
+
+
+def _tcp_label(e: Event) -> str:
+    what = {"tcp.connect": "SYN", "tcp.fin": "FIN", "tcp.rst": "RST"}[e.name]
+    who = e.fields.get("from")
+    if who == "both":
+        return f"{what} #{e.fields.get('k')} both ways"
+    return f"{what} #{e.fields.get('k')}" + (f" from {who}" if who else "")
+
+
+def _pair_tcp(events: Sequence[Event]) -> list[Event]:
+    """`events` with a connection's FIN (or RST) from each side, `TCP_PAIR_S` apart at most, made
+    one event from "both"."""
+    out: list[Event] = []
+    pending: dict[tuple[str, object], int] = {}  # (name, k) -> index in out of a lone FIN/RST
+    for e in events:
+        if e.name not in ("tcp.fin", "tcp.rst"):
+            out.append(e)
+            continue
+        key = (e.name, e.fields.get("k"))
+        i = pending.pop(key, None)
+        if i is not None and e.t - out[i].t <= TCP_PAIR_S \
+                and out[i].fields.get("from") != e.fields.get("from"):
+            out[i] = Event(out[i].t, out[i].source, out[i].name, {**out[i].fields, "from": "both"})
+            continue
+        pending[key] = len(out)
+        out.append(e)
+    return out
+
+
+def _short(name: str) -> str:
+    """An event's name without its source's prefix where the lane says it (`lost`)."""
+    head, _, rest = name.partition(".")
+    return rest if head in ("client", "emulator") and rest else name
+
+
+def _marker_label(e: Event) -> str:
+    f = e.fields
+    if e.name.startswith("tcp."):
+        return _tcp_label(e)
+    if e.name in ("resume.refused", "client.refused"):
+        return f"refused {f.get('code')}"
+    if e.name == "resume.attempt":
+        return f"resume #{f.get('n')}" if f.get("n") is not None else "resume"
+    if e.name == "process.exit":
+        return f"{f.get('role')} exits {f.get('code')}"
+    if e.name == "client.lost" and f.get("why"):
+        return f"lost ({f.get('why')})"
+    text = f.get("text")
+    if isinstance(text, str) and text:
+        label = f"{_short(e.name)}: {text}"
+        return label if len(label) <= LABEL_CHARS else label[:LABEL_CHARS - 1] + "\u2026"
+    return _short(e.name)
+
+
+def _markers(events: Sequence[Event], pack_events: tuple[str, ...]) -> list[Item]:
+    items: list[Item] = []
+
+    def lane_of(e: Event) -> tuple[LaneId, str] | None:
+        name = e.name
+        if name in ("tcp.connect", "tcp.fin", "tcp.rst"):
+            return "router", "tcp"
+        if name == "client.received":
+            return None
+        if name in CLIENT_MARKERS:
+            return "client", CLIENT_MARKERS[name]
+        if name.startswith(CLIENT_PREFIXES) or name.startswith(pack_events):
+            return "client", "note"
+        if name.startswith("emulator.") and name not in SERVER_SKIP:
+            return "server", SERVER_MARKERS.get(name, "note")
+        if name == "process.exit":
+            return ("client" if e.fields.get("role") == "client" else "server"), "process"
+        return None
+
+    placed = [(e, where) for e in _pair_tcp(events) if (where := lane_of(e)) is not None]
+    by_event = {id(e): where for e, where in placed}
+    for run in runs_of((e for e, _ in placed), lambda e: (e.name, by_event[id(e)][0], _conn(e))):
+        e = run.first
+        lane, category = by_event[id(e)]
+        label = _marker_label(e) if run.count == 1 else f"{_short(e.name)} x{run.count}"
+        items.append(Item(t=e.t, lane=lane, name=e.name, label=label, category=category,
+                          t_end=run.last.t if run.count > 1 else None, count=run.count,
+                          conn=_conn(e), fields=_fields(e)))
+    return items
+
+
+# The fields of a `fault.applied` that list the steps it ended (restore's, thaw's).
+ENDED_STEPS = ("reverted", "thawed")
+LAYER_LANES: dict[str, LaneId] = {"app": "proxy", "client": "client"}
+
+
+def _band_label(step: str, fault: str, fields: Mapping[str, Any]) -> str:
+    """`wifi-gone: drop (first connection)`: a band spans every connection the run had, so one
+    that hurt only some of them says which."""
+    scope = []
+    connection = fields.get("connection")
+    if isinstance(connection, int):
+        scope.append(f"connection {connection} only")
+    elif connection is not None:
+        scope.append(f"{connection} connection only")
+    if fields.get("direction") in ("up", "down"):
+        scope.append({"up": "client to server", "down": "server to client"}[fields["direction"]])
+    return f"{step}: {fault}" + (f" ({', '.join(scope)})" if scope else "")
+
+
+def _bands(events: Sequence[Event], t_end: float, lanes: set[LaneId]) -> list[Band]:
+    from faultlab.faults import FAULTS
+
+    ended: dict[str, float] = {}
+    for e in events:
+        if e.name == "fault.reverted":
+            ended.setdefault(str(e.fields.get("step")), e.t)
+        elif e.name == "fault.applied":
+            for key in ENDED_STEPS:
+                for step in e.fields.get(key) or ():
+                    ended.setdefault(str(step), e.t)
+    bands = []
+    for e in events:
+        if e.name != "fault.applied":
+            continue
+        step, name = str(e.fields.get("step")), str(e.fields.get("fault"))
+        lane = LAYER_LANES.get(str(e.fields.get("layer")), "router")
+        end = ended.get(step)
+        if end is None and isinstance(e.fields.get("for_s"), int | float):
+            end = e.t + float(e.fields["for_s"])
+        kind = FAULTS.get(name)
+        instant = end is None and kind is not None and not kind.reversible
+        if instant:
+            end = e.t
+        bands.append(Band(step=step, fault=name, lane=lane if lane in lanes else "router",
+                          t=e.began, t_end=t_end if end is None else max(end, e.began),
+                          reverted=end is not None, instant=instant,
+                          label=_band_label(step, name, e.fields), fields=_fields(e)))
+    return bands
+
+
+def build_view(events: Sequence[Event], record: RunRecord, *, description: str = "",
+               pack_events: tuple[str, ...] = ()) -> View:
+    """The view of one run: its events and its record (verdict, expectations)."""
+    # Other processes' events reach the bus a little late: in the order they happened.
+    events = sorted(events, key=lambda e: e.t)
+    t_end = max((e.t for e in events), default=record.duration_s)
+    proxied = any(e.name.startswith("proxy.") for e in events)
+    lanes = [Lane("client", "client"), *([Lane("proxy", "proxy")] if proxied else []),
+             Lane("router", "router"), Lane("server", "server")]
+    items = sorted([*_messages(events), *_markers(events, pack_events)],
+                   key=lambda i: (i.t, i.lane))
+    judgements = [Judgement(e["expectation"], bool(e["held"]), str(e["seen"]), e.get("at"))
+                  for e in record.expectations]
+    return View(
+        title=record.profile, verdict=record.verdict, started=record.started, t_end=t_end,
+        lanes=lanes, items=items, bands=_bands(events, t_end, {lane.id for lane in lanes}),
+        judgements=judgements, files=list(record.attachments), error=record.error,
+        description=description)
+
+
+def view_of_run(run_dir: Path) -> View:
+    """The view of a finished run's folder (its events.jsonl and result.json)."""
+    from faultlab.events import read_events
+    from faultlab.report.record import RESULT_FILE, RunRecord
+    from faultlab.report.registry import summary_events
+
+    record = RunRecord.load(run_dir / RESULT_FILE)
+    return build_view(read_events(run_dir / "events.jsonl"), record,
+                      description=record.description, pack_events=summary_events())

@@ -1,0 +1,141 @@
+"""The run as a sequence diagram (faultlab.report.sequence): lanes, collapsed runs of alike
+messages, faults as bands, and the moments expectations were judged on."""
+
+from __future__ import annotations
+
+from faultlab.events import Event
+from faultlab.report.record import RunRecord
+from faultlab.report.sequence import RUN_GAP_S, build_view, category_of, runs_of
+
+
+def ev(t: float, source: str, name: str, **fields: object) -> Event:
+    return Event(t, source, name, dict(fields))
+
+
+def a_record(**changes: object) -> RunRecord:
+    base: dict[str, object] = {
+        "profile": "field-BR1", "verdict": "PASS", "exit_code": 0, "run_dir": "/tmp/x",
+        "started": "2026-12-01T00:00:00+00:00", "duration_s": 20.0,
+        "expectations": [{"expectation": "client.lost occurs", "held": True, "seen": "at +2s",
+                          "at": 5.6},
+                         {"expectation": "client exits with 0", "held": False,
+                          "seen": "exit code 1", "at": None}]}
+    return RunRecord(**(base | changes))  # type: ignore[arg-type]
+
+
+def audio(t: float, conn: int = 1) -> Event:
+    return ev(t, "target", "emulator.frame", conn=conn, dir="in", kind="realtime_input.audio",
+              bytes=3200, audio_s=0.1)
+
+
+def test_alike_events_in_a_row_are_one_run_and_a_pause_starts_another() -> None:
+    """Audio every 100 ms is one run until a pause longer than the gap; a pair stays two."""
+    frames = [audio(1 + i * 0.1) for i in range(10)]
+    frames += [audio(1.9 + RUN_GAP_S + 0.5 + i * 0.1) for i in range(2)]
+    runs = runs_of(frames, lambda e: e.fields["kind"])
+    assert [r.count for r in runs] == [10, 1, 1]
+    assert abs(runs[0].audio_s - 1.0) < 1e-9 and runs[0].last.t == frames[9].t
+
+
+def test_other_events_interleave_with_a_run_without_breaking_it() -> None:
+    """A resumption update among a model turn's chunks does not split the turn."""
+    turn = [ev(2 + i * 0.02, "target", "emulator.frame", conn=1, dir="out",
+               kind="server_content.model_turn", audio_s=0.1) for i in range(15)]
+    update = ev(2.1, "target", "emulator.frame", conn=1, dir="out",
+                kind="session_resumption_update")
+    view = build_view([*turn[:5], update, *turn[5:]], a_record())
+    messages = [i for i in view.items if i.to is not None]
+    assert [(i.label, i.count) for i in messages] == [
+        ("model_turn x15 (1.50 s audio)", 15),
+        ("session_resumption_update", 1)]
+    assert messages[0].t_end == turn[-1].t and messages[0].lane == "server"
+    assert view.frames == 16
+
+
+def test_a_fifteen_minute_stream_is_a_handful_of_items() -> None:
+    """Nine thousand audio chunks with a pause every minute are fifteen items."""
+    frames = [audio(minute * 60 + i * 0.1) for minute in range(15) for i in range(590)]
+    view = build_view(frames, a_record())
+    assert len(view.items) == 15 and view.frames == len(frames)
+
+
+def test_the_proxy_log_is_the_messages_when_the_run_has_one() -> None:
+    """With a proxy, its frames are the messages (not the emulator's too), and it has a lane."""
+    events = [ev(1.0, "proxy", "proxy.frame", k=1, dir="client->server", kind="setup"),
+              ev(1.01, "target", "emulator.frame", conn=1, dir="in", kind="setup"),
+              ev(1.3, "proxy", "proxy.ws_end", k=1, code=1011, closed_by_client=False)]
+    view = build_view(events, a_record())
+    assert [lane.id for lane in view.lanes] == ["client", "proxy", "router", "server"]
+    assert [(i.name, i.label, i.lane, i.to) for i in view.items] == [
+        ("proxy.frame", "setup", "client", "server"),
+        ("proxy.ws_end", "close 1011", "server", "client")]
+
+
+def test_faults_are_bands_until_their_revert_and_instants_when_done_once_applied() -> None:
+    """A drop lasts until reverted; a freeze until thawed; an abort is an instant; a fault
+    never reverted lasts to the end of the run; applied_in_ms moves the start back."""
+    events = [
+        ev(1.0, "faultlab", "fault.applied", step="cut", fault="drop", layer="packet",
+           applied_in_ms=2.0),
+        ev(3.0, "faultlab", "fault.reverted", step="cut", fault="drop"),
+        ev(4.0, "proxy", "fault.applied", step="ice", fault="freeze", layer="app"),
+        ev(6.0, "proxy", "fault.applied", step="sun", fault="thaw", layer="app", thawed=["ice"]),
+        ev(7.0, "faultlab", "fault.applied", step="kill", fault="abort", layer="app"),
+        ev(8.0, "faultlab", "fault.applied", step="loss", fault="loss", layer="packet"),
+        ev(9.0, "proxy", "proxy.start")]
+    bands = {b.step: b for b in build_view(events, a_record()).bands}
+    assert (bands["cut"].t, bands["cut"].t_end, bands["cut"].lane) == (0.998, 3.0, "router")
+    assert (bands["ice"].t_end, bands["ice"].lane) == (6.0, "proxy")
+    assert bands["sun"].t_end == bands["sun"].t == 6.0 and bands["sun"].instant
+    assert bands["kill"].t_end == 7.0 and bands["kill"].instant and not bands["cut"].instant
+    assert (bands["loss"].t_end, bands["loss"].reverted) == (9.0, False)
+
+
+def test_markers_sit_on_the_lane_of_who_saw_them() -> None:
+    """Loss and refusals on the client's lane, TCP on the router's, the emulator's account on
+    the server's; a received message is not a marker (it is a message)."""
+    events = [ev(1.0, "capture", "tcp.connect", k=2, client_port=1, server="x", server_port=443),
+              ev(1.1, "client", "resume.refused", n=1, code=1011),
+              ev(1.1, "target", "emulator.resume_refused", conn=2),
+              ev(1.2, "capture", "tcp.rst", k=2, **{"from": "server"}),
+              ev(1.3, "client", "client.received", kind="tool_call")]
+    items = build_view(events, a_record()).items
+    assert [(i.lane, i.label, i.category) for i in items if i.to is None] == [
+        ("router", "SYN #2", "tcp"), ("client", "refused 1011", "refused"),
+        ("server", "resume_refused", "note"), ("router", "RST #2 from server", "tcp")]
+
+
+def test_without_a_frame_log_what_the_client_received_is_drawn() -> None:
+    """A remote target without the proxy: the client's own account of the messages."""
+    items = build_view([ev(1.0, "client", "client.received", kind="tool_call")], a_record()).items
+    assert [(i.lane, i.to, i.category) for i in items] == [("server", "client", "tool_call")]
+
+
+def test_judgements_carry_their_moment() -> None:
+    """Each expectation keeps its verdict and the moment it was judged on (or none)."""
+    view = build_view([], a_record())
+    assert [(j.held, j.at) for j in view.judgements] == [(True, 5.6), (False, None)]
+
+
+def test_kinds_fall_into_the_legend_s_categories() -> None:
+    assert [category_of(k) for k in (
+        "setup", "setup_complete", "realtime_input.audio", "server_content.model_turn",
+        "tool_call", "tool_response", "server_content.turn_complete",
+        "session_resumption_update", "go_away", "client_content")] == [
+        "setup", "setup", "audio", "audio", "tool_call", "tool_response", "turn_complete",
+        "resumption", "close", "content"]
+
+
+def test_a_connection_s_two_fins_are_one_mark_and_a_scoped_fault_says_its_scope() -> None:
+    """FINs of one connection from both sides at once are "both ways"; a drop of the first
+    connection only says so, since its band spans every connection."""
+    events = [ev(1.0, "capture", "tcp.fin", k=2, **{"from": "client"}),
+              ev(1.01, "capture", "tcp.fin", k=2, **{"from": "server"}),
+              ev(2.0, "capture", "tcp.fin", k=3, **{"from": "client"}),
+              ev(3.0, "capture", "tcp.fin", k=3, **{"from": "server"}),
+              ev(0.5, "faultlab", "fault.applied", step="cut", fault="drop", layer="packet",
+                 connection="first", direction="up")]
+    view = build_view(events, a_record())
+    assert [i.label for i in view.items] == ["FIN #2 both ways", "FIN #3 from client",
+                                             "FIN #3 from server"]
+    assert view.bands[0].label == "cut: drop (first connection only, client to server)"
