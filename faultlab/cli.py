@@ -236,7 +236,7 @@ def _report_suite(records: list[RunRecord], table: Path | None, junit: Path | No
     from faultlab.report.junit import write_junit
 
     if table is not None:
-        text = write_suite_reports(records, table)
+        text, _ = write_suite_reports(records, table)
         click.echo(f"\n{text}\n(written to {table}; the suite's page: {table.with_suffix('.html')})")
     if junit is not None:
         write_junit(records, junit)
@@ -249,6 +249,7 @@ class ReportGroup(click.Group):
     its commands."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # A path named like a command is the command: `faultlab report ./merge` draws a folder.
         if args and args[0] not in self.commands and args[0] not in ("-h", "--help"):
             args = ["build", *args]
         return super().parse_args(ctx, args)
@@ -271,11 +272,13 @@ def build(paths: tuple[Path, ...]) -> None:
     from faultlab.report.record import RecordError
 
     try:
-        written = rebuild(list(paths))
+        written, failed = rebuild(list(paths))
     except RecordError as exc:
         _fail(str(exc), 2)
     for path in written:
         click.echo(str(path))
+    if failed:
+        _fail(f"not drawn (see above): {', '.join(map(str, failed))}", 1)
 
 
 @report.command()

@@ -45,6 +45,13 @@ class Frame:
             return None
 
 
+def connection_of(event: Event) -> int | None:
+    """The connection an event is about: `k` in the run's numbering (the capture's, the proxy's),
+    else `conn`, the emulator's own count of its connections; None when it names none."""
+    value = event.fields.get("k", event.fields.get("conn"))
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def sender_of(event: Event) -> Sender | None:
     """Who sent the message a frame event logs; None for any other event."""
     spelling = FRAME_EVENTS.get(event.name)

@@ -30,9 +30,8 @@ from faultlab.private import PRIVATE_DIR, redact_process_files
 from faultlab.profile import HOST_LOOPBACK, Profile, unset_pass_env
 from faultlab.proxy.control import ArmedStep, ProxyControl
 from faultlab.proxy.launch import launch_proxy
-from faultlab.report.build import TIMELINE_PICTURE, write_run_reports
+from faultlab.report.build import write_run_reports
 from faultlab.report.record import RunRecord
-from faultlab.report.summary import write_summary
 from faultlab.result import RunResult
 from faultlab.sources import EventTails, FrameSource
 from faultlab.timeline import Due, Timeline, in_proxy
@@ -224,9 +223,7 @@ class Run:
         redact_process_files(self.run_dir)
         record = RunRecord.of(result)
         record.write(self.run_dir)  # first: the verdict stands whatever the drawing does
-        # The summary shows the picture that is drawn next (a failure to draw is said on stderr).
-        write_summary(result, self.run_dir / "summary.md", TIMELINE_PICTURE)
-        write_run_reports(self.run_dir, result.events, record)
+        write_run_reports(self.run_dir, result.events, record, result)
         self.record = record.with_attachments()
         self.record.write(self.run_dir)
 

@@ -10,6 +10,7 @@ connections (faultlab.connections), so a frame is never counted twice.
 from __future__ import annotations
 
 import asyncio
+import math
 from pathlib import Path
 
 from faultlab.capture.live import ConnectionTable
@@ -39,7 +40,8 @@ class EventTails:
             for data in tail.read_new():
                 name = str(data.pop("event"))
                 ts = data.pop("ts", None)
-                t = self.bus.clock.from_wall(ts) if isinstance(ts, int | float) else None
+                t = (self.bus.clock.from_wall(ts) if isinstance(ts, int | float) and math.isfinite(ts)
+                     else None)  # no time, or no real one: when it arrived
                 self.bus.record(tail.source, name, t, data)
 
     async def follow(self) -> None:

@@ -17,7 +17,7 @@ from pydantic import Field, model_validator
 from faultlab.events import Event
 from faultlab.expect.base import Expectation, Outcome, RunFacts
 from faultlab.expect.registry import register
-from faultlab.frames import sender_of
+from faultlab.frames import connection_of, sender_of
 from faultlab.livewire import kind_matches
 from faultlab.model import Duration, EventMatch, Model
 
@@ -106,12 +106,11 @@ def delivered_audio(events: Sequence[Event]) -> tuple[float, float] | None:
         return None
     by_conn: dict[object, list[Event]] = {}
     for e in frames:
-        by_conn.setdefault(e.fields.get("conn", e.fields.get("k")), []).append(e)
+        by_conn.setdefault(connection_of(e), []).append(e)
     conn, audio = max(by_conn.items(), key=lambda item: sum(e.fields["audio_s"] for e in item[1]))
     start = audio[0].t
     ends = [e.t for e in events if e.t > start and (
-        (e.name == "emulator.disconnect" and e.fields.get("conn") == conn)
-        or (e.name == "proxy.ws_end" and e.fields.get("k") == conn)
+        (e.name in ("emulator.disconnect", "proxy.ws_end") and connection_of(e) == conn)
         or e.name == "run.teardown")]
     end = min(ends, default=audio[-1].t + float(audio[-1].fields["audio_s"]))
     return sum(float(e.fields["audio_s"]) for e in audio), max(end - start, 1e-9)

@@ -26,7 +26,9 @@ def render_run_page(view: View) -> str:
     remember_env_secrets()
     # A run's own events can carry values JSON has no spelling for (a path, a timestamp); they
     # are embedded as events.jsonl writes them: as their text.
-    data = redact(json.loads(json.dumps(view.to_dict(), default=json_default)))
+    # A number JSON cannot spell (a client's NaN) would stop the page's script: it is no number.
+    data = redact(json.loads(json.dumps(view.to_dict(), default=json_default),
+                             parse_constant=lambda _: None))
     used = {item.category for item in view.items}
     legend = {name: colour for name, colour in view.palette.items() if name in used}
     files = [name for name in data["files"] if name != PAGE_FILE]  # not a link to itself

@@ -113,7 +113,9 @@ def timeline_png(view: View) -> bytes:
     from PIL import Image
 
     pixels = io.BytesIO()
-    with matplotlib.rc_context({"font.size": FONT_PT, "axes.linewidth": 0.6}):
+    # A model's answer ("$5 and $10") is text, not TeX: mathtext would garble it or fail.
+    with matplotlib.rc_context({"font.size": FONT_PT, "axes.linewidth": 0.6,
+                                "text.parse_math": False}):
         _figure(view).savefig(pixels, format="raw", dpi=DPI)
     image = Image.frombytes("RGBA", (WIDTH_PX, HEIGHT_PX), pixels.getvalue())
     out = io.BytesIO()

@@ -112,6 +112,11 @@ class RunRecord:
             faultlab=faultlab_version(),
         )
 
+    def redacted(self) -> RunRecord:
+        """The record as result.json holds it: every secret the run met redacted."""
+        return replace(self, **{k: v for k, v in json.loads(redact_text(self.to_json())).items()
+                                if k in self.__dataclass_fields__})
+
     def with_attachments(self) -> RunRecord:
         """The record listing the files its run folder holds now (its reports are drawn after
         the record is made)."""

@@ -5,28 +5,31 @@ browser and timeline.png draws for a PR comment.
 Pure: events and a run's record in, a `View` out (`to_dict` is what the page embeds). Repeated
 messages and events (an audio stream, a model turn's chunks, a keep-alive) collapse into one
 `Item` spanning them, with their count and audio seconds, so a 15-minute run is a few hundred
-items however many frames it sent; `runs_of` is the one collapsing rule, which summary.md's
+items however many frames it sent; `bursts` is the one collapsing rule, which summary.md's
 timeline uses too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+import json
+import math
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from faultlab.events import Event
-from faultlab.frames import sender_of
+from faultlab.frames import connection_of, sender_of
 
 if TYPE_CHECKING:
     from faultlab.report.record import RunRecord
 
 LaneId = Literal["client", "proxy", "router", "server"]
-# Repeated events this close together (seconds) are one run: audio chunks come every 20-100 ms,
-# a model turn's chunks every ~20 ms; a pause of a second is a new utterance.
-RUN_GAP_S = 1.0
-RUN_MIN = 3  # two alike events stay two items: a pair is still readable one by one
+# Alike events this close together (seconds) are one burst: audio chunks come every 20-100 ms, a
+# model turn's chunks every ~20 ms; a pause of a second is a new utterance.
+BURST_GAP_S = 1.0
+BURST_MIN = 3  # two alike events stay two items: a pair is still readable one by one
+# Fields that measure an event rather than say what it is: alike events differ in them.
+MEASURED = ("bytes", "audio_s")
 
 # A colour per category, used by the page, the PNG and the legend alike (Okabe-Ito, readable by
 # the colour-blind).
@@ -52,7 +55,8 @@ PALETTE: dict[str, str] = {
 # Client-side events drawn as markers, and how each is coloured; the events a scenario pack
 # registers for the summary (its backend's, say) are notes on the client's lane.
 CLIENT_MARKERS: dict[str, str] = {
-    "client.lost": "loss", "client.connected": "setup", "client.recovered": "recovered",
+    "client.lost": "loss", "client.refused": "refused", "client.connected": "setup",
+    "client.recovered": "recovered",
     "client.ask": "conversation", "client.answer": "conversation",
     "client.tool_call": "tool_call", "client.tool_response": "tool_response",
     "resume.attempt": "attempt", "resume.refused": "refused", "resume.ok": "recovered",
@@ -89,9 +93,27 @@ def category_of(kind: str) -> str:
     return "content"
 
 
+def seconds(value: object) -> float:
+    """A field's seconds, or 0 for what is not a finite number (a client writes what it likes)."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return 0.0
+
+
+def _frozen(value: object) -> Hashable:
+    return value if isinstance(value, str | int | float | bool | None) else json.dumps(
+        value, sort_keys=True, default=str)
+
+
+def alike(event: Event) -> Hashable:
+    """What makes events alike: the same source, name and fields, but for what each measures."""
+    return (event.source, event.name, *sorted(
+        (k, _frozen(v)) for k, v in event.fields.items() if k not in MEASURED))
+
+
 @dataclass(frozen=True)
-class EventRun:
-    """Alike events in a row (`RUN_GAP_S` apart at most), or one event alone."""
+class Burst:
+    """Alike events in a row (`BURST_GAP_S` apart at most), or one event alone."""
 
     events: tuple[Event, ...]
 
@@ -109,32 +131,38 @@ class EventRun:
 
     @property
     def audio_s(self) -> float:
-        return sum(float(e.fields.get("audio_s") or 0) for e in self.events)
+        return sum(seconds(e.fields.get("audio_s")) for e in self.events)
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        """The first event's fields; a burst's measures are its sum (`audio_s`), not the first's."""
+        hidden = ("argv", "flow") if self.count == 1 else ("argv", "flow", *MEASURED)
+        return {k: v for k, v in self.first.fields.items() if k not in hidden}
 
 
-def runs_of(events: Iterable[Event], key: Callable[[Event], Hashable]) -> list[EventRun]:
-    """`events` (in time order) with each run of at least `RUN_MIN` alike ones (the same `key`,
-    each within `RUN_GAP_S` of the one before) made one; other events interleave freely. In the
-    order of each run's first event."""
-    open_runs: dict[Hashable, list[Event]] = {}
+def bursts(events: Iterable[Event]) -> list[Burst]:
+    """`events` (in time order) with each burst of at least `BURST_MIN` alike ones (`alike`, each
+    within `BURST_GAP_S` of the one before) made one; other events interleave freely. In the
+    order of each burst's first event."""
+    open_bursts: dict[Hashable, list[Event]] = {}
     done: list[list[Event]] = []
     for event in events:
-        k = key(event)
-        run = open_runs.get(k)
-        if run is not None and event.t - run[-1].t <= RUN_GAP_S:
-            run.append(event)
+        key = alike(event)
+        burst = open_bursts.get(key)
+        if burst is not None and event.t - burst[-1].t <= BURST_GAP_S:
+            burst.append(event)
             continue
-        if run is not None:
-            done.append(run)
-        open_runs[k] = [event]
-    done.extend(open_runs.values())
-    out: list[EventRun] = []
-    for run in done:
-        if len(run) >= RUN_MIN:
-            out.append(EventRun(tuple(run)))
+        if burst is not None:
+            done.append(burst)
+        open_bursts[key] = [event]
+    done.extend(open_bursts.values())
+    out: list[Burst] = []
+    for burst in done:
+        if len(burst) >= BURST_MIN:
+            out.append(Burst(tuple(burst)))
         else:
-            out.extend(EventRun((e,)) for e in run)
-    return sorted(out, key=lambda r: (r.first.t, r.first.name))
+            out.extend(Burst((e,)) for e in burst)
+    return sorted(out, key=lambda b: (b.first.t, b.first.name))
 
 
 @dataclass(frozen=True)
@@ -211,15 +239,6 @@ class View:
         return sum(i.count for i in self.items if i.to is not None)
 
 
-def _conn(event: Event) -> int | None:
-    value = event.fields.get("k", event.fields.get("conn"))
-    return value if isinstance(value, int) else None
-
-
-def _fields(event: Event) -> dict[str, Any]:
-    return {k: v for k, v in event.fields.items() if k not in ("argv", "flow")}
-
-
 def _frame_events(events: Sequence[Event]) -> tuple[list[Event], str]:
     """The run's one log of messages: the proxy's when it had one, else the emulator's, else what
     the client says it received."""
@@ -236,35 +255,32 @@ def _messages(events: Sequence[Event]) -> list[Item]:
     def sender(e: Event) -> str:
         return sender_of(e) or "server"  # client.received: all from the server
 
-    def key(e: Event) -> Hashable:
-        return (sender(e), _conn(e), e.fields.get("kind"))
-
     items = []
-    for run in runs_of(frames, key):
-        e = run.first
+    for burst in bursts(frames):
+        e = burst.first
         kind = str(e.fields.get("kind") or e.fields.get("opcode") or "message")
         src: LaneId = "client" if sender(e) == "client" else "server"
         short = kind.removeprefix("server_content.")
-        label = short if run.count == 1 else f"{short} x{run.count}"
-        if run.audio_s:
-            label += f" ({run.audio_s:.2f} s audio)"
+        label = short if burst.count == 1 else f"{short} x{burst.count}"
+        if burst.audio_s:
+            label += f" ({burst.audio_s:.2f} s audio)"
         items.append(Item(
             t=e.t, lane=src, to="server" if src == "client" else "client", name=log, label=label,
-            category=category_of(kind), t_end=run.last.t if run.count > 1 else None,
-            count=run.count, audio_s=round(run.audio_s, 3), conn=_conn(e),
-            fields=_fields(e) | ({"until": round(run.last.t, 3)} if run.count > 1 else {})))
+            category=category_of(kind), t_end=burst.last.t if burst.count > 1 else None,
+            count=burst.count, audio_s=round(burst.audio_s, 3), conn=connection_of(e),
+            fields=burst.fields))
     # Closes, with their code, from the same log's side.
     for e in events:
         if e.name == "emulator.close" and log == "emulator.frame":
             items.append(Item(t=e.t, lane="server", to="client", name=e.name,
                               label=f"close {e.fields.get('code')}", category="close",
-                              conn=_conn(e), fields=_fields(e)))
+                              conn=connection_of(e), fields=Burst((e,)).fields))
         elif e.name == "proxy.ws_end" and log == "proxy.frame" and e.fields.get("code"):
             by_client = bool(e.fields.get("closed_by_client"))
             items.append(Item(t=e.t, lane="client" if by_client else "server",
                               to="server" if by_client else "client", name=e.name,
                               label=f"close {e.fields.get('code')}", category="close",
-                              conn=_conn(e), fields=_fields(e)))
+                              conn=connection_of(e), fields=Burst((e,)).fields))
     return items
 
 
@@ -342,13 +358,13 @@ def _markers(events: Sequence[Event], pack_events: tuple[str, ...]) -> list[Item
 
     placed = [(e, where) for e in _pair_tcp(events) if (where := lane_of(e)) is not None]
     by_event = {id(e): where for e, where in placed}
-    for run in runs_of((e for e, _ in placed), lambda e: (e.name, by_event[id(e)][0], _conn(e))):
-        e = run.first
+    for burst in bursts(e for e, _ in placed):
+        e = burst.first
         lane, category = by_event[id(e)]
-        label = _marker_label(e) if run.count == 1 else f"{_short(e.name)} x{run.count}"
+        label = _marker_label(e) if burst.count == 1 else f"{_short(e.name)} x{burst.count}"
         items.append(Item(t=e.t, lane=lane, name=e.name, label=label, category=category,
-                          t_end=run.last.t if run.count > 1 else None, count=run.count,
-                          conn=_conn(e), fields=_fields(e)))
+                          t_end=burst.last.t if burst.count > 1 else None, count=burst.count,
+                          conn=connection_of(e), fields=burst.fields))
     return items
 
 
@@ -398,15 +414,17 @@ def _bands(events: Sequence[Event], t_end: float, lanes: set[LaneId]) -> list[Ba
         bands.append(Band(step=step, fault=name, lane=lane if lane in lanes else "router",
                           t=e.began, t_end=t_end if end is None else max(end, e.began),
                           reverted=end is not None, instant=instant,
-                          label=_band_label(step, name, e.fields), fields=_fields(e)))
+                          label=_band_label(step, name, e.fields),
+                          fields=Burst((e,)).fields))
     return bands
 
 
 def build_view(events: Sequence[Event], record: RunRecord, *, description: str = "",
                pack_events: tuple[str, ...] = ()) -> View:
     """The view of one run: its events and its record (verdict, expectations)."""
-    # Other processes' events reach the bus a little late: in the order they happened.
-    events = sorted(events, key=lambda e: e.t)
+    # Other processes' events reach the bus a little late: in the order they happened (an event
+    # whose time is not a number has no place on the clock).
+    events = sorted((e for e in events if math.isfinite(e.t)), key=lambda e: e.t)
     t_end = max((e.t for e in events), default=record.duration_s)
     proxied = any(e.name.startswith("proxy.") for e in events)
     lanes = [Lane("client", "client"), *([Lane("proxy", "proxy")] if proxied else []),
@@ -420,14 +438,3 @@ def build_view(events: Sequence[Event], record: RunRecord, *, description: str =
         lanes=lanes, items=items, bands=_bands(events, t_end, {lane.id for lane in lanes}),
         judgements=judgements, files=list(record.attachments), error=record.error,
         description=description)
-
-
-def view_of_run(run_dir: Path) -> View:
-    """The view of a finished run's folder (its events.jsonl and result.json)."""
-    from faultlab.events import read_events
-    from faultlab.report.record import RESULT_FILE, RunRecord
-    from faultlab.report.registry import summary_events
-
-    record = RunRecord.load(run_dir / RESULT_FILE)
-    return build_view(read_events(run_dir / "events.jsonl"), record,
-                      description=record.description, pack_events=summary_events())

@@ -46,7 +46,8 @@ CHART_FONT_PT = 9.0
 # Text stays text in the SVG (the browser's sans-serif draws it), and ids are the same from one
 # page to the next.
 CHART_STYLE: dict[RcKeyType, Any] = {"svg.fonttype": "none", "svg.hashsalt": "faultlab",
-                                     "font.size": CHART_FONT_PT, "axes.linewidth": 0.6}
+                                     "font.size": CHART_FONT_PT, "axes.linewidth": 0.6,
+                                     "text.parse_math": False}
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from faultlab.private import redact_text, remember_env_secrets, write_private
 from faultlab.report.record import describe_ending
 from faultlab.report.registry import summary_events
-from faultlab.report.sequence import EventRun, runs_of
+from faultlab.report.sequence import Burst, bursts
 
 if TYPE_CHECKING:
     from faultlab.result import RunResult
@@ -35,15 +35,13 @@ def _ended(result: RunResult) -> str:
         for role in roles)
 
 
-def _row(run: EventRun) -> str:
-    e = run.first
-    # A run's fields are its first event's, but for the audio, which is the run's sum.
-    hidden = ("argv",) if run.count == 1 else ("argv", "audio_s")
-    fields = ", ".join(f"{k}={v}" for k, v in e.fields.items() if k not in hidden)
-    if run.count == 1:
+def _row(burst: Burst) -> str:
+    e = burst.first
+    fields = ", ".join(f"{k}={v}" for k, v in burst.fields.items())
+    if burst.count == 1:
         return f"| {e.t:.3f} | {e.source} | {e.name} | {fields} |"
-    audio = f", {run.audio_s:.2f} s audio" if run.audio_s else ""
-    return (f"| {e.t:.3f}-{run.last.t:.3f} | {e.source} | {e.name} x{run.count} | "
+    audio = f", {burst.audio_s:.2f} s audio" if burst.audio_s else ""
+    return (f"| {e.t:.3f}-{burst.last.t:.3f} | {e.source} | {e.name} x{burst.count} | "
             f"{fields}{audio} |")
 
 
@@ -81,11 +79,10 @@ def render_summary(result: RunResult, picture: str | None = None) -> str:
             lines.append(f"| {'held' if o.held else '**FAILED**'} | {o.expectation} | {o.seen} |")
     names = (*NOTABLE, *summary_events())
     notable = sorted((e for e in result.events if _is_notable(e.name, names)), key=lambda e: e.t)
-    rows = runs_of(notable, lambda e: (e.source, e.name, e.fields.get("kind"),
-                                       e.fields.get("k", e.fields.get("conn"))))
+    rows = bursts(notable)
     if rows:
         lines += ["", "## Timeline", "", "| t (s) | source | event | fields |", "|---:|---|---|---|"]
-        lines += [_row(run) for run in rows[:TIMELINE_ROWS]]
+        lines += [_row(burst) for burst in rows[:TIMELINE_ROWS]]
         if len(rows) > TIMELINE_ROWS:
             lines.append(f"| | | ... {len(rows) - TIMELINE_ROWS} more rows | `events.jsonl` |")
     lines += ["", "Files: `report.html`, `events.jsonl`, `capture.pcap`, `client.log`, "

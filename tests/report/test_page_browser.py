@@ -14,7 +14,6 @@ import pytest
 
 from faultlab.profile import load_profile
 from faultlab.report.page import PAGE_FILE, write_run_page
-from faultlab.report.sequence import view_of_run
 
 from ..conftest import PROFILES
 from ..lab.helpers import failed, run_loaded
@@ -49,15 +48,14 @@ def count(b: Browser, selector: str) -> int:
 @pytest.mark.timeout(180)
 def test_a_field_run_s_report_shows_the_drop_the_refusals_and_the_judged_moments(
         page: Browser, runs_dir: Path) -> None:
-    """BR1's report.html (the runner's, or made here from its folder) renders with no console
-    error: lanes, the wifi-gone band, a marker per expectation judged at a moment, the three
-    refused resumes and the new session's audio; the screenshot is kept in the run folder."""
+    """The runner's report.html of BR1 renders with no console error: lanes, the wifi-gone band,
+    a marker per expectation judged at a moment, the three refused resumes and the new session's
+    audio; the screenshot is kept in the run folder."""
     result = run_loaded(load_profile(PROFILES / "field" / "BR1.yaml"), runs_dir)
     assert result.verdict == "PASS", failed(result)
     run_dir = result.run_dir
     report = run_dir / PAGE_FILE
-    if not report.exists():
-        write_run_page(view_of_run(run_dir), report)
+    assert report.is_file() and (run_dir / "timeline.png").is_file()
 
     page.open_rendered(report.as_uri())
     for lane in ("client", "router", "server"):
@@ -115,4 +113,25 @@ def test_a_run_that_never_started_still_draws(page: Browser, tmp_path: Path) -> 
     page.open_rendered(path.as_uri())
     assert count(page, "#timeline g.lane") == 3 and count(page, ".item") == 0
     assert "never listened" in page.evaluate("document.querySelector('.error').textContent")
+    assert page.errors == []
+
+
+def test_markup_in_a_client_s_events_is_drawn_as_text(page: Browser, tmp_path: Path) -> None:
+    """A step id, a marker's text and a message kind that carry markup add no element and run
+    nothing: the page shows them as text."""
+    from faultlab.report.sequence import build_view
+
+    from .test_page import ev
+    from .test_sequence import a_record
+
+    evil = "<img src=x onerror=\"document.title='pwned'\">"
+    events = [ev(1.0, "client", "client.ask", text=evil),
+              ev(1.5, "target", "emulator.frame", conn=1, dir="out", kind=evil),
+              ev(2.0, "faultlab", "fault.applied", step=evil, fault="drop", layer="packet"),
+              ev(3.0, "client", "client.lost", why=evil)]
+    path = write_run_page(build_view(events, a_record(profile="x")), tmp_path / PAGE_FILE)
+    page.open_rendered(path.as_uri())
+    time.sleep(0.2)
+    assert count(page, "img") == 0 and page.evaluate("document.title") != "pwned"
+    assert "<img" in page.evaluate("document.getElementById('timeline').textContent")
     assert page.errors == []

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from faultlab.events import Event
 from faultlab.report.record import RunRecord
-from faultlab.report.sequence import RUN_GAP_S, build_view, category_of, runs_of
+from faultlab.report.sequence import BURST_GAP_S, build_view, bursts, category_of
 
 
 def ev(t: float, source: str, name: str, **fields: object) -> Event:
@@ -31,8 +31,8 @@ def audio(t: float, conn: int = 1) -> Event:
 def test_alike_events_in_a_row_are_one_run_and_a_pause_starts_another() -> None:
     """Audio every 100 ms is one run until a pause longer than the gap; a pair stays two."""
     frames = [audio(1 + i * 0.1) for i in range(10)]
-    frames += [audio(1.9 + RUN_GAP_S + 0.5 + i * 0.1) for i in range(2)]
-    runs = runs_of(frames, lambda e: e.fields["kind"])
+    frames += [audio(1.9 + BURST_GAP_S + 0.5 + i * 0.1) for i in range(2)]
+    runs = bursts(frames)
     assert [r.count for r in runs] == [10, 1, 1]
     assert abs(runs[0].audio_s - 1.0) < 1e-9 and runs[0].last.t == frames[9].t
 
@@ -139,3 +139,25 @@ def test_a_connection_s_two_fins_are_one_mark_and_a_scoped_fault_says_its_scope(
     assert [i.label for i in view.items] == ["FIN #2 both ways", "FIN #3 from client",
                                              "FIN #3 from server"]
     assert view.bands[0].label == "cut: drop (first connection only, client to server)"
+
+
+def test_events_that_say_different_things_are_never_folded_together() -> None:
+    """Three processes exiting at once stay three (the target's -11 is not hidden); alike frames
+    that differ only in what they measure fold."""
+    exits = [ev(9.0 + i * 0.01, "faultlab", "process.exit", role=role, code=code)
+             for i, (role, code) in enumerate([("client", 0), ("target", -11), ("proxy", 0)])]
+    assert [b.count for b in bursts(exits)] == [1, 1, 1]
+    sizes = [ev(1 + i * 0.02, "target", "emulator.frame", conn=1, dir="out",
+                kind="server_content.model_turn", bytes=100 + i, audio_s=0.1) for i in range(5)]
+    (burst,) = bursts(sizes)
+    assert burst.count == 5 and "bytes" not in burst.fields and "audio_s" not in burst.fields
+
+
+def test_a_client_s_odd_fields_and_times_are_drawn_or_left_out_never_a_crash() -> None:
+    """Unhashable values, an audio_s that is text or NaN, and a time that is not a number: the
+    view is still built, the odd event without a place on the clock left out."""
+    events = [ev(1.0 + i * 0.1, "client", "client.received", kind=["tool_call"],
+                 audio_s=odd) for i, odd in enumerate(["1.0s", float("nan"), {"x": 1}])]
+    events.append(ev(float("nan"), "client", "client.lost"))
+    view = build_view(events, a_record())
+    assert [(i.count, i.audio_s) for i in view.items] == [(3, 0.0)]

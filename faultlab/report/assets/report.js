@@ -253,15 +253,15 @@
       const dir = yTo > y ? 1 : -1;
       const ya = y + dir * 4, yb = yTo - dir * 2;
       const head = quiet ? "" : `<path class="head" fill="${c}" d="M${num(x)} ${num(yb)}l-3.6 ${-dir * 7}h7.2z"/>`;
-      const tip = quiet ? yb : yb - dir * 6;
+      const shaftEnd = quiet ? yb : yb - dir * 6;
       if (item.t_end != null) {
         const xe = Math.max(X(item.end), x + 1.5);
         messages.push(`<g ${attrs}><rect class="flow" fill="${c}" x="${num(x)}" y="${num(Math.min(ya, yb))}" width="${num(xe - x)}" height="${num(Math.abs(yb - ya))}"/>`,
           `<rect class="bar" fill="${c}" x="${num(x)}" y="${num(dir > 0 ? y : y - 4)}" width="${num(xe - x)}" height="4"/>`,
-          `<line class="arrow" stroke="${c}" x1="${num(x)}" x2="${num(x)}" y1="${num(ya)}" y2="${num(tip)}"/>${head}</g>`);
+          `<line class="arrow" stroke="${c}" x1="${num(x)}" x2="${num(x)}" y1="${num(ya)}" y2="${num(shaftEnd)}"/>${head}</g>`);
         hits.push({kind: "item", ref: item, x0: x - 3, x1: xe + 3, y0: Math.min(y, yTo), y1: Math.max(y, yTo), rank: 5});
       } else {
-        messages.push(`<g ${attrs}><line class="arrow" stroke="${c}" x1="${num(x)}" x2="${num(x)}" y1="${num(ya)}" y2="${num(tip)}"/>${head}</g>`);
+        messages.push(`<g ${attrs}><line class="arrow" stroke="${c}" x1="${num(x)}" x2="${num(x)}" y1="${num(ya)}" y2="${num(shaftEnd)}"/>${head}</g>`);
         hits.push({kind: "item", ref: item, x0: x - 4, x1: x + 4, y0: Math.min(y, yTo), y1: Math.max(y, yTo), rank: 3});
       }
       labelCandidates.push({item, x: x + 5, lane: item.from, sides: [dir > 0 ? "down" : "up"],
