@@ -42,13 +42,12 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
+# Every figure beside the tool a user would otherwise pick, in one run and one table
+# (bench/all.py); BENCH_JSON=FILE also writes it as JSON for bench/compare.py. The pcap peers
+# (dpkt, scapy) are the `bench` extra; tshark comes with `install`.
 bench: install
-	$(BIN)/python bench/bench.py
-	$(BIN)/python bench/proxy_bench.py
-	$(BIN)/python bench/recovery_bench.py
-	$(BIN)/python bench/suite_bench.py
-	$(BIN)/python bench/pcap_bench.py
-	$(BIN)/python bench/impair_bench.py
+	$(BIN)/pip install -q --disable-pip-version-check -e '.[bench]'
+	$(BIN)/python bench/all.py $(if $(BENCH_JSON),--json $(BENCH_JSON))
 
 # The container images (faultlab-clients:latest, faultlab:latest), built offline on a debootstrapped
 # trixie base that is kept between builds; FORCE=1 makes the base again. Needs a running engine

@@ -1,64 +1,160 @@
-"""The field suite one run after another vs `--jobs`, side by side in one go: wall time of each,
-the speed-up (goal: >= 2.5x on 2 cores), and whether every profile still PASSes.
+"""The field suite one run after another vs `--jobs`, side by side in one go, and the suite
+against the field study it replays.
 
-    python bench/suite_bench.py [--jobs N] [--profiles PATH]
+- a subset of the field profiles (one of each family by default: abort, freeze, silent loss,
+  recovery), sequential (`--jobs 1`) and with `--jobs`: the wall time of each, the speed-up
+  (goal: >= 2.5x on 2 cores), whether every run PASSes, and whether each scenario's outcome
+  (verdict, bookings, what the user was told) is the same both ways;
+- the whole field suite with `--jobs`: its wall time against the field study's two days (its
+  compression factor), and every run PASSing;
+- one B run (B1) against the field's 15 minutes for it.
+
+What each run produced is read from its result.json (`faultlab.report.record`), not from the
+printed table.
+
+    python bench/suite_bench.py [--jobs N] [--subset R1 N3 B1 BR1] [--no-full] [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
-import re
+import os
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
+import table
+from table import Measure, Row, skipped, versus
+
+from faultlab.report.record import RecordError, RunRecord, find_records
+
 ROOT = Path(__file__).resolve().parents[1]
+FIELD = ROOT / "profiles" / "field"
+# Eight profiles of the families R, P, N, B, BR and A, of similar length (12-17 s here): enough
+# runs that --jobs is measured by its throughput, not by the longest run.
+SUBSET = ("R0", "R1", "P3", "N3", "B1", "BR1", "A1", "A3")
+FIELD_STUDY_S = 2 * 24 * 3600  # the field study took two days
+B_RUN_S = 15 * 60  # each of its B runs took 15 minutes
+# The columns a parallel run must not change (the rest are measured times).
+OUTCOME_CELLS = ("bookings", "user told")
 
 
-def run_suite(profiles: str, jobs: str, runs_dir: Path) -> tuple[float, int, int, int, list[str]]:
-    """Wall seconds, exit code, runs passed, runs in all, and the table's outcome columns."""
+@dataclass
+class Suite:
+    """A suite's wall time, exit code and runs (from their result.json files)."""
+
+    wall_s: float
+    code: int
+    records: list[RunRecord]
+
+    @property
+    def passed(self) -> int:
+        return sum(1 for r in self.records if r.verdict == "PASS")
+
+    def outcomes(self) -> list[tuple[str, ...]]:
+        """Each run's outcome without its measured times, in profile order."""
+        return sorted((r.profile, r.verdict, *(str(r.cells.get(c)) for c in OUTCOME_CELLS))
+                      for r in self.records)
+
+    def duration(self, profile: str) -> float | None:
+        return next((r.duration_s for r in self.records if r.profile == profile), None)
+
+
+def run_suite(profiles: list[Path], jobs: str, runs_dir: Path) -> Suite:
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "faultlab", "run", "-q", "--jobs", jobs,
-                           "--runs-dir", str(runs_dir), profiles], cwd=ROOT,
+                           "--runs-dir", str(runs_dir), *map(str, profiles)], cwd=ROOT,
                           capture_output=True, text=True, check=False)
     wall = time.monotonic() - started
-    found = re.search(r"# faultlab suite: (\d+) of (\d+) runs passed", done.stdout)
-    passed, total = (int(found.group(1)), int(found.group(2))) if found else (0, 0)
-    return wall, done.returncode, passed, total, outcomes(done.stdout)
+    records = []
+    for path in find_records([runs_dir]) if runs_dir.exists() else []:
+        try:
+            records.append(RunRecord.load(path))
+        except RecordError as exc:
+            print(f"  {exc}")
+    return Suite(wall, done.returncode, records)
 
 
-def outcomes(table: str) -> list[str]:
-    """Each scenario's row without the measured times: scenario, runs, verdicts, bookings, and
-    what the user was told (what parallel runs must not change)."""
-    rows = [[c.strip() for c in line.split("|")[1:-1]] for line in table.splitlines()
-            if line.startswith("| ")]
-    if not rows:
-        return []
-    keep = [i for i, h in enumerate(rows[0]) if h in ("scenario", "runs", "verdicts", "bookings",
-                                                      "user told")]
-    return [" | ".join(row[i] for i in keep) for row in rows[2:]]
+def speedup_rows(names: list[str], jobs: str, scratch: Path) -> list[Row]:
+    profiles = [FIELD / f"{name}.yaml" for name in names]
+    seq = run_suite(profiles, "1", scratch / "sequential")
+    par = run_suite(profiles, jobs, scratch / "parallel")
+    for label, suite in (("sequential", seq), (f"--jobs {jobs}", par)):
+        print(f"{'field subset, ' + label:<44} {suite.wall_s:>10.1f} s        "
+              f"{suite.passed}/{len(suite.records)} PASS, exit {suite.code}")
+    same = seq.outcomes() == par.outcomes() and bool(seq.records)
+    print(f"{'outcomes (verdict, bookings, user told) same':<44} {'yes' if same else 'NO':>10}")
+    ratio = seq.wall_s / par.wall_s
+    all_pass = all(s.code == 0 and s.passed == len(s.records) == len(names) for s in (seq, par))
+    ok = ratio >= 2.5 and all_pass and same
+    print(f"{'field subset speed-up with --jobs':<44} {ratio:>10.2f} x        goal >= 2.5  "
+          f"{'ok' if ok else 'MISSED'}")
+    rows = [versus(
+        f"field suite subset ({len(names)} profiles), --jobs {jobs}", Measure(par.wall_s, "s"),
+        "sequential", Measure(seq.wall_s, "s"), "lower", at_least=2.5, also=all_pass and same,
+        goal="all PASS, same outcomes",
+        note=f"suite: `faultlab run -q` of profiles/field/{{{','.join(names)}}} (a subset, so that "
+             f"make bench stays under 10 minutes) with --jobs 1 and --jobs {jobs}; "
+             f"{seq.passed}/{len(seq.records)} and {par.passed}/{len(par.records)} PASS, outcomes "
+             f"{'the same' if same else 'DIFFERENT'} (from result.json)")]
+    b1 = seq.duration("field-B1")
+    if b1 is not None:
+        rows.append(versus(
+            "field B1 run, time-compressed", Measure(b1, "s"), "the field's 15-minute run",
+            Measure(B_RUN_S, "s"), "lower",
+            note="B run: field scenario B1's run in the sequential subset (its result.json "
+                 "duration) against the 15 minutes the field study ran it"))
+    return rows
+
+
+def full_rows(jobs: str, scratch: Path) -> list[Row]:
+    profiles = sorted(FIELD.glob("*.yaml"))
+    suite = run_suite(profiles, jobs, scratch / "full")
+    ok = suite.code == 0 and suite.passed == len(suite.records) == len(profiles)
+    print(f"{'field suite, --jobs ' + jobs:<44} {suite.wall_s:>10.1f} s        "
+          f"{suite.passed}/{len(suite.records)} PASS, exit {suite.code}")
+    print(f"{'compression against the two-day field study':<44} "
+          f"{FIELD_STUDY_S / suite.wall_s:>10.0f} x")
+    return [versus(
+        f"field suite ({len(profiles)} profiles), --jobs {jobs}", Measure(suite.wall_s, "s"),
+        "the field study (2 days)", Measure(FIELD_STUDY_S, "s"), "lower", also=ok,
+        goal="all PASS",
+        note=f"compression: the whole field suite (profiles/field/, the field study's scenarios "
+             f"and 3 variants of them) with --jobs {jobs}, {suite.passed}/{len(suite.records)} "
+             f"PASS, against the two days the field study took (its B runs 15 minutes each)")]
+
+
+def collect(jobs: str = "auto", subset: tuple[str, ...] = SUBSET, full: bool = True) -> list[Row]:
+    if os.geteuid() != 0:
+        return [skipped("field suite subset, --jobs", "sequential",
+                        "needs root (network namespaces)")]
+    with tempfile.TemporaryDirectory(prefix="faultlab-suite-bench-") as scratch:
+        rows = speedup_rows(list(subset), jobs, Path(scratch))
+        if full:
+            rows += full_rows(jobs, Path(scratch))
+        else:
+            rows.append(skipped("field suite, --jobs", "the field study (2 days)",
+                                "not asked (--no-full)"))
+    return rows
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", default="auto", help="runs at once for the parallel suite")
-    parser.add_argument("--profiles", default="profiles/field/")
+    parser.add_argument("--subset", nargs="+", default=list(SUBSET), metavar="NAME",
+                        help="field profiles (profiles/field/NAME.yaml) for the speed-up")
+    parser.add_argument("--no-full", dest="full", action="store_false",
+                        help="skip the whole suite against the field study")
+    table.add_json_option(parser)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="faultlab-suite-bench-") as scratch:
-        seq = run_suite(args.profiles, "1", Path(scratch) / "sequential")
-        par = run_suite(args.profiles, args.jobs, Path(scratch) / "parallel")
-    for label, (wall, code, passed, total, _) in (("sequential", seq),
-                                                   (f"--jobs {args.jobs}", par)):
-        print(f"{'field suite, ' + label:<44} {wall:>10.1f} s        {passed}/{total} PASS, "
-              f"exit {code}")
-    same = seq[4] == par[4] and bool(seq[4])
-    print(f"{'suite table (outcome columns) the same':<44} {'yes' if same else 'NO':>10}")
-    ratio = seq[0] / par[0]
-    ok = ratio >= 2.5 and par[1] == 0 and par[2] == par[3] > 0 and same
-    print(f"{'field suite speed-up with --jobs':<44} {ratio:>10.2f} x        goal >= 2.5  "
-          f"{'ok' if ok else 'MISSED'}")
+    started, clock, machine = datetime.now(), time.monotonic(), table.machine()
+    rows = collect(args.jobs, tuple(args.subset), args.full)
+    table.finish(rows, args.json, machine, started, time.monotonic() - clock)
 
 
 if __name__ == "__main__":

@@ -174,6 +174,14 @@ class Direction:
         if self._stream_pos is None:  # the capture began mid-stream
             self._stream_pos = seg.seq
         start = _unwrap(seg.seq, self._stream_pos)
+        if start == self._stream_pos and not self._pending:
+            # The next bytes, with nothing waiting: most segments of a capture, fed without the
+            # heaps (a third of a 100,000-packet walk went to them).
+            if seg.payload:
+                self._stream_pos += len(seg.payload)
+                if completed := self._ws.feed(seg.ts, seg.payload):
+                    frames.extend((label, f) for f in completed)
+            return
         if start not in self._pending:  # a copy of a waiting segment's start: the first one stays
             self._pending[start] = (self._arrivals, seg.ts, seg.payload)
             self._arrivals += 1
@@ -246,7 +254,8 @@ class Flow:
         start = len(self.frames)
         mine.add(seg, self.frames, label)
         peer.answered()
-        self.frames.extend((label, replace(f, ts=seg.ts)) for f in decrypted)
+        if decrypted:
+            self.frames.extend((label, replace(f, ts=seg.ts)) for f in decrypted)
         for i in range(start, len(self.frames)):
             frame = self.frames[i][1]
             if frame.opcode == "close":

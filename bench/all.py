@@ -1,0 +1,120 @@
+"""`make bench`: every figure of faultlab beside the tool a user would otherwise pick, measured in
+the same run on the same work, in one table.
+
+    python bench/all.py [--json FILE] [--only PART ...] [-n 30] [--no-full-suite]
+
+Runs the benchmark scripts' parts one after another in this process (each prints its figures as
+it measures them, as the script does alone), then prints one table of all their rows (figure,
+faultlab, peer, ratio, goal, ok/MISSED or skipped with the reason) and the machine; `--json FILE`
+writes the same for CI's history, and `bench/compare.py OLD.json NEW.json` names every ratio that
+got worse. A part that fails is a row saying so, and the command then exits 1; missed goals are
+reported, not failures.
+
+Parts, in order: lab (set-up + teardown, a container client's start-up: bench.py), faults
+(bench.py), pcap (the 100k-packet ws:// capture: bench.py; the 15-minute wss:// session:
+pcap_bench.py), proxy (proxy_bench.py), impair (impair_bench.py), emulator (bench.py), recovery
+(recovery_bench.py), suite (suite_bench.py), report (report.html of a 15-minute run in headless
+Chromium: report_bench.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from datetime import datetime
+
+import impair_bench
+import pcap_bench
+import proxy_bench
+import recovery_bench
+import report_bench
+import suite_bench
+import table
+from table import Row, skipped
+
+import bench
+
+type Part = Callable[[argparse.Namespace], list[Row]]
+
+
+def _root_only(figure: str, collect: Part) -> Part:
+    def part(args: argparse.Namespace) -> list[Row]:
+        if os.geteuid() != 0:
+            return [skipped(figure, None, bench.NEEDS_ROOT)]
+        return collect(args)
+
+    return part
+
+
+PARTS: dict[str, tuple[str, Part]] = {
+    "lab": ("bench/bench.py", _root_only("lab set-up + teardown", lambda a: [
+        *asyncio.run(bench.lab_rows(a.n)), *bench.container_rows(max(a.n // 3, 5))])),
+    "faults": ("bench/bench.py", _root_only("fault applied",
+                                            lambda a: asyncio.run(bench.fault_rows(a.n)))),
+    "pcap": ("bench/bench.py, bench/pcap_bench.py",
+             lambda a: [*bench.pcap_rows(a.packets), *pcap_bench.collect(a.minutes)]),
+    "proxy": ("bench/proxy_bench.py", lambda a: proxy_bench.collect()),
+    "impair": ("bench/impair_bench.py", lambda a: impair_bench.collect()),
+    "emulator": ("bench/bench.py", lambda a: bench.emulator_rows(a.sessions, a.seconds)),
+    "recovery": ("bench/recovery_bench.py", lambda a: recovery_bench.collect(a.runs)),
+    "suite": ("bench/suite_bench.py", lambda a: suite_bench.collect(a.jobs,
+                                                                    full=a.full_suite)),
+    "report": ("bench/report_bench.py", lambda a: report_bench.collect()),
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", nargs="+", choices=list(PARTS), metavar="PART",
+                        help=f"run only these parts ({', '.join(PARTS)})")
+    parser.add_argument("-n", type=int, default=30, help="repetitions for the lab and faults")
+    parser.add_argument("--packets", type=int, default=100_000, help="the ws:// capture's size")
+    parser.add_argument("--minutes", type=float, default=15.0,
+                        help="the wss:// session's length")
+    parser.add_argument("--sessions", type=int, nargs="+", default=[25, 50, 75, 100],
+                        help="emulator session counts to try")
+    parser.add_argument("--seconds", type=float, default=8.0, help="length of each emulator load")
+    parser.add_argument("--runs", type=int, default=3, help="recovery runs per client")
+    parser.add_argument("--jobs", default="auto", help="runs at once for the parallel suite")
+    parser.add_argument("--no-full-suite", dest="full_suite", action="store_false",
+                        help="skip the whole field suite against the field study")
+    table.add_json_option(parser)
+    args = parser.parse_args()
+    # SIGTERM unwinds like Ctrl-C, so that every lab, process and folder is removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    started, clock, machine = datetime.now(), time.monotonic(), table.machine()
+    print(f"faultlab benchmark: {table.describe_machine(machine)}", flush=True)
+    rows: list[Row] = []
+    failed = []
+    for name, (where, part) in PARTS.items():
+        if args.only and name not in args.only:
+            continue
+        print(f"\n== {name} ({where})", flush=True)
+        part_started = time.monotonic()
+        try:
+            rows += part(args)
+        except Exception as exc:  # one part's failure is a row; the others still run
+            traceback.print_exc()
+            failed.append(name)
+            rows.append(skipped(name, None, f"the part failed: {exc!r}"))
+        print(f"== {name}: {time.monotonic() - part_started:.0f} s", flush=True)
+    print("\n== the table")
+    table.finish(rows, args.json, machine, started, time.monotonic() - clock)
+    if failed:
+        print(f"failed parts: {', '.join(failed)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit("bench: interrupted")
