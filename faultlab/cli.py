@@ -56,8 +56,11 @@ def main() -> None:
             code = exc.code
         interrupt.note_only()
     except interrupt.Interrupted:
-        click.echo(f"faultlab: interrupted by {interrupt.describe()}", err=True)
-    sys.exit(interrupt.exit_code(code))
+        interrupt.announce()
+    code = interrupt.exit_code(code)
+    # A signal noted once the work was done (its reports being written) still gives the code.
+    interrupt.announce("it came as the command ended; what it wrote is whole")
+    sys.exit(code)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -216,8 +219,7 @@ def run(paths: tuple[str, ...], runs_dir: Path, quiet: bool, repeat: int,
     try:
         asyncio.run(interrupt.cancel_on_signal(run_all()))
     except asyncio.CancelledError:  # only a signal cancels the runs; main() exits with its code
-        click.echo(f"faultlab: interrupted by {interrupt.describe()}; the lab was torn down",
-                   err=True)
+        interrupt.announce("the lab was torn down")
         code = EXIT_INTERRUPTED
     except FaultlabError as exc:
         _fail(str(exc), 3)
@@ -486,7 +488,7 @@ def calibrate(base_url: str | None, ca: Path | None, model: str | None, personal
             endpoint, personality_with(base, changes), samples, tolerance_s,
             lambda line: click.echo(f"  {line}", err=True))))
     except asyncio.CancelledError:  # only a signal cancels it; main() exits with its code
-        click.echo(f"faultlab: interrupted by {interrupt.describe()}", err=True)
+        interrupt.announce()
         sys.exit(EXIT_INTERRUPTED)
     except EndpointError as exc:
         _fail(str(exc), 3)

@@ -14,13 +14,16 @@ on the moment:
 
 `exit_code` is the command's last instruction: from there both signals are ignored (one that comes
 later is too late to change anything), and it gives the code to exit with, the signal's if one
-came. Light to import on purpose: only `signal` and `contextlib` at the top.
+came; `announce` says so once on stderr, wherever the signal fell (one noted while the reports
+were written exits with its code too). Light to import on purpose: only `signal`, `sys` and
+`contextlib` at the top.
 """
 
 from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -32,6 +35,7 @@ if TYPE_CHECKING:
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 _received: int | None = None
+_announced = False
 _raising = False
 _cancel: Callable[[], None] | None = None
 
@@ -48,6 +52,16 @@ class Interrupted(BaseException):
 def describe() -> str:
     """The first signal's name (`SIGINT`), for messages."""
     return signal.Signals(_received).name if _received is not None else "no signal"
+
+
+def announce(done: str = "") -> None:
+    """`faultlab: interrupted by SIGINT; <done>` on stderr, once, if a signal came."""
+    global _announced
+    if _received is None or _announced:
+        return
+    _announced = True
+    sys.stderr.write(f"faultlab: interrupted by {describe()}" + (f"; {done}" if done else "") + "\n")
+    sys.stderr.flush()
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
