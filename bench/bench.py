@@ -262,11 +262,23 @@ async def fault_rows(n: int) -> list[Row]:
     return rows
 
 
+# Live API messages, as a voice session sends them (small, so each frame is one packet): the
+# client's audio chunk up, masked; the model's audio down. Every frame is JSON, so the inspector
+# parses each one to name its kind, as on a real capture.
+UP_MESSAGE = (b'{"realtimeInput":{"audio":{"data":"' + b"A" * 40
+              + b'","mimeType":"audio/pcm;rate=16000"}}}')
+DOWN_MESSAGE = (b'{"serverContent":{"modelTurn":{"parts":[{"inlineData":{"data":"' + b"B" * 16
+                + b'","mimeType":"audio/pcm;rate=24000"}}]}}}')
+MASK = b"\x01\x02\x03\x04"
+
+
 def make_capture(path: Path, packets: int) -> None:
-    """A ws:// session of `packets` packets: text frames both ways with ACKs between them."""
+    """A ws:// Live API session of `packets` packets: JSON text frames both ways (the client's
+    masked), each in its own segment."""
     c, s, cs, ss = "198.18.0.2", "198.18.0.6", 1000, 9000
-    frame = bytes([0x81, 0x80 | 100]) + b"\x01\x02\x03\x04" + b"x" * 100
-    reply = bytes([0x81, 100]) + b"y" * 100
+    masked = bytes(b ^ MASK[i % 4] for i, b in enumerate(UP_MESSAGE))
+    frame = bytes([0x81, 0x80 | len(UP_MESSAGE)]) + MASK + masked
+    reply = bytes([0x81, len(DOWN_MESSAGE)]) + DOWN_MESSAGE
     with path.open("wb") as f:
         write_header(f)
         t = 1_700_000_000.0
@@ -333,7 +345,7 @@ def pcap_rows(packets: int) -> list[Row]:
             same = theirs.frames == ours.frames and theirs.packets == ours.packets
             rows.append(versus(
                 inspect_figure, Measure(ours.rate, "pkt/s"), peer, Measure(theirs.rate, "pkt/s"),
-                "higher", at_least=at_least, also=(ours.rate >= 50000) if first else None,
+                "higher", at_least=at_least, also=same and (ours.rate >= 50000 if first else True),
                 goal=">= 50,000 pkt/s" if first else "",
                 note=(f"inspect in-process: faultlab's parser and {peer}'s ({parse}), "
                       f"faultlab and dpkt alternating (3 and 2 runs, means), scapy once, last; "

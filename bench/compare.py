@@ -65,7 +65,11 @@ def regressions(old: dict[str, dict[str, Any]], new: dict[str, dict[str, Any]],
         was = old.get(key)
         if was is None or now.get("skipped") or was.get("skipped"):
             continue
-        if was.get("ratio") is not None and now.get("ratio") is not None:
+        if was.get("ratio") is not None and now.get("ratio") is None:
+            # A figure that no longer gives a ratio (faultlab's value or the peer's was none)
+            # measured nothing: as bad as it gets.
+            out.append(Regression(key, "ratio", was["ratio"], 0.0, 1.0))
+        elif was.get("ratio") is not None:
             worse = _worse_by(was["ratio"], now["ratio"], "higher")
             if worse > threshold:
                 out.append(Regression(key, "ratio", was["ratio"], now["ratio"], worse))
@@ -110,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     found = regressions(old, new, args.threshold, args.absolute)
     for line in [r.line() for r in found] + notes(old, new):
         print(line)
-    compared = sum(1 for k, r in new.items() if k in old and r.get("ratio") is not None)
+    compared = sum(1 for k, r in new.items()
+                   if k in old and not r.get("skipped") and old[k].get("ratio") is not None)
     print(f"{len(found)} of {compared} ratios worse by more than {args.threshold:.0%}"
           + ("" if not found else ": " + "; ".join(r.key for r in found)))
     return 1 if found else 0

@@ -112,7 +112,7 @@ def session_rows(folder: Path, minutes: float, plan: SessionPlan, made_s: float)
                                                                      ours.tls_flows)
         rows.append(versus(
             figure, Measure(ours.rate, "pkt/s"), peer, Measure(theirs.rate, "pkt/s"), "higher",
-            at_least=at_least,
+            at_least=at_least, also=same,
             note=f"{ours.packets:,} packets, flows in-process, no decryption (neither library "
                  f"decrypts TLS): faultlab's parser and {peer}'s ({parse}) (faultlab and dpkt "
                  f"alternating, 3 and 2 runs, means; scapy once, last), each feeding "

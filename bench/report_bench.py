@@ -169,7 +169,8 @@ def timed[T](action: Callable[[], T], repeat: int) -> tuple[float, T]:
 
 
 def in_browser(page: Path, loads: int) -> tuple[float, float] | str:
-    """Open-to-drawn milliseconds (median, worst) over `loads` loads, or why not measured."""
+    """Open-to-drawn milliseconds (median, worst) over `loads` loads, or why the browser is
+    not there; a RuntimeError when the page broke."""
     reason = unavailable()
     if reason:
         print(f"{'in headless Chromium':<44} skipped: {reason}")
@@ -205,8 +206,8 @@ def in_browser(page: Path, loads: int) -> tuple[float, float] | str:
           f"     max {max(redraws):.1f} ms")
     print(f"{'marks drawn / labels placed at fit':<44} {counts[0]:>10} / {counts[1]}")
     print(f"{'console errors':<44} {len(errors):>10}  {errors[:3] if errors else ''}")
-    if errors:
-        return f"the page had console errors: {errors[:3]}"
+    if errors:  # the page broke: its time would mean nothing, and a skip would hide it
+        raise RuntimeError(f"report.html had console errors: {errors[:3]}")
     return statistics.median(walls), worst
 
 

@@ -1,8 +1,8 @@
 """The field suite one run after another vs `--jobs`, side by side in one go, and the suite
 against the field study it replays.
 
-- a subset of the field profiles (one of each family by default: abort, freeze, silent loss,
-  recovery), sequential (`--jobs 1`) and with `--jobs`: the wall time of each, the speed-up
+- a subset of the field profiles (by default eight of similar length from the families R, P,
+  N, B, BR and A), sequential (`--jobs 1`) and with `--jobs`: the wall time of each, the speed-up
   (goal: >= 2.5x on 2 cores), whether every run PASSes, and whether each scenario's outcome
   (verdict, bookings, what the user was told) is the same both ways;
 - the whole field suite with `--jobs`: its wall time against the field study's two days (its
@@ -12,7 +12,7 @@ against the field study it replays.
 What each run produced is read from its result.json (`faultlab.report.record`), not from the
 printed table.
 
-    python bench/suite_bench.py [--jobs N] [--subset R1 N3 B1 BR1] [--no-full] [--json FILE]
+    python bench/suite_bench.py [--jobs N] [--subset R0 R1 ...] [--no-full] [--json FILE]
 """
 
 from __future__ import annotations

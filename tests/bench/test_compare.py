@@ -82,3 +82,13 @@ def test_a_file_that_is_no_result_exits_2(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("[]")
     assert compare.main([str(bad), str(result(tmp_path / "new.json"))]) == 2
+
+
+def test_a_figure_that_no_longer_gives_a_ratio_is_flagged(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """A rate of 0 (the inspection read nothing) has no ratio: that is a regression, not a
+    silence."""
+    old = result(tmp_path / "old.json")
+    new = result(tmp_path / "new.json", pcap_pps=0.0)
+    assert compare.main([str(old), str(new)]) == 1
+    assert "WORSE  pcap inspect | dpkt" in capsys.readouterr().out
