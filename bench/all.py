@@ -36,7 +36,7 @@ import recovery_bench
 import report_bench
 import suite_bench
 import table
-from table import Row, skipped
+from table import NEEDS_ROOT, Row, skipped
 
 import bench
 
@@ -46,7 +46,7 @@ type Part = Callable[[argparse.Namespace], list[Row]]
 def _root_only(figure: str, collect: Part) -> Part:
     def part(args: argparse.Namespace) -> list[Row]:
         if os.geteuid() != 0:
-            return [skipped(figure, None, bench.NEEDS_ROOT)]
+            return [skipped(figure, None, NEEDS_ROOT)]
         return collect(args)
 
     return part

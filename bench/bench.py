@@ -42,15 +42,15 @@ import fault_peers
 import lab_peers
 import table
 from pcap_peers import (
+    PEERS,
     decode_rate,
     dpkt_segments,
     faultlab_command,
     inspect_beside,
     missing,
-    scapy_segments,
     tshark_frames,
 )
-from table import Measure, Row, alone, skipped, versus
+from table import NEEDS_ROOT, Measure, Row, alone, skipped, versus
 
 from faultlab.capture.live import ConnectionTable
 from faultlab.capture.pcap import (
@@ -73,8 +73,6 @@ from faultlab.lab.engine import CLIENTS_IMAGE, engine_images
 from faultlab.lab.netns import NetnsLab
 from faultlab.profile import parse_profile
 from faultlab.timeline import Due
-
-NEEDS_ROOT = "needs root (network namespaces)"
 
 
 def report(name: str, value: float, unit: str, goal: str, ok: bool) -> None:
@@ -179,22 +177,6 @@ timeline:
 # The faults whose applied_in_ms has a goal (the latency fault starts its queue's worker process
 # and is measured only beside netem, where the kernel has it).
 FAST_FAULTS = ("drop", "reject", "link_down", "rate")
-
-
-async def bench_faults(n: int) -> dict[str, list[float]]:
-    """applied_in_ms of each fast fault, n times each (no peers)."""
-    steps = [s for s in parse_profile(FAULTS).timeline if s.fault in FAST_FAULTS]
-    out: dict[str, list[float]] = {s.fault: [] for s in steps}
-    bus = EventBus(RunClock())
-    async with NetnsLab() as lab:
-        runtime = FaultRuntime(lab, ConnectionTable(str(lab.server_address)), bus, None, None, steps,
-                               on_failure=print)
-        for _ in range(n):
-            for step in steps:
-                await runtime.apply(Due(step, 0.0, "bench"))
-                out[step.fault].append(float(bus.events[-1].fields["applied_in_ms"]))
-                await runtime.revert([step.id])
-    return out
 
 
 async def fault_rows(n: int) -> list[Row]:
@@ -310,8 +292,7 @@ def pcap_rows(packets: int) -> list[Row]:
         make_capture(path, packets)
         n, seconds = decode_rate(numbered_segments, path)
         decode = n / seconds
-        peers = (("dpkt", dpkt_segments, 2.0, "pcap.Reader + ethernet.Ethernet"),
-                 ("scapy", scapy_segments, 5.0, "rdpcap, then the IP and TCP layers"))
+        peers = PEERS
         ours, walked = inspect_beside(path, {peer: numbered for peer, numbered, _, _ in peers
                                              if missing(peer) is None})
         assert ours.frames == packets - 4, f"decoded {ours.frames} WebSocket frames of {packets - 4}"

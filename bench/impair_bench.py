@@ -31,7 +31,7 @@ from datetime import datetime
 from typing import Any
 
 import table
-from table import Measure, Row, alone, skipped
+from table import NEEDS_ROOT, Measure, Row, alone, skipped
 
 from faultlab.impair import measure
 from faultlab.lab.netns import NetnsLab
@@ -150,7 +150,7 @@ async def measure_all() -> list[Row]:
 
 def collect() -> list[Row]:
     if os.geteuid() != 0:
-        return [skipped("packet impairments", None, "needs root (network namespaces)")]
+        return [skipped("packet impairments", None, NEEDS_ROOT)]
     return asyncio.run(measure_all())
 
 

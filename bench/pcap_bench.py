@@ -30,11 +30,10 @@ from pathlib import Path
 
 import table
 from pcap_peers import (
-    dpkt_segments,
+    PEERS,
     faultlab_command,
     inspect_beside,
     missing,
-    scapy_segments,
     tshark_frames,
 )
 from table import Measure, Row, alone, skipped, versus
@@ -94,8 +93,7 @@ def session_rows(folder: Path, minutes: float, plan: SessionPlan, made_s: float)
                  f"frames) and tshark alone, `-o tls.keylog_file:` the same key logs, TCP and TLS "
                  f"reassembly on, `-T fields -e websocket.opcode -e websocket.payload_length -e "
                  f"websocket.payload.text` ({ts.seconds:.2f} s, {ts.frames:,} frames)"))
-    peers = (("dpkt", dpkt_segments, 2.0, "pcap.Reader + ethernet.Ethernet"),
-             ("scapy", scapy_segments, 5.0, "rdpcap, then the IP and TCP layers"))
+    peers = PEERS
     ours, walked = inspect_beside(pcap, {peer: numbered for peer, numbered, _, _ in peers
                                          if missing(peer) is None})
     print(f"{'flows in-process (no keys)':<38}{ours.packets:>9}{ours.rate:>11.0f}{'-':>8}"

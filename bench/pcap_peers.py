@@ -128,6 +128,12 @@ def scapy_segments(path: Path) -> Iterator[tuple[int, Segment]]:
                               tcp.ack, int(tcp.flags) & _FLAGS, data)
 
 
+# The in-process peers: name, their parse, the goal (times faultlab's rate), and what they do.
+PEERS: tuple[tuple[str, Numbered, float, str], ...] = (
+    ("dpkt", dpkt_segments, 2.0, "pcap.Reader + ethernet.Ethernet"),
+    ("scapy", scapy_segments, 5.0, "rdpcap, then the IP and TCP layers"))
+
+
 def decode_rate(numbered: Numbered, path: Path) -> tuple[int, float]:
     """Packets a parser turns into TCP segments, and the seconds it takes (nothing else done)."""
     started = time.perf_counter()

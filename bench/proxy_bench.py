@@ -29,7 +29,7 @@ from datetime import datetime
 from pathlib import Path
 
 import table
-from table import Measure, Row, skipped, versus
+from table import NEEDS_ROOT, Measure, Row, skipped, versus
 
 from faultlab.events import EventBus, RunClock
 from faultlab.faults.iptables import redirect
@@ -183,7 +183,7 @@ def collect(rounds: int = 3, round_trips: int = 500, messages: int = 3000,
             soak_minutes: float = 0) -> list[Row]:
     if os.geteuid() != 0:
         return [skipped("proxy added latency per round trip (median)", "mitmdump",
-                        "needs root (network namespaces)")]
+                        NEEDS_ROOT)]
     got = asyncio.run(measure(rounds, round_trips, messages, soak_minutes))
     return rows_of(got, rounds)
 

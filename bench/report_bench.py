@@ -23,8 +23,8 @@ from pathlib import Path
 
 from faultlab.events import Event
 from faultlab.report.build import view_of_run
-from faultlab.report.page import PAGE_FILE, write_run_page
-from faultlab.report.record import RunRecord
+from faultlab.report.page import write_run_page
+from faultlab.report.record import PAGE_FILE, RunRecord
 
 # The tests' browser harness (headless Chromium over the DevTools pipe).
 ROOT = Path(__file__).resolve().parents[1]

@@ -28,7 +28,7 @@ from datetime import datetime
 from pathlib import Path
 
 import table
-from table import Measure, Row, skipped, versus
+from table import NEEDS_ROOT, Measure, Row, skipped, versus
 
 from faultlab.report.record import RecordError, RunRecord, find_records
 
@@ -131,7 +131,7 @@ def full_rows(jobs: str, scratch: Path) -> list[Row]:
 def collect(jobs: str = "auto", subset: tuple[str, ...] = SUBSET, full: bool = True) -> list[Row]:
     if os.geteuid() != 0:
         return [skipped("field suite subset, --jobs", "sequential",
-                        "needs root (network namespaces)")]
+                        NEEDS_ROOT)]
     with tempfile.TemporaryDirectory(prefix="faultlab-suite-bench-") as scratch:
         rows = speedup_rows(list(subset), jobs, Path(scratch))
         if full:

@@ -31,6 +31,10 @@ FORMAT = 1
 Better = Literal["higher", "lower"]
 
 
+# Why a figure that builds namespaces was not measured by a user who is not root.
+NEEDS_ROOT = "needs root (network namespaces)"
+
+
 @dataclass(frozen=True)
 class Measure:
     """A measured value and its unit (`ms`, `s`, `pkt/s`, `msg/s`, `sessions`, ...)."""

@@ -21,9 +21,10 @@ from typing import TYPE_CHECKING
 
 from faultlab.events import Event, read_events
 from faultlab.private import remember_env_secrets, write_private
-from faultlab.report.page import PAGE_FILE
 from faultlab.report.record import (
+    PAGE_FILE,
     RESULT_FILE,
+    TIMELINE_PICTURE,
     RecordError,
     RunRecord,
     attachments_in,
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
     from faultlab.report.sequence import View
     from faultlab.result import RunResult
 
-TIMELINE_PICTURE = "timeline.png"
 SUMMARY_FILE = "summary.md"
 
 

@@ -15,9 +15,8 @@ from faultlab.private import (
     write_private,
 )
 from faultlab.report.html import render
+from faultlab.report.record import PAGE_FILE
 from faultlab.report.sequence import View
-
-PAGE_FILE = "report.html"
 
 
 def render_run_page(view: View) -> str:

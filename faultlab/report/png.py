@@ -49,7 +49,6 @@ MARKS: dict[str, tuple[str, float]] = {
 }
 DEFAULT_MARK = ("o", 26)
 # An event's name says who saw it; on that side's lane, the lane says it.
-LANE_PREFIXES = {"client": "client.", "server": "emulator."}
 # The categories whose marks and messages are named in the picture, and which take the room
 # first (lowest first): what a reader looks for. Runs of repeats come after them; other marks
 # have no text (the legend says what their colour is).
@@ -269,13 +268,10 @@ def _marks(axes: Axes, items: Sequence[Item], palette: dict[str, str],
 def _label_of(item: Item) -> str | None:
     """An item's text in the picture, if it gets one: runs say how many and how much audio;
     the named categories say what they are."""
-    name = item.name.removeprefix(LANE_PREFIXES.get(item.lane, "\0"))
     if item.t_end is not None and item.count > 1:
         audio = f", {item.audio_s:.1f} s audio" if item.audio_s else ""
-        return f"x{item.count}{audio}" if item.to is not None else f"{name} x{item.count}"
-    if item.category in LABEL_ORDER:
-        return item.label.removeprefix(LANE_PREFIXES.get(item.lane, "\0"))
-    return None
+        return f"x{item.count}{audio}" if item.to is not None else item.label
+    return item.label if item.category in LABEL_ORDER else None
 
 
 def _labels(axes: Axes, items: Iterable[Item], palette: dict[str, str],

@@ -26,9 +26,12 @@ if TYPE_CHECKING:
     from faultlab.result import RunResult
 
 RESULT_FILE = "result.json"
+# The run's pictures (faultlab.report.build draws them).
+PAGE_FILE = "report.html"
+TIMELINE_PICTURE = "timeline.png"
 FORMAT = 1
 # The run folder's files a report points at, where the run made them.
-ATTACHMENTS = ("report.html", "timeline.png", "summary.md", "events.jsonl", "capture.pcap",
+ATTACHMENTS = (PAGE_FILE, TIMELINE_PICTURE, "summary.md", "events.jsonl", "capture.pcap",
                "client.log", "target.log", "proxy.log")
 
 

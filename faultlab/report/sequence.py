@@ -312,7 +312,7 @@ def _pair_tcp(events: Sequence[Event]) -> list[Event]:
     return out
 
 
-def _short(name: str) -> str:
+def short_name(name: str) -> str:
     """An event's name without its source's prefix where the lane says it (`lost`)."""
     head, _, rest = name.partition(".")
     return rest if head in ("client", "emulator") and rest else name
@@ -332,9 +332,9 @@ def _marker_label(e: Event) -> str:
         return f"lost ({f.get('why')})"
     text = f.get("text")
     if isinstance(text, str) and text:
-        label = f"{_short(e.name)}: {text}"
+        label = f"{short_name(e.name)}: {text}"
         return label if len(label) <= LABEL_CHARS else label[:LABEL_CHARS - 1] + "\u2026"
-    return _short(e.name)
+    return short_name(e.name)
 
 
 def _markers(events: Sequence[Event], pack_events: tuple[str, ...]) -> list[Item]:
@@ -361,7 +361,7 @@ def _markers(events: Sequence[Event], pack_events: tuple[str, ...]) -> list[Item
     for burst in bursts(e for e, _ in placed):
         e = burst.first
         lane, category = by_event[id(e)]
-        label = _marker_label(e) if burst.count == 1 else f"{_short(e.name)} x{burst.count}"
+        label = _marker_label(e) if burst.count == 1 else f"{short_name(e.name)} x{burst.count}"
         items.append(Item(t=e.t, lane=lane, name=e.name, label=label, category=category,
                           t_end=burst.last.t if burst.count > 1 else None, count=burst.count,
                           conn=connection_of(e), fields=burst.fields))

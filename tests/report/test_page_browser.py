@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from faultlab.profile import load_profile
-from faultlab.report.page import PAGE_FILE, write_run_page
+from faultlab.report.page import write_run_page
+from faultlab.report.record import PAGE_FILE
 
 from ..conftest import PROFILES
 from ..lab.helpers import failed, run_loaded
