@@ -26,11 +26,12 @@ from faultlab.events import EventBus
 from faultlab.lab import uplink
 from faultlab.lab.base import Image, Lab, Role
 from faultlab.lab.process import LabProcess, wait_listening
-from faultlab.mic import VirtualMic, write_clips
+from faultlab.mic import VirtualMic
 from faultlab.peers import builtin_command
 from faultlab.private import PRIVATE_DIR, create_private, remember_env_secrets
 from faultlab.profile import HOST_LOOPBACK, EmulatorTarget, Profile, Program, RemoteTarget
 from faultlab.sources import EventTails
+from faultlab.speech import write_clips
 from faultlab.tls import LabCA, write_trust_bundle
 
 # Names the client resolves to an emulator target, so the SDK's default endpoints reach it.

@@ -29,15 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from faultlab.emulator.audio import (
-    RATE_IN,
-    RATE_OUT,
-    TranscriptRegistry,
-    Utterance,
-    Vad,
-    resample,
-    synthesise,
-)
+from faultlab.emulator.audio import TranscriptRegistry, Utterance, Vad
 from faultlab.emulator.brain import Brain, CallRecord, Mind, Reply, booking_assistant, is_placeholder
 from faultlab.emulator.personality import (
     INTERNAL_ERROR,
@@ -56,6 +48,7 @@ from faultlab.emulator.wire import (
     close_reason,
     parse_frame,
 )
+from faultlab.speech import RATE_IN, RATE_OUT, resample, synthesise
 
 log = logging.getLogger(__name__)
 Frame = dict[str, Any]
