@@ -33,8 +33,8 @@ from websockets.http11 import Request, Response
 from websockets.protocol import Protocol, State
 from websockets.server import ServerProtocol
 
+from faultlab.emulator.refusals import close_reason
 from faultlab.emulator.session import Emulator
-from faultlab.emulator.wire import close_reason
 from faultlab.livewire import kind_of
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 # The largest client message, in bytes; a larger one is closed 1009 by websockets. The service's
 # limit is not measured (the SDK itself only limits what it receives: websockets' 1 MiB default,
 # which every server frame stays far below). 16 MiB holds a 10 MB turn or a whole 128k-token
-# history in one `clientContent`; `wire` bounds what parsing one costs.
+# history in one `clientContent`; `strictjson` bounds what parsing one costs.
 MAX_CLIENT_FRAME = 16 * 1024 * 1024
 # Client frames websockets buffers per connection before it stops reading: with its default, 16,
 # one connection could make it hold 16 x 16 MiB while the loop was busy.

@@ -38,14 +38,13 @@ from faultlab.emulator.personality import (
     ServedModel,
     served_model,
 )
+from faultlab.emulator.refusals import ProtocolError, close_reason
 from faultlab.emulator.wire import (
     ClientContent,
     ContextUpdate,
-    ProtocolError,
     RealtimeInput,
     Setup,
     ToolResponse,
-    close_reason,
     parse_frame,
 )
 from faultlab.speech import RATE_IN, RATE_OUT, resample, synthesise

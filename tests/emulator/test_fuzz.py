@@ -24,9 +24,11 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from faultlab.emulator.personality import PERSONALITIES
+from faultlab.emulator.refusals import ProtocolError
 from faultlab.emulator.server import MAX_CLIENT_FRAME
 from faultlab.emulator.session import EMULATOR_BUG, Emulator
-from faultlab.emulator.wire import MAX_DEPTH, MAX_VALUES, ProtocolError, parse_frame
+from faultlab.emulator.strictjson import MAX_DEPTH, MAX_VALUES
+from faultlab.emulator.wire import parse_frame
 
 from .conftest import RunningEmulator
 from .test_setup_schema import everything, setup_as_sent
