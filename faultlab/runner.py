@@ -1,4 +1,4 @@
-"""One run, from a validated profile to a verdict, in design.md's six steps: the lab, the target,
+"""One run, from a validated profile to a verdict, in docs/design.md's six steps: the lab, the target,
 the proxy, the capture, the client, the timeline; then the verdict and the report.
 
 Each step is a context entered on one stack, so teardown always runs, in reverse, on success,

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from google.genai import types
     from google.genai.live import AsyncSession
 
-# The Developer API model of the field measurements (live-server-behaviour.md).
+# The Developer API model of the field measurements (docs/live-server-behaviour.md).
 DEFAULT_MODEL = "gemini-3.8-live"
 REAL_SERVICE = "the Gemini Developer API"
 # An emulator wants some key and takes any; the real service's comes from the environment only.
