@@ -55,6 +55,9 @@ class Lab(ABC):
     """A lab: an async context manager that builds on enter and always tears down on exit."""
 
     backend: ClassVar[str]
+    # Whether it runs a member as a container of the member's image (`start` with an image); such
+    # a lab is for labs with one (a profile gets it by default when a member names an image).
+    runs_images: ClassVar[bool] = False
     # The router's interfaces toward the client and the server, and the client's own.
     client_link: ClassVar[str]
     server_link: ClassVar[str]

@@ -69,6 +69,7 @@ class DockerLab(NetnsLab):
     """The namespace lab whose client or target may be a container (`Lab.start` with an image)."""
 
     backend: ClassVar[str] = "docker"
+    runs_images: ClassVar[bool] = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
