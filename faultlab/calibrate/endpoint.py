@@ -1,7 +1,7 @@
 """Reaching a Live API endpoint with the official SDK, and timing what it sends.
 
 The real service (Developer API) needs GOOGLE_API_KEY; an emulator is reached by its base URL and
-the CA it serves with, as an unmodified client would be (`faultlab.emulator.server.client_environment`
+the CA it serves with, as an unmodified client would be (`faultlab.tls.client_environment`
 names the same two things). The key goes to the SDK only, and every text shown is redacted.
 """
 
