@@ -22,10 +22,11 @@ from faultlab.capture.live import ConnectionTable
 from faultlab.events import EventBus
 from faultlab.lab.base import Image, Lab, Role
 from faultlab.lab.process import LabProcess, wait_listening
-from faultlab.mic import VirtualMic, write_clips
+from faultlab.mic import VirtualMic
 from faultlab.private import PRIVATE_DIR, create_private, remember_env_secrets
 from faultlab.profile import Profile
 from faultlab.sources import EventTails
+from faultlab.speech import write_clips
 from faultlab.targets import Program, program_argv
 from faultlab.tls import LabCA
 

@@ -23,16 +23,10 @@ import numpy as np
 
 from faultlab.calibrate.endpoint import Endpoint, EndpointError, Live, connect_errors, failure
 from faultlab.calibrate.sheet import ACCEPTED, ANSWERED, Observations
-from faultlab.emulator.audio import (
-    DEFAULT_THRESHOLD_DBFS,
-    FRAME_SAMPLES,
-    RATE_IN,
-    RATE_OUT,
-    frame_dbfs,
-    synthesise,
-)
+from faultlab.emulator.audio import DEFAULT_THRESHOLD_DBFS, FRAME_SAMPLES, frame_dbfs
 from faultlab.emulator.personality import Personality
 from faultlab.livewire import RATE
+from faultlab.speech import RATE_IN, RATE_OUT, synthesise
 
 if TYPE_CHECKING:
     from google import genai

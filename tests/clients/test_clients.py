@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 
 from faultlab.events import Event, EventBus, RunClock
-from faultlab.mic import VirtualMic, write_clips
+from faultlab.mic import VirtualMic
 from faultlab.peers import BUILTINS
 from faultlab.scenarios.booking import user_told
+from faultlab.speech import write_clips
 
 from ..conftest import REPO
 from ..emulator.conftest import RunningEmulator

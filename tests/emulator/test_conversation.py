@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from faultlab.emulator.brain import CONTEXT_CHARS
+from faultlab.emulator.outbox import Action
 from faultlab.emulator.personality import PERSONALITIES, personality_with
-from faultlab.emulator.session import Action, Connection, Emulator
+from faultlab.emulator.session import Connection, Emulator
 
 from ..conftest import slack
 from .test_session import closes, frames, setup

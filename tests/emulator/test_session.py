@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from faultlab.emulator.outbox import Action
 from faultlab.emulator.personality import PERSONALITIES
-from faultlab.emulator.session import Action, Connection, Emulator
+from faultlab.emulator.session import Connection, Emulator
 
 DEV = PERSONALITIES["gemini-dev-2026-10"]
 
@@ -324,12 +325,12 @@ def test_a_session_is_forgotten_when_its_handles_die_with_no_connection_after() 
     closes(reaped.poll(4.8))  # reaped: closed 1011 and dead
     assert em.next_due() == 4.8
     em.poll(4.8)
-    assert reaped_handle not in em.sessions and reaped_handle in em.dead_handles
-    assert kept_handle in em.sessions and em.next_due() == 73.0
+    assert reaped_handle not in em.handles.sessions and reaped_handle in em.handles.dead
+    assert kept_handle in em.handles.sessions and em.next_due() == 73.0
     em.poll(72.9)
-    assert kept_handle in em.sessions
+    assert kept_handle in em.handles.sessions
     em.poll(73.0)
-    assert not em.sessions and em.next_due() is None
+    assert not em.handles.sessions and em.next_due() is None
     assert dead_handle_answers(em, kept_handle, 80.0) <= {(1011, "Internal error encountered."), None}
 
 
@@ -338,12 +339,12 @@ def test_a_session_resumed_in_time_is_not_forgotten_at_the_old_deadline() -> Non
     em = Emulator(DEV, time_scale=0.01, seed=11)
     again, handle = resumed_in_time(em)
     em.poll(73.0)
-    assert em.sessions[handle].holder is again
+    assert em.handles.sessions[handle].holder is again
     again.peer_closed(60.0)
     em.poll(131.9)
-    assert handle in em.sessions
+    assert handle in em.handles.sessions
     em.poll(132.0)
-    assert handle not in em.sessions
+    assert handle not in em.handles.sessions
 
 
 def test_a_session_held_past_its_tcps_end_is_forgotten_once_reaped() -> None:
@@ -353,7 +354,7 @@ def test_a_session_held_past_its_tcps_end_is_forgotten_once_reaped() -> None:
     old.peer_closed(120.0, timed_out=True)
     assert em.next_due() == 480.0
     em.poll(480.0)
-    assert handle not in em.sessions and handle in em.dead_handles
+    assert handle not in em.handles.sessions and handle in em.handles.dead
 
 
 def test_manual_activity_holds_at_most_sixty_seconds_of_audio() -> None:
@@ -373,7 +374,7 @@ def test_manual_activity_holds_at_most_sixty_seconds_of_audio() -> None:
     for i in range(7):
         conn.receive(json.dumps({"realtimeInput": {"audio": {
             "data": base64.b64encode(tone).decode(), "mimeType": "audio/pcm;rate=16000"}}}), 1.1 + i)
-    assert conn._manual_audio is not None and len(conn._manual_audio) == 60 * 16000
+    assert conn.turns._manual_audio is not None and len(conn.turns._manual_audio) == 60 * 16000
     conn.receive(json.dumps({"realtimeInput": {"activityEnd": {}}}), 9.0)
     (heard,) = [e for e in events if e["event"] == "emulator.heard"]
     assert heard["audio_s"] == 60.0 and heard["dropped_s"] == 10.0
