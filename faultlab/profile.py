@@ -19,7 +19,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from faultlab.emulator.personality import DEFAULT_PERSONALITY, PERSONALITIES, personality_with
 from faultlab.errors import LabError, ProfileError
-from faultlab.expect import EXPECTATIONS, Expectation
+from faultlab.expect import Expectation, expectation_kinds
 from faultlab.faults import FAULTS, FaultParams, Need
 from faultlab.frames import FrameMatch
 from faultlab.lab import LABS
@@ -578,13 +578,14 @@ def unset_pass_env(profile: Profile) -> list[str]:
 
 def _check_expectations(raw: list[dict[str, Any]], problems: Problems) -> list[Expectation]:
     out: list[Expectation] = []
+    kinds = expectation_kinds()
     for i, item in enumerate(raw):
-        kind = next((k for k in item if k in EXPECTATIONS), None)
+        kind = next((k for k in item if k in kinds), None)
         if kind is None:
-            problems.add(("expect", i), f"an expectation starts with one of: {', '.join(EXPECTATIONS)}")
+            problems.add(("expect", i), f"an expectation starts with one of: {', '.join(kinds)}")
             continue
         try:
-            out.append(EXPECTATIONS[kind].model_validate(item))
+            out.append(kinds[kind].model_validate(item))
         except ValidationError as exc:
             problems.add_validation(("expect", i), exc)
     return out

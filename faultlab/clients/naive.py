@@ -33,10 +33,10 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
-from faultlab.clients.backend import Booking, BookingBackend
 from faultlab.clients.uplink import Uplink
 from faultlab.events import EventWriter
 from faultlab.livewire import kind_of
+from faultlab.scenarios.booking.backend import Booking, BookingBackend
 from faultlab.units import parse_duration
 
 WATCH_TICK_S = 0.05

@@ -16,8 +16,8 @@ import asyncio
 import contextlib
 import time
 
-from faultlab.clients.backend import Booking
 from faultlab.clients.naive import Connection, NaiveClient, main, parser_for
+from faultlab.scenarios.booking.backend import Booking
 from faultlab.units import parse_duration
 
 

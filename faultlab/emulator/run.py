@@ -15,6 +15,7 @@ from faultlab.emulator.server import EmulatorServer, client_environment
 from faultlab.emulator.session import Emulator
 from faultlab.errors import EmulatorError
 from faultlab.events import EventWriter
+from faultlab.scenarios import brain_of
 from faultlab.tls import LOOPBACK_IPS, SERVICE_NAMES, LabCA
 
 
@@ -72,8 +73,8 @@ async def serve_until_stopped(
     writer = EventWriter(events_path)
     give_back_freed_blocks()
 
-    emulator = Emulator(behaviour, time_scale, registry=registry, emit=writer.emit,
-                        seed=seed)
+    emulator = Emulator(behaviour, time_scale, brain=brain_of(behaviour.scenario),
+                        registry=registry, emit=writer.emit, seed=seed)
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         asyncio.get_running_loop().add_signal_handler(sig, stop.set)

@@ -38,7 +38,7 @@ from faultlab.emulator.audio import (
     resample,
     synthesise,
 )
-from faultlab.emulator.brain import Brain, CallRecord, Mind, Reply, booking_assistant, is_placeholder
+from faultlab.emulator.brain import Brain, CallRecord, Mind, Reply, echo, is_placeholder
 from faultlab.emulator.personality import (
     INTERNAL_ERROR,
     INVALID_ARGUMENT,
@@ -110,7 +110,7 @@ class Emulator:
                  emit: Emit | None = None, seed: int | None = None) -> None:
         self.personality = personality
         self.time_scale = time_scale
-        self.brain = brain or booking_assistant()
+        self.brain = brain or echo()
         self.registry = registry or TranscriptRegistry()
         self.emit: Emit = emit or (lambda *a, **k: None)
         self.rng = random.Random(seed)
