@@ -52,6 +52,7 @@ async def serve_until_stopped(
     (whose problems raise ProfileError), with `overrides` on top."""
     try:
         behaviour = personality_from(personality, overrides)
+        brain = brain_of(behaviour.scenario)
     except ValueError as exc:
         raise EmulatorError(str(exc)) from None
     if time_scale <= 0:
@@ -73,7 +74,7 @@ async def serve_until_stopped(
     writer = EventWriter(events_path)
     give_back_freed_blocks()
 
-    emulator = Emulator(behaviour, time_scale, brain=brain_of(behaviour.scenario),
+    emulator = Emulator(behaviour, time_scale, brain=brain,
                         registry=registry, emit=writer.emit, seed=seed)
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

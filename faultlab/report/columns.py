@@ -20,6 +20,7 @@ from faultlab.scenarios import packs
 # hair before the fault's (the proxy reports an abort once done; the client saw it meanwhile).
 CLOCK_SKEW_S = 0.05
 
+
 def since_fault(events: Sequence[Event], name: str) -> float | None:
     """Seconds from the first fault applied to the first `name` event after it."""
     fault = next((e.t for e in events if e.name == "fault.applied"), None)

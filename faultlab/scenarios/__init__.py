@@ -56,9 +56,13 @@ def pack_named(name: str | None) -> ScenarioPack:
     """The pack called `name` (None: DEFAULT_SCENARIO's); ValueError names the installed ones."""
     name = DEFAULT_SCENARIO if name is None else name
     installed = packs()
+    if name not in installed and not installed:
+        # faultlab's own pack is found by its entry point too: an install older than packs has none.
+        raise ValueError(f"unknown scenario {name!r}: no scenario pack is installed (packs are "
+                         f"found through the {ENTRY_POINTS!r} entry points; reinstall faultlab, "
+                         f"e.g. pip install -e .)")
     if name not in installed:
-        known = ", ".join(sorted(installed)) or "none installed"
-        raise ValueError(f"unknown scenario {name!r}; one of: {known}")
+        raise ValueError(f"unknown scenario {name!r}; one of: {', '.join(sorted(installed))}")
     return installed[name]
 
 

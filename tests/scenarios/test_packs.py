@@ -215,3 +215,18 @@ timeout: 30s
     replies = [json.loads(line) for line in (echoed / "events.jsonl").read_text().splitlines()
                if '"client.reply"' in line]
     assert [r["text"] for r in replies] == ["You said: Hello there"]
+
+
+def test_an_install_without_packs_says_to_reinstall(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Metadata without faultlab.scenarios entry points (an install older than packs): asking for
+    the default scenario's model says no pack is installed and how to get them."""
+    import faultlab.scenarios as scenarios
+
+    monkeypatch.setattr(scenarios, "entry_points", lambda group: ())
+    packs.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="no scenario pack is installed .* reinstall faultlab"):
+            brain_of(None)
+    finally:
+        monkeypatch.undo()
+        packs.cache_clear()
