@@ -225,7 +225,7 @@ def test_an_install_without_packs_says_to_reinstall(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(scenarios, "entry_points", lambda group: ())
     packs.cache_clear()
     try:
-        with pytest.raises(ValueError, match="no scenario pack is installed .* reinstall faultlab"):
+        with pytest.raises(ValueError, match=r"no scenario pack is installed .* reinstall faultlab"):
             brain_of(None)
     finally:
         monkeypatch.undo()
