@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from faultlab.events import Event
 from faultlab.expect import DeliveredAudioRatio, NoReply, Recovered, ResumesRefused, RunFacts
-from faultlab.scenarios.booking import Bookings, Truthful, claim_of
+from faultlab.scenarios.booking.expectations import Bookings, Truthful, claim_of
 
 
 def ev(t: float, name: str, source: str = "client", **fields: Any) -> Event:

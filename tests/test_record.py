@@ -131,7 +131,7 @@ def test_a_lone_run_records_every_column(tmp_path: Path) -> None:
     import sys
 
     code = ("import json, sys; from faultlab.events import Event; "
-            "from faultlab.report.registry import columns; "
+            "from faultlab.report.columns import columns; "
             "events = [Event(1.0, 'f', 'fault.applied', {}), Event(2.5, 'c', 'client.lost', {})]; "
             "print(json.dumps({c.heading: c.cell(events) for c in columns()}))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

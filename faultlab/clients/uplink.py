@@ -28,6 +28,7 @@ import termios
 import time
 from typing import Any, Literal, Protocol
 
+from faultlab.clients import sdk
 from faultlab.events import EventWriter
 
 RATE = 16000
@@ -88,10 +89,7 @@ class Uplink:
 
     def _tcp(self) -> socket.socket | None:
         """The session's TCP socket (through the SDK's websocket), if it can be reached."""
-        transport = getattr(getattr(self.speaker.session, "_ws", None), "transport", None)
-        sock = transport.get_extra_info("socket") if transport is not None else None
-        return sock if sock is not None and sock.family in (socket.AF_INET,
-                                                            socket.AF_INET6) else None
+        return sdk.tcp_socket(self.speaker.session)
 
     def _mark_sent(self) -> None:
         """Keyed on the uplink: the connection's byte count once this frame is handed over

@@ -25,7 +25,7 @@ from dataclasses import replace
 from typing import Any
 
 from faultlab.emulator.audio import TranscriptRegistry, Vad
-from faultlab.emulator.brain import Brain, Mind, booking_assistant
+from faultlab.emulator.brain import Brain, Mind, echo
 from faultlab.emulator.outbox import Action, Frame, Outbox
 from faultlab.emulator.personality import (
     INTERNAL_ERROR,
@@ -63,7 +63,7 @@ class Emulator:
                  emit: Emit | None = None, seed: int | None = None) -> None:
         self.personality = personality
         self.time_scale = time_scale
-        self.brain = brain or booking_assistant()
+        self.brain = brain or echo()
         self.registry = registry or TranscriptRegistry()
         self.emit: Emit = emit or (lambda *a, **k: None)
         self.rng = random.Random(seed)

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import Field, ValidationError, field_validator
 
 from faultlab.errors import ProfileError
-from faultlab.expect import EXPECTATIONS, Expectation
+from faultlab.expect import Expectation, expectation_kinds
 from faultlab.faults import Need
 from faultlab.lab import LABS, backend_for
 from faultlab.model import Duration, Model, host_name, image_ref
@@ -196,13 +196,14 @@ def unset_pass_env(profile: Profile) -> list[str]:
 
 def _check_expectations(raw: list[dict[str, Any]], problems: Problems) -> list[Expectation]:
     out: list[Expectation] = []
+    kinds = expectation_kinds()
     for i, item in enumerate(raw):
-        kind = next((k for k in item if k in EXPECTATIONS), None)
+        kind = next((k for k in item if k in kinds), None)
         if kind is None:
-            problems.add(("expect", i), f"an expectation starts with one of: {', '.join(EXPECTATIONS)}")
+            problems.add(("expect", i), f"an expectation starts with one of: {', '.join(kinds)}")
             continue
         try:
-            out.append(EXPECTATIONS[kind].model_validate(item))
+            out.append(kinds[kind].model_validate(item))
         except ValidationError as exc:
             problems.add_validation(("expect", i), exc)
     return out

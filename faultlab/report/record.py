@@ -5,7 +5,7 @@ One object: faultlab's version; the profile (name, path, sha256 of its file); th
 code and error; when it started and how long it ran; the processes' exit codes and endings; the
 faults with their trigger and `applied_in_ms`; the expectations with what was seen; the steps that
 never fired; the run folder and its files; and `cells`, each suite-table column's value for this
-run (`faultlab.report.registry`), which the table combines over a scenario's runs.
+run (`faultlab.report.columns`), which the table combines over a scenario's runs.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from faultlab.errors import FaultlabError
 from faultlab.private import redact_text, remember_env_secrets, write_private
-from faultlab.report.registry import columns
+from faultlab.report.columns import columns
 
 if TYPE_CHECKING:
     from faultlab.lab.process import Ending

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from faultlab.private import redact_text, remember_env_secrets, write_private
+from faultlab.report.columns import summary_events
 from faultlab.report.record import describe_ending
-from faultlab.report.registry import summary_events
 from faultlab.report.sequence import Burst, bursts
 
 if TYPE_CHECKING:

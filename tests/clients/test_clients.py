@@ -20,7 +20,7 @@ import pytest
 from faultlab.events import Event, EventBus, RunClock
 from faultlab.mic import VirtualMic
 from faultlab.peers import BUILTINS
-from faultlab.scenarios.booking import user_told
+from faultlab.scenarios.booking.expectations import user_told
 from faultlab.speech import write_clips
 
 from ..conftest import REPO

@@ -8,6 +8,7 @@ from typing import Any
 from faultlab.emulator.outbox import Action
 from faultlab.emulator.personality import PERSONALITIES
 from faultlab.emulator.session import Connection, Emulator
+from faultlab.scenarios.booking.brain import booking_assistant
 
 DEV = PERSONALITIES["gemini-dev-2026-10"]
 
@@ -214,7 +215,7 @@ def test_manual_activity_signals_when_vad_is_disabled() -> None:
 def test_new_session_without_status_line_reissues_the_call() -> None:
     """A session restored from a transcript lacking the booking's status books again (new id,
     drifted slot) and says it is booking; with a status line it answers truthfully."""
-    em = Emulator(DEV, seed=10)
+    em = Emulator(DEV, seed=10, brain=booking_assistant())
     for status, expect_call in ((None, True), ("[status] book_slot tomorrow 3pm: committed", False)):
         conn = em.connect(0.0)
         conn.receive(setup(tools=BOOKING_TOOLS), 0.0)
@@ -254,7 +255,7 @@ def test_handles_expire_two_hours_after_the_session_ended() -> None:
 
 def test_context_update_declares_tools() -> None:
     """contextUpdate (the SDK's send_context_update) adds tools the model may call."""
-    em = Emulator(DEV, seed=12)
+    em = Emulator(DEV, seed=12, brain=booking_assistant())
     conn, _ = open_session(em, 0.0)
     conn.receive(json.dumps({"contextUpdate": {"tools": {"tools": [{"functionDeclarations": [
         {"name": "book_slot"}]}]}}}), 1.0)
@@ -303,7 +304,7 @@ def test_a_status_line_alone_gets_the_model_to_say_where_the_job_stands() -> Non
     """A restored session told "[status] book_slot(...): pending" says it is still booking;
     "committed" that it is booked."""
     for status, words in (("pending", "still booking"), ("committed", "is booked")):
-        em = Emulator(DEV, seed=11)
+        em = Emulator(DEV, seed=11, brain=booking_assistant())
         conn = em.connect(0.0)
         conn.receive(setup(tools=BOOKING_TOOLS), 0.0)
         conn.poll(1.0)
