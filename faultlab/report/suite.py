@@ -16,6 +16,7 @@ from faultlab.events import Event
 from faultlab.expect.session import delivered_audio
 from faultlab.private import redact_text, remember_env_secrets, write_private
 from faultlab.report.registry import columns, counts, register_column, span
+from faultlab.vocabulary import fault_spans
 
 if TYPE_CHECKING:
     from faultlab.report.record import RunRecord
@@ -35,9 +36,10 @@ LEGEND = ("Times are seconds from the first fault applied: detected (client.lost
 
 def since_fault(events: Sequence[Event], name: str) -> float | None:
     """Seconds from the first fault applied to the first `name` event after it."""
-    fault = next((e.t for e in events if e.name == "fault.applied"), None)
-    if fault is None:
+    spans = fault_spans(events)
+    if not spans:
         return None
+    fault = spans[0].t
     return next((max(0.0, e.t - fault) for e in events
                  if e.name == name and e.t >= fault - CLOCK_SKEW_S), None)
 
