@@ -228,6 +228,13 @@ class ProcessStart(Record):
     def fields(self) -> dict[str, Any]:
         return {"role": self.role, "pid": self.pid, "argv": self.argv, **self.member}
 
+    @classmethod
+    def parse(cls, data: Mapping[str, Any]) -> Self:
+        argv = data.get("argv")
+        return cls(role=str(data.get("role")), pid=_int(data.get("pid")) or 0,
+                   argv=[str(a) for a in argv] if isinstance(argv, list) else [],
+                   member={k: v for k, v in data.items() if k not in ("role", "pid", "argv")})
+
 
 @dataclass(frozen=True)
 class ProcessExit(Record):

@@ -122,3 +122,16 @@ def test_frame_steps_with_proxy_faults_are_armed_in_the_proxy() -> None:
     profile = parse_profile(FRAMES.replace("{fault: drop}", "{fault: freeze}"))
     assert [in_proxy(s) for s in profile.timeline] == [True]
     assert [in_proxy(s) for s in parse_profile(FRAMES).timeline] == [False]
+
+
+def test_the_timeline_holds_the_steps_the_proxy_fires_and_tells_which_never_fired() -> None:
+    """A proxy-fired step is `armed`, never fired by the timeline itself, and unfired until its
+    `fault.applied` comes back; a step whose trigger never came is unfired too."""
+    profile = parse_profile(FRAMES.replace("{fault: drop}", "{fault: freeze}") + (
+        "  - {id: later, when: {event: never.seen}, do: {fault: drop}}\n"))
+    t = Timeline(profile.timeline)
+    assert [s.id for s in t.armed] == [profile.timeline[0].id]
+    assert [s.id for s in t.steps] == ["later"]
+    frozen = profile.timeline[0].id
+    assert t.unfired([]) == [frozen, "later"]
+    assert t.unfired([Event(2.0, "proxy", "fault.applied", {"step": frozen})]) == ["later"]

@@ -4,8 +4,8 @@ messages, faults as bands, and the moments expectations were judged on."""
 from __future__ import annotations
 
 from faultlab.events import Event
-from faultlab.report.record import RunRecord
 from faultlab.report.bursts import BURST_GAP_S, bursts
+from faultlab.report.record import RunRecord
 from faultlab.report.sequence import build_view, category_of
 
 
