@@ -12,14 +12,27 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
+from typing import Any, ClassVar, Literal, Protocol, Self
 
 from faultlab.events import Event
 
-if TYPE_CHECKING:
-    from faultlab.faults.base import Fault
-
 Sender = Literal["client", "server"]
+
+
+class AppliedFault(Protocol):
+    """What a `fault.applied` says of the fault (faultlab.faults.Fault): a protocol, so that the
+    vocabulary stays a leaf every part of faultlab can import."""
+
+    @property
+    def step_id(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def layer(self) -> str: ...
+
+    def ends(self, details: Mapping[str, Any]) -> Sequence[str]: ...
+    @property
+    def lasts_s(self) -> float | None: ...
 
 
 def _number(value: object) -> float | None:
@@ -88,7 +101,7 @@ class FaultApplied(Record):
     details: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, fault: Fault[Any], trigger: str, applied_in_ms: float,
+    def of(cls, fault: AppliedFault, trigger: str, applied_in_ms: float,
            details: Mapping[str, Any]) -> FaultApplied:
         """What a fault's step says once applied, wherever it fired (the run, the proxy)."""
         return cls(step=fault.step_id, fault=fault.name, layer=fault.layer, trigger=trigger,
