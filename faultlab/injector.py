@@ -23,7 +23,7 @@ from faultlab.mic import VirtualMic
 from faultlab.profile import Step
 from faultlab.proxy.control import ArmedStep, ProxyControl
 from faultlab.timeline import Due
-from faultlab.vocabulary import FaultApplied, FaultFailed, FaultReverted
+from faultlab.vocabulary import FaultApplied, FaultFailed, FaultReverted, FaultRevertFailed
 
 
 class FaultRuntime:
@@ -126,4 +126,4 @@ class FaultRuntime:
         try:
             await self.revert(None)
         except FaultlabError as exc:
-            self.bus.emit("faultlab", "fault.revert_failed", error=str(exc))
+            self.bus.announce("faultlab", FaultRevertFailed(str(exc)))

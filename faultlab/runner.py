@@ -36,6 +36,7 @@ from faultlab.result import RunResult
 from faultlab.sources import EventTails, FrameSource
 from faultlab.timeline import Due, Timeline
 from faultlab.vocabulary import (
+    LabReady,
     RunEnd,
     RunError,
     RunInterrupted,
@@ -160,8 +161,8 @@ class Run:
         started = time.perf_counter()
         lab = await stack.enter_async_context(LABS[self.profile.backend].build(
             LabSpec(subnets, network.sysctl, self.run_dir.name, uplink)))
-        self.bus.emit("faultlab", "lab.ready", **lab.describe(),
-                      setup_ms=round((time.perf_counter() - started) * 1000, 1))
+        self.bus.announce("faultlab", LabReady(round((time.perf_counter() - started) * 1000, 1),
+                                               lab.describe()))
         return lab
 
     async def _start_proxy(self, lab: Lab, launcher: Launcher,

@@ -110,12 +110,13 @@ class FaultApplied(Record):
 
     def fields(self) -> dict[str, Any]:
         out: dict[str, Any] = {"step": self.step, "fault": self.fault, "layer": self.layer,
-                               "trigger": self.trigger, "applied_in_ms": self.applied_in_ms}
+                               "trigger": self.trigger, "applied_in_ms": self.applied_in_ms,
+                               **self.details}
         if self.ends:
             out["ends"] = self.ends
         if self.for_s is not None:
             out["for_s"] = self.for_s
-        return {**self.details, **out}
+        return out
 
     @classmethod
     def parse(cls, data: Mapping[str, Any]) -> Self:
@@ -150,6 +151,14 @@ class FaultFailed(Record):
 
 
 @dataclass(frozen=True)
+class FaultRevertFailed(Record):
+    """At teardown, a fault could not be undone: recorded, and the lab goes anyway."""
+
+    NAME: ClassVar[str] = "fault.revert_failed"
+    error: str
+
+
+@dataclass(frozen=True)
 class FrameLogged(Record):
     """A WebSocket message, as the proxy (`proxy.frame`) or the emulator (`emulator.frame`) logs
     it: who sent it (`from`), the log's own key of its connection (`conn`), the run's number of
@@ -175,9 +184,11 @@ class FrameLogged(Record):
         return tuple(f"{log}.frame" for log in cls.LOGS)
 
     def fields(self) -> dict[str, Any]:
+        # `k` and `kind` where the log knows them (a binary message has no Live API kind).
         known = {} if self.k is None else {"k": self.k}
-        return {"from": self.sender, "conn": self.conn, **known, "kind": self.kind,
-                "bytes": self.bytes, **self.extra}
+        kind = {"kind": self.kind} if self.kind else {}
+        return {"from": self.sender, "conn": self.conn, **known, **kind, "bytes": self.bytes,
+                **self.extra}
 
     @classmethod
     def read(cls, event: Event) -> Self | None:
@@ -273,6 +284,23 @@ class RunStart(Record):
     path: str
     pid: int
     unix_time: float
+
+
+@dataclass(frozen=True)
+class LabReady(Record):
+    """The lab is built, in `setup_ms`; `lab`: what it is (backend, addresses)."""
+
+    NAME: ClassVar[str] = "lab.ready"
+    setup_ms: float
+    lab: dict[str, Any] = field(default_factory=dict)
+
+    def fields(self) -> dict[str, Any]:
+        return {**self.lab, "setup_ms": self.setup_ms}
+
+    @classmethod
+    def parse(cls, data: Mapping[str, Any]) -> Self:
+        return cls(_number(data.get("setup_ms")) or 0.0,
+                   {k: v for k, v in data.items() if k != "setup_ms"})
 
 
 @dataclass(frozen=True)
