@@ -1,4 +1,4 @@
-"""One run, from a validated profile to a verdict, in design.md's six steps: the lab, the target,
+"""One run, from a validated profile to a verdict, in docs/design.md's six steps: the lab, the target,
 the proxy, the capture, the client, the timeline; then the verdict and the report.
 
 Each step is a context entered on one stack, so teardown always runs, in reverse, on success,
@@ -24,10 +24,9 @@ from faultlab.injector import FaultRuntime
 from faultlab.interrupt import uncancelled
 from faultlab.lab import LABS, Lab, LabSpec
 from faultlab.lab.process import LabProcess
-from faultlab.lab.uplink import UplinkSpec
 from faultlab.launch import Launcher
 from faultlab.private import PRIVATE_DIR, redact_process_files
-from faultlab.profile import HOST_LOOPBACK, Profile, unset_pass_env
+from faultlab.profile import Profile, unset_pass_env
 from faultlab.proxy.control import ProxyControl
 from faultlab.proxy.launch import launch_proxy
 from faultlab.report.build import write_run_reports
@@ -126,7 +125,7 @@ class Run:
             # The microphone's clips are written first: an emulator target learns them as speech.
             mic = await launcher.start_mic() if p.mic is not None else None
             processes = self._processes
-            if p.target is not None and p.target.remote is None:
+            if p.target is not None and p.target.kind.in_lab:
                 processes["target"] = await launcher.start_target()
             proxy = await self._start_proxy(lab, launcher, stack) if "proxy" in p.needs else None
             capture = await stack.enter_async_context(LiveCapture(
@@ -135,7 +134,7 @@ class Run:
                 self.run_dir / "server.pcap" if p.capture.server_pcap else None,
                 launcher.connection_table()))
             self._frames = FrameSource.for_run(
-                proxy is not None, p.target is not None and p.target.emulator is not None,
+                proxy is not None, p.target is not None and p.target.kind.frame_log,
                 capture.table, p.target.listen_port if p.target else 0)
             self._faults = faults = FaultRuntime(lab, capture.table, self.bus, proxy, mic,
                                                  p.timeline, self._fail)
@@ -156,8 +155,8 @@ class Run:
     async def _build_lab(self, stack: AsyncExitStack) -> Lab:
         network = self.profile.network
         subnets = (network.subnets.client, network.subnets.server) if network.subnets else None
-        remote = self.profile.remote
-        uplink = None if remote is None else UplinkSpec(host_loopback=remote.address == HOST_LOOPBACK)
+        kind = self.profile.target_kind
+        uplink = kind.uplink if kind is not None else None
         started = time.perf_counter()
         lab = await stack.enter_async_context(LABS[self.profile.backend].build(
             LabSpec(subnets, network.sysctl, self.run_dir.name, uplink)))

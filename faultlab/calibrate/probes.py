@@ -1,5 +1,5 @@
 """The probes: what `faultlab calibrate` does to an endpoint with the official SDK, and what it
-times (the item ids are live-server-behaviour.md's).
+times (the item ids are docs/live-server-behaviour.md's).
 
 - `drop_and_resume`: a booking turn leaves a pending tool call (T7); the connection is closed
   while the model is idle; a resume at once (R1), another release_window_s + 0.1 s after the close

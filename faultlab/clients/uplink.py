@@ -3,7 +3,7 @@
 The microphone (`FAULTLAB_MIC`, a unix socket the lab serves) hands over 16 kHz 16-bit mono PCM
 at real-time rate and ends with EOF. The uplink coalesces it into 100 ms `realtimeInput.audio`
 messages. The server's VAD ends a turn only on silence that arrives as samples at real-time rate
-(live-server-behaviour.md A1-A3), so a source that stalls (a browser handing empty buffers) would
+(docs/live-server-behaviour.md A1-A3), so a source that stalls (a browser handing empty buffers) would
 leave the turn hanging: the keep-alive fills such pauses with silent samples. It is keyed on the
 source's arrival, not on the uplink's sends (a bursty sender would look stalled, §8.10): whenever
 the source is more than 200 ms behind the wall clock since it started, the gap is sent as silence.

@@ -2,7 +2,7 @@
 
 A rule is a pattern on what the user said and a response that may read the session: the
 conversation so far, the tool calls made and their results, and the instructions it was given.
-The default brain is the field study's booking assistant (field-scenarios.md).
+The default brain is the field study's booking assistant (docs/field-scenarios.md).
 
 A user turn may come in parts (`clientContent` with `turnComplete: false`, then more): the
 model answers every part said since its last reply. A part with no words (an empty turn, " ",

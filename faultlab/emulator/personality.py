@@ -2,7 +2,7 @@
 
 Every timing is a range `(low, high)` in seconds of the real service (the emulator draws uniformly
 from it and multiplies by its time scale); every behaviour is a named switch. Numbers come from
-`live-server-behaviour.md` (its item ids are quoted); change them when the service changes.
+`docs/live-server-behaviour.md` (its item ids are quoted); change them when the service changes.
 
 A personality file (YAML) changes a built-in one: `base: NAME`, then the fields it changes, as
 `faultlab calibrate --out` writes them from what it measured; `emulator serve --personality FILE`

@@ -11,11 +11,11 @@ from pathlib import Path
 
 from faultlab.emulator.audio import TranscriptRegistry
 from faultlab.emulator.personality import personality_from
-from faultlab.emulator.server import EmulatorServer, client_environment
+from faultlab.emulator.server import EmulatorServer
 from faultlab.emulator.session import Emulator
 from faultlab.errors import EmulatorError
 from faultlab.events import EventWriter
-from faultlab.tls import LOOPBACK_IPS, SERVICE_NAMES, LabCA
+from faultlab.tls import LOOPBACK_IPS, SERVICE_NAMES, LabCA, client_environment
 
 
 def base_url(host: str, port: int) -> str:

@@ -266,18 +266,3 @@ def _timed_out(ws: ServerConnection) -> bool:
     exc = ws.connection_exc
     return isinstance(exc, OSError) and exc.errno == errno.ETIMEDOUT
 
-
-# Where runtimes look for the CA certificates to trust: Python's ssl (so httpx and websockets),
-# requests, Node (which adds them to its own).
-TRUST_VARIABLES = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS")
-
-
-def trust_environment(ca_path: str) -> dict[str, str]:
-    """The variables that make a client's runtimes trust the CAs in `ca_path` (a PEM file)."""
-    return dict.fromkeys(TRUST_VARIABLES, ca_path)
-
-
-def client_environment(ca_path: str, base_url: str) -> dict[str, str]:
-    """What an unmodified SDK client needs in its environment to reach the emulator."""
-    return {**trust_environment(ca_path), "GOOGLE_GEMINI_BASE_URL": base_url,
-            "GOOGLE_VERTEX_BASE_URL": base_url}

@@ -287,7 +287,7 @@ def test_speech_cut_by_a_drop_is_partly_repeated_after_the_resume() -> None:
 
 def test_a_connection_whose_tcp_gave_up_keeps_the_session_locked_until_reaped() -> None:
     """L8: the server's TCP gives up (ETIMEDOUT): resumes are still refused (1011); once the
-    connection would have been reaped (L7), the handle is dead (1007)."""
+    connection would have been reaped (L7), the handle is dead (S5: 1011 or no answer)."""
     em = Emulator(DEV, seed=4)
     old, handle = open_session(em, 0.0)
     old.peer_closed(120.0, timed_out=True)
