@@ -3,12 +3,16 @@ format of both logs, what a fault says of its own end, and `fault_spans`."""
 
 import json
 from pathlib import Path
+from typing import cast
 
 import pytest
+from mitmproxy.addons.proxyserver import Proxyserver
 
 from faultlab.events import Event, EventBus, EventWriter, RunClock, read_events
 from faultlab.faults import FAULTS
-from faultlab.frames import sender_of
+from faultlab.frames import FrameMatch, sender_of
+from faultlab.proxy.control import Apply, Arm, ArmedStep, FaultOrder
+from faultlab.proxy.state import ProxyState
 from faultlab.vocabulary import (
     FaultApplied,
     FaultFailed,
@@ -31,7 +35,7 @@ from faultlab.vocabulary import (
     fault_spans,
 )
 
-from .faults.conftest import build
+from .faults.conftest import FakeServer, Proxy, build
 
 RECORDS: list[Record] = [
     FaultApplied("cut", "drop", "packet", "at 2s", 1.9, details={"direction": "both"}),
@@ -150,3 +154,30 @@ def test_the_first_end_of_a_step_counts() -> None:
               Event(2.0, "faultlab", "fault.reverted", {"step": "cut"}),
               Event(9.0, "faultlab", "fault.reverted", {"step": "cut"})]
     assert fault_spans(events)[0].end == 2.0
+
+
+def test_a_step_the_proxy_fires_announces_itself_as_any_step_does(tmp_path: Path) -> None:
+    """A thaw armed in the proxy (`forward: before`) fires inside the message hook and announces,
+    as the run would, the freeze it ends: the freeze's span ends there."""
+    path = tmp_path / "proxy-events.jsonl"
+    path.touch()
+    server = FakeServer()
+    writer = EventWriter(path)
+    proxy = Proxy(ProxyState(server=cast(Proxyserver, server), events=writer), server, path)
+    flow = proxy.open_flow()
+    assert proxy.ask(Apply(order=FaultOrder(step="ice", fault="freeze",
+                                            params={"mode": "stall"}))).ok
+    match = FrameMatch.model_validate({"from": "server", "kind": "toolCall", "forward": "before"})
+    assert proxy.ask(Arm(steps=[ArmedStep(step="sun", fault="thaw", match=match)])).ok
+    proxy.send(flow, {"toolCall": {"functionCalls": []}}, from_client=False)
+    writer.close()
+    (announced,) = proxy.events()
+    assert {k: announced[k] for k in ("event", "step", "fault", "layer", "trigger", "ends",
+                                      "for_s", "thawed")} == {
+        "event": "fault.applied", "step": "sun", "fault": "thaw", "layer": "app",
+        "trigger": "on frame tool_call", "ends": ["ice"], "for_s": 0.0, "thawed": ["ice"]}
+    events = [applied(1.0, "ice", "freeze"),
+              Event(2.0, "proxy", "fault.applied", {k: v for k, v in announced.items()
+                                                     if k != "event"})]
+    assert [(s.step, s.end, s.instant) for s in fault_spans(events)] == [
+        ("ice", 2.0, False), ("sun", 2.0, True)]
