@@ -236,7 +236,7 @@ class EmulatorServer:
                     if action.frame is not None:
                         text = json.dumps(action.frame, separators=(",", ":"))
                         await ws.send(text)
-                        self.emit("emulator.frame", conn=conn.number, dir="out",
+                        self.emit("emulator.frame", conn=conn.number, **{"from": "server"},
                                   kind=kind_of(action.frame), bytes=len(text),
                                   **({"audio_s": round(action.audio_s, 4)} if action.audio_s else {}))
                     else:

@@ -137,7 +137,7 @@ class Connection:
         self.last_client_msg = now
         try:
             parsed = parse_frame(raw)
-            self.em.emit("emulator.frame", conn=self.number, dir="in", kind=parsed.raw_kind,
+            self.em.emit("emulator.frame", conn=self.number, **{"from": "client"}, kind=parsed.raw_kind,
                          bytes=len(raw), **self._audio_note(parsed.message))
             if self.session is None and not isinstance(parsed.message, Setup):
                 raise ProtocolError("The first message must be a setup message.")

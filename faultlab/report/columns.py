@@ -15,6 +15,7 @@ from faultlab.events import Event
 from faultlab.expect.session import delivered_audio
 from faultlab.report.registry import COLUMNS, SUMMARY_EVENTS, Column, counts, register_column, span
 from faultlab.scenarios import packs
+from faultlab.vocabulary import fault_spans
 
 # Events of other processes are stamped by their own clocks: a consequence may carry a time a
 # hair before the fault's (the proxy reports an abort once done; the client saw it meanwhile).
@@ -23,9 +24,10 @@ CLOCK_SKEW_S = 0.05
 
 def since_fault(events: Sequence[Event], name: str) -> float | None:
     """Seconds from the first fault applied to the first `name` event after it."""
-    fault = next((e.t for e in events if e.name == "fault.applied"), None)
-    if fault is None:
+    spans = fault_spans(events)
+    if not spans:
         return None
+    fault = spans[0].t
     return next((max(0.0, e.t - fault) for e in events
                  if e.name == name and e.t >= fault - CLOCK_SKEW_S), None)
 
