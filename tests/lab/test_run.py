@@ -33,7 +33,7 @@ def test_silent_loss_demo(tmp_path: Path) -> None:
     done = faultlab("run", "--runs-dir", str(runs_dir), str(PROFILES / "silent-loss.yaml"))
     elapsed = time.monotonic() - started
     assert done.returncode == 0, done.stdout + done.stderr
-    assert elapsed < slack(15)
+    assert elapsed < slack(45)  # generous: the run itself takes about 6 s
     run_dir = only_run_dir(runs_dir)
     for name in ("events.jsonl", "capture.pcap", "summary.md"):
         assert (run_dir / name).stat().st_size > 0
