@@ -49,9 +49,14 @@ def commands(recipe: Path) -> list[list[str]]:
     return found
 
 
-def test_there_are_three_recipes() -> None:
-    assert [p.name for p in RECIPES] == ["github-actions.yml", "gitlab-ci.yml",
-                                         "kubernetes-job.yaml"]
+def test_the_docs_describe_each_recipe_there_is() -> None:
+    """Every recipe the README (or a page of docs/) points a user to is in docs/ci, where the
+    tests below read it, and every recipe there is described."""
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("**/*.md"))]
+    named = {name for page in pages
+             for name in re.findall(r"docs/ci/([\w.-]+\.ya?ml)", page.read_text())}
+    assert named, "the docs point to no CI recipe"
+    assert named == {p.name for p in RECIPES}
 
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: p.name)

@@ -56,7 +56,7 @@ def test_the_microphone_speaks_at_real_time_rate_then_ends_after_the_tail(tmp_pa
     started = time.monotonic()
     data, times = asyncio.run(scenario())
     assert len(data) == 2 * int(1.5 * RATE_IN)  # 0.2 + 1.0 + 0.3 s
-    assert 1.4 <= times[-1] - started <= 1.5 + slack(0.3)
+    assert 1.4 <= times[-1] - started <= 1.5 + slack(1.0)  # at real-time rate, never faster
     pcm = np.frombuffer(data, "<i2")
     assert not pcm[: int(0.2 * RATE_IN)].any() and pcm[int(0.2 * RATE_IN):].any()
     assert [e.name for e in bus.events] == ["mic.open", "mic.utterance", "mic.end"]

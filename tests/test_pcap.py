@@ -179,10 +179,10 @@ def test_a_hole_that_never_fills_costs_time_linear_in_segments(
     path = tmp_path / "hole.pcap"
     write_capture(path, [p for k in range(connections)
                          for p in behind_a_hole(40000 + k, 4000, frame, seed=k)])
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time: a busy machine does not stretch it
     report = analyse(path)
-    elapsed = time.perf_counter() - started
-    assert elapsed < slack(limit_s), f"{elapsed:.2f} s"
+    elapsed = time.process_time() - started
+    assert elapsed < slack(limit_s), f"{elapsed:.2f} s of CPU"
     assert len(report.flows) == connections
     assert all(f.frames == [] and f.up.abandoned is None for f in report.flows)
 

@@ -257,7 +257,7 @@ def test_the_server_report_gives_the_close_after_the_clients_silence(reaped: Pat
     assert (close["code"], close["reason"]) == REAPING_CLOSE
     assert close["answers_client_close"] is None
     # The server's timer starts when it has read the message, after the capture saw it.
-    assert IDLE_S - 0.01 <= close["client_data_silent_s"] <= IDLE_S + slack(0.2)
+    assert IDLE_S - 0.01 <= close["client_data_silent_s"] <= IDLE_S + slack(0.5)
     assert IDLE_S - slack(0.2) <= close["client_silent_s"] <= close["client_data_silent_s"]
     start = datetime.fromisoformat(report["start"]["clock"]).timestamp()
     at = datetime.fromisoformat(close["at"]["clock"]).timestamp()

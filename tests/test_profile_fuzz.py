@@ -28,6 +28,10 @@ from .conftest import PROFILES, REPO, faultlab, slack
 
 SEED = int(os.environ.get("FAULTLAB_FUZZ_SEED", "17"))
 CASES = 5000
+# CPU seconds (not wall-clock: a busy machine does not stretch them) that no single profile may
+# cost to load or refuse; the slowest shipped one takes milliseconds.
+CPU_S = 1.0
+LAUGHS_CPU_S = 5
 SOURCE = "fuzz.yaml"
 PROBLEM = re.compile(rf"{re.escape(SOURCE)}:[1-9][0-9]*: [^\n]+?: [^\n]+")
 SHIPPED = {path.name: path.read_bytes() for path in sorted(PROFILES.rglob("*.yaml"))}
@@ -281,29 +285,30 @@ def _outcome(data: bytes) -> str:
 def test_mutated_profiles_load_or_are_refused_quickly() -> None:
     """Thousands of mutations of the shipped profiles (flipped bytes, truncation, repeated lines,
     nesting, tags, huge integers, alias bombs, bad regexes, non-UTF-8 bytes) each load or raise
-    a ProfileError of `file:line: field: message` lines, within a second each."""
+    a ProfileError of `file:line: field: message` lines, none burning a second of CPU."""
     outcomes: Counter[str] = Counter()
-    slowest = (0.0, "")
+    costliest = (0.0, "")
     for name, data in mutants(SEED, CASES):
-        started = time.perf_counter()
+        started = time.process_time()
         try:
             outcomes[_outcome(data)] += 1
         except Exception as exc:
             raise AssertionError(f"{name}: {type(exc).__name__}: {exc}"[:2000]) from exc
-        slowest = max(slowest, (time.perf_counter() - started, name))
-    assert slowest[0] < slack(1.0), f"{slowest[1]} took {slowest[0]:.2f}s"
+        costliest = max(costliest, (time.process_time() - started, name))
+    assert costliest[0] < CPU_S, f"{costliest[1]} took {costliest[0]:.2f} s of CPU"
     # The mutations reach past the YAML into the models, and not only there.
     assert outcomes["loaded"] > CASES // 20 and outcomes["refused"] > CASES // 2, outcomes
 
 
 @pytest.mark.parametrize("case", sorted(HOSTILE))
 def test_hostile_profiles_are_refused_with_a_clear_problem(case: str) -> None:
-    """Each hostile input the study found is refused within a second, with its file:line: field."""
+    """Each hostile input the study found is refused, with its file:line: field, before it costs
+    a second of CPU."""
     data, expected = HOSTILE[case]
-    started = time.perf_counter()
+    started = time.process_time()
     with pytest.raises(ProfileError) as info:
         parse_profile(data, SOURCE)
-    assert time.perf_counter() - started < slack(1.0)
+    assert time.process_time() - started < CPU_S
     assert any(expected in problem for problem in info.value.problems), info.value.problems
     assert all(PROBLEM.fullmatch(problem) for problem in info.value.problems), info.value.problems
 
@@ -320,16 +325,22 @@ def test_text_with_a_lone_surrogate_is_not_utf8() -> None:
         parse_profile(BASE.decode() + "description: \ud800\n", SOURCE)
 
 
+def read_so_far() -> int:
+    """The bytes this process has read so far (/proc/self/io's rchar)."""
+    io = dict(line.split(": ") for line in Path("/proc/self/io").read_text().splitlines())
+    return int(io["rchar"])
+
+
 def test_a_file_past_the_limit_is_read_no_further(tmp_path: Path) -> None:
     """A 50 MB profile is refused after reading 5 MB of it, not parsed for half a minute."""
     path = tmp_path / "huge.yaml"
     with path.open("wb") as file:
         file.write(BASE + b"description: ")
         file.truncate(50 * 2**20)
-    started = time.perf_counter()
+    before = read_so_far()
     with pytest.raises(ProfileError, match="larger than 5 MB"):
         load_profile(path)
-    assert time.perf_counter() - started < slack(0.5)
+    assert MAX_BYTES < read_so_far() - before < MAX_BYTES + 2**20
 
 
 def _write(folder: Path, cases: dict[str, bytes]) -> list[Path]:
@@ -379,19 +390,21 @@ def test_validate_without_libyaml_refuses_the_hostile_files(tmp_path: Path) -> N
         assert expected.replace(SOURCE, str(path)) in done.stderr, (path, done.stderr[-3000:])
 
 
-def _limit_memory() -> None:
+def _limit_memory_and_cpu() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30))
+    # Killed (SIGXCPU) past this much CPU: the start-up and the refusal take a fraction of it.
+    resource.setrlimit(resource.RLIMIT_CPU, (LAUGHS_CPU_S, LAUGHS_CPU_S))
 
 
-def test_billion_laughs_exits_2_within_a_second_in_1_gb(tmp_path: Path) -> None:
-    """A 1 KB alias bomb is refused before it expands: exit 2 within a second, under 1 GB."""
+def test_billion_laughs_exits_2_in_1_gb(tmp_path: Path) -> None:
+    """A 1 KB alias bomb is refused before it expands: exit 2 with the alias named, in a process
+    held to 1 GB of memory and a few seconds of CPU (expanded, it would hold 10**9 strings).
+    How fast is `make bench`'s."""
     path = tmp_path / "laughs.yaml"
     path.write_bytes(billion_laughs())
-    started = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "faultlab", "validate", str(path)], cwd=REPO,
-                          capture_output=True, text=True, timeout=30, preexec_fn=_limit_memory)
-    elapsed = time.perf_counter() - started
+                          capture_output=True, text=True, timeout=slack(60),
+                          preexec_fn=_limit_memory_and_cpu)
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
     assert f"{path}:5: lol4[8]: the alias *lol3 expands past {MAX_VALUES} values" in done.stderr
-    assert elapsed < slack(1.0), f"{elapsed:.2f}s"

@@ -284,9 +284,9 @@ def test_a_long_turn_of_rule_words_is_answered_in_linear_time() -> None:
     em = Emulator(DEV, seed=2)
     conn = connected(em)
     conn.receive(content("book book_slot " * 35_000, True), 1.0)
-    started = time.monotonic()
+    started = time.process_time()  # CPU time: a busy machine does not stretch it
     (reply,) = spoken(conn.poll(5.0))
-    assert time.monotonic() - started < slack(2.0)
+    assert time.process_time() - started < slack(2.0)
     assert reply.startswith("You said: book book_slot") and len(reply) <= 140
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -23,16 +24,20 @@ from pydantic import ValidationError
 from wsproto.frame_protocol import Opcode
 
 from faultlab.capture.live import ConnectionTable
-from faultlab.errors import MechanismError
-from faultlab.events import EventWriter
+from faultlab.errors import MechanismError, ProfileError
+from faultlab.events import EventBus, EventWriter, RunClock
 from faultlab.faults import FAULTS, Fault, FaultParams
+from faultlab.faults.app import AppFault, ProxyView
 from faultlab.faults.iptables import _restore
+from faultlab.injector import FaultRuntime
 from faultlab.lab.base import Lab, LabSpec, Role
 from faultlab.lab.namespace import Namespace
 from faultlab.livewire import describe
 from faultlab.mic import VirtualMic
-from faultlab.proxy.control import Apply, Arm, FaultOrder, Number, Reply, Request, Revert
+from faultlab.profile import Profile, parse_profile
+from faultlab.proxy.control import Apply, Arm, FaultOrder, Number, ProxyControl, Reply, Request, Revert
 from faultlab.proxy.state import ProxyState
+from faultlab.timeline import Due
 
 CLIENT = "10.0.1.2"
 SERVER = "10.0.2.2"
@@ -201,6 +206,21 @@ def apply_and_revert(fault: Fault[Any], ctx: FakeContext) -> dict[str, Any]:
     return asyncio.run(go())
 
 
+# How long `slow_engage` makes a fault take to engage.
+ENGAGE_MS = 20.0
+
+
+def slow_engage(monkeypatch: pytest.MonkeyPatch, fault: type[AppFault[Any]]) -> None:
+    """Make app fault `fault` take ENGAGE_MS (at least) to engage in the proxy."""
+    engage = fault.engage
+
+    def slowly(self: AppFault[Any], view: ProxyView) -> dict[str, Any]:
+        time.sleep(ENGAGE_MS / 1000)
+        return engage(self, view)
+
+    monkeypatch.setattr(fault, "engage", slowly)
+
+
 def assert_run_side(name: str, params: dict[str, Any]) -> None:
     """The run's side of app fault `name`: apply asks the proxy to engage it (step id, name,
     parameters) and returns the proxy's details, revert asks the proxy to disengage that step, and
@@ -303,3 +323,132 @@ def proxy(tmp_path: Path) -> Iterator[Proxy]:
     writer = EventWriter(path)
     yield Proxy(ProxyState(server=cast(Proxyserver, server), events=writer), server, path)
     writer.close()
+
+
+# A fault's declarations, through what reads them: `validate` (needs), and the run's FaultRuntime
+# (layer, and whether a restore reverts it), its proxy channel the real one to a Proxy's state.
+
+
+def profile_with(fault: str, params: dict[str, Any] | None = None, *, target: bool = True,
+                 mic: bool = True, before: Sequence[dict[str, Any]] = ()) -> str:
+    """A profile whose step `s1` applies `fault` at 2s, after the steps `before` (at 1s), and
+    whose step `heal` restores everything at 3s; with a target (in front of which a proxy can
+    stand) and a microphone unless told otherwise. JSON, which is YAML."""
+    steps = [{"id": step["id"], "when": {"at": "1s"}, "do": step["do"]} for step in before]
+    steps += [{"id": "s1", "when": {"at": "2s"}, "do": {"fault": fault, **(params or {})}},
+              {"id": "heal", "when": {"at": "3s"}, "do": {"fault": "restore"}}]
+    data: dict[str, Any] = {"name": "declarations", "client": {"command": ["sleep", "1"]},
+                            "timeline": steps}
+    if target:
+        data["target"] = {"builtin": "ws-echo-server", "port": 8765}
+    if mic:
+        data["mic"] = {"utterances": ["hello"]}
+    return json.dumps(data)
+
+
+def validate(fault: str, params: dict[str, Any] | None = None, *, target: bool = True,
+             mic: bool = True, before: Sequence[dict[str, Any]] = ()) -> Profile:
+    """`profile_with(...)` as `faultlab validate` reads it (a refusal raises ProfileError)."""
+    return parse_profile(profile_with(fault, params, target=target, mic=mic, before=before))
+
+
+@dataclass
+class RunRecord:
+    """What the run's FaultRuntime did with a profile's steps."""
+
+    events: list[tuple[str, dict[str, Any]]]
+    # After each step, in order: the step ids the run itself held, and those the proxy held.
+    held: list[list[str]]
+    held_by_proxy: list[list[str]]
+    failures: list[str]
+
+    def applied(self, step: str) -> dict[str, Any]:
+        """The fields of step `step`'s `fault.applied` event."""
+        (fields,) = [f for name, f in self.events if name == "fault.applied" and f["step"] == step]
+        return fields
+
+    def reverted(self) -> list[dict[str, Any]]:
+        """The fields of every `fault.reverted` event, in order."""
+        return [f for name, f in self.events if name == "fault.reverted"]
+
+
+def run_steps(profile: str, *steps: str, proxy: Proxy | None = None, lab: FakeLab | None = None,
+              mic: FakeMic | None = None) -> RunRecord:
+    """Apply `steps` of `profile`, in order, as a run does: through its FaultRuntime on the fake
+    lab and microphone, with the real control channel (ProxyControl) to `proxy`'s state over a
+    Unix socket when there is a proxy."""
+    timeline = {s.id: s for s in parse_profile(profile).timeline}
+    bus = EventBus(RunClock())
+    failures: list[str] = []
+    held: list[list[str]] = []
+    held_by_proxy: list[list[str]] = []
+
+    async def apply(control: ProxyControl | None) -> None:
+        runtime = FaultRuntime(lab or FakeLab(), ConnectionTable(), bus, control,
+                               cast(VirtualMic, mic or FakeMic()), tuple(timeline.values()),
+                               failures.append)
+        for step in steps:
+            await runtime.apply(Due(timeline[step], 1.0, "at 1s"))
+            held.append(list(runtime.active))
+            held_by_proxy.append([] if proxy is None else list(proxy.state.active))
+
+    async def go() -> None:
+        if proxy is None:
+            await apply(None)
+            return
+        # A short directory of its own: a Unix socket's path has a small limit.
+        with tempfile.TemporaryDirectory(prefix="fl-") as scratch:
+            path = Path(scratch) / "control.sock"
+            server = await proxy.state.serve_control(path)
+            control = ProxyControl(path)
+            try:
+                await control.connect(timeout_s=5)
+                await apply(control)
+            finally:
+                await control.close()
+                server.close()
+                await server.wait_closed()
+
+    asyncio.run(go())
+    return RunRecord([(e.name, dict(e.fields)) for e in bus.events], held, held_by_proxy,
+                     failures)
+
+
+def assert_lives_in_the_proxy(proxy: Proxy, name: str, params: dict[str, Any] | None = None, *,
+                              restore_reverts: bool,
+                              before: Sequence[dict[str, Any]] = ()) -> RunRecord:
+    """App fault `name` as `validate` and the run see it: a profile without a target (so with no
+    proxy) is refused, naming the fault; with a target the run starts the proxy, and nothing
+    else, for it. Applied by the run (after the steps `before`, on a live flow) it is engaged and
+    held in the proxy, not by the run, its `fault.applied` says `layer: app`; a restore then
+    reverts it there, or (`restore_reverts=False`: it has nothing to undo) finds nothing of it."""
+    with pytest.raises(ProfileError, match=rf"do\.fault: {name} needs the proxy"):
+        validate(name, params, target=False, before=before)
+    assert validate(name, params, mic=False, before=before).needs == {"proxy"}
+    proxy.open_flow()
+    ids = [step["id"] for step in before]
+    run = run_steps(profile_with(name, params, before=before), *ids, "s1", "heal", proxy=proxy)
+    assert run.failures == []
+    assert run.applied("s1")["layer"] == "app"
+    assert run.held == [[]] * (len(ids) + 2), "the run held a fault that lives in the proxy"
+    assert ("s1" in run.held_by_proxy[len(ids)]) is restore_reverts
+    assert ("s1" in run.applied("heal")["reverted"]) is restore_reverts
+    assert run.held_by_proxy[-1] == []
+    return run
+
+
+def assert_a_packet_fault_the_run_holds(name: str, params: dict[str, Any] | None = None
+                                        ) -> tuple[RunRecord, FakeLab]:
+    """Packet fault `name` as `validate` and the run see it: a profile with neither a target nor
+    a microphone is accepted and the run starts nothing for it; applied by the run its
+    `fault.applied` says `layer: packet` and the run holds it, so a restore reverts it. The run's
+    record and its lab."""
+    assert validate(name, params, target=False, mic=False).needs == frozenset()
+    lab = FakeLab()
+    run = run_steps(profile_with(name, params, target=False, mic=False), "s1", "heal", lab=lab)
+    assert run.failures == []
+    assert run.applied("s1")["layer"] == "packet"
+    assert run.held == [["s1"], []]
+    assert run.applied("heal")["reverted"] == ["s1"]
+    assert run.reverted() == [{"step": "s1", "fault": name}]
+    return run, lab

@@ -7,10 +7,9 @@ from typing import Any
 import pytest
 from mitmproxy import http
 
-from faultlab.faults import FAULTS
 from faultlab.proxy import internals
 
-from .conftest import Proxy, assert_run_side, params_of, refusal
+from .conftest import Proxy, assert_lives_in_the_proxy, assert_run_side, params_of, refusal
 
 
 @pytest.fixture
@@ -83,8 +82,10 @@ def test_the_run_asks_the_proxy() -> None:
     assert_run_side("abort", {"legs": "client"})
 
 
-def test_it_needs_the_proxy_and_is_not_kept() -> None:
-    """abort lives in the proxy and has nothing to revert."""
-    assert FAULTS["abort"].needs == frozenset({"proxy"})
-    assert FAULTS["abort"].layer == "app"
-    assert FAULTS["abort"].reversible is False
+def test_it_lives_in_the_proxy_and_a_restore_finds_nothing_to_revert(
+        proxy: Proxy, resets: list[tuple[http.HTTPFlow, bool, bool]]) -> None:
+    """Without a target (so with no proxy) a profile is refused; the run starts the proxy for it
+    and records it at the app layer; a reset cannot be taken back, so the proxy keeps nothing and
+    a restore reverts nothing."""
+    assert_lives_in_the_proxy(proxy, "abort", {"legs": "client"}, restore_reverts=False)
+    assert [(client, server) for _, client, server in resets] == [(True, False)]

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from faultlab.faults import FAULTS
 from faultlab.proxy.internals import CloseInjected
 
-from .conftest import Proxy, assert_run_side, params_of, refusal
+from .conftest import Proxy, assert_lives_in_the_proxy, assert_run_side, params_of, refusal
 
 
 def test_defaults_close_both_ends_normally() -> None:
@@ -83,8 +82,9 @@ def test_the_run_asks_the_proxy() -> None:
     assert_run_side("close", {"code": 1011})
 
 
-def test_it_needs_the_proxy_and_is_not_kept() -> None:
-    """close lives in the proxy and has nothing to revert."""
-    assert FAULTS["close"].needs == frozenset({"proxy"})
-    assert FAULTS["close"].layer == "app"
-    assert FAULTS["close"].reversible is False
+def test_it_lives_in_the_proxy_and_a_restore_finds_nothing_to_revert(proxy: Proxy) -> None:
+    """Without a target (so with no proxy) a profile is refused; the run starts the proxy for it
+    and records it at the app layer; a close cannot be taken back, so the proxy keeps nothing and
+    a restore reverts nothing."""
+    assert_lives_in_the_proxy(proxy, "close", {"code": 1011}, restore_reverts=False)
+    assert len(proxy.server.events) == 1

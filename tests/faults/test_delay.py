@@ -9,10 +9,8 @@ import time
 
 import pytest
 
-from faultlab.faults import FAULTS
-
 from ..conftest import slack
-from .conftest import Injected, Proxy, assert_run_side, params_of, refusal
+from .conftest import Injected, Proxy, assert_lives_in_the_proxy, assert_run_side, params_of, refusal
 
 AUDIO = {"realtimeInput": {"audio": {"data": "AAAA", "mimeType": "audio/pcm;rate=16000"}}}
 TURN_DONE = {"serverContent": {"turnComplete": True}}
@@ -157,7 +155,9 @@ def test_the_run_asks_the_proxy() -> None:
     assert_run_side("delay", {"delay": "100ms"})
 
 
-def test_it_needs_the_proxy() -> None:
-    """delay lives in the proxy, which the run must start for it."""
-    assert FAULTS["delay"].needs == frozenset({"proxy"})
-    assert FAULTS["delay"].layer == "app"
+def test_it_lives_in_the_proxy_and_a_restore_reverts_it(proxy: Proxy) -> None:
+    """Without a target (so with no proxy) a profile is refused; the run starts the proxy for it,
+    records it at the app layer, and a restore reverts it: messages are no longer held."""
+    assert_lives_in_the_proxy(proxy, "delay", {"delay": "10ms"}, restore_reverts=True)
+    (flow,) = proxy.state.flows
+    assert proxy.send(flow, b"now", from_client=True).dropped is False

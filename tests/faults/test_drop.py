@@ -8,9 +8,16 @@ import asyncio
 import pytest
 
 from faultlab.errors import MechanismError
-from faultlab.faults import FAULTS
 
-from .conftest import FakeContext, apply_and_revert, build, params_of, refusal, with_connections
+from .conftest import (
+    FakeContext,
+    apply_and_revert,
+    assert_a_packet_fault_the_run_holds,
+    build,
+    params_of,
+    refusal,
+    with_connections,
+)
 
 JUMP_ROUTER = "-I FORWARD 1 -j FL-cut"
 REVERT_ROUTER = ["-D FORWARD -j FL-cut", "-F FL-cut", "-X FL-cut"]
@@ -121,8 +128,7 @@ def test_the_chain_is_named_after_the_whole_step_id() -> None:
 
 
 def test_drop_is_a_packet_fault_the_run_holds() -> None:
-    """drop needs nothing started for it, and the run keeps it to revert later."""
-    fault = build("drop")
-    assert FAULTS["drop"].needs == frozenset()
-    assert FAULTS["drop"].layer == "packet"
-    assert fault.reversible is True and fault.held_by_run is True
+    """A profile without a target or a microphone may drop: the run starts nothing for it,
+    records it at the packet layer and holds it, so a restore removes its chain."""
+    _, lab = assert_a_packet_fault_the_run_holds("drop")
+    assert lab.ns("router").batches[-1] == ["-D FORWARD -j FL-s1", "-F FL-s1", "-X FL-s1"]

@@ -5,9 +5,7 @@ from __future__ import annotations
 import pytest
 import wsproto.events
 
-from faultlab.faults import FAULTS
-
-from .conftest import Proxy, assert_run_side, params_of, refusal
+from .conftest import Proxy, assert_lives_in_the_proxy, assert_run_side, params_of, refusal
 
 PING, PONG = wsproto.events.Ping(b"p"), wsproto.events.Pong(b"p")
 
@@ -77,8 +75,9 @@ def test_the_run_asks_the_proxy() -> None:
     assert_run_side("drop_control", {"frames": "pings"})
 
 
-def test_it_needs_the_proxy() -> None:
-    """drop_control lives in the proxy, which the run must start for it."""
-    assert FAULTS["drop_control"].needs == frozenset({"proxy"})
-    assert FAULTS["drop_control"].layer == "app"
-    assert FAULTS["drop_control"].reversible is True
+def test_it_lives_in_the_proxy_and_a_restore_reverts_it(proxy: Proxy) -> None:
+    """Without a target (so with no proxy) a profile is refused; the run starts the proxy for it,
+    records it at the app layer, and a restore reverts it: pongs pass again."""
+    assert_lives_in_the_proxy(proxy, "drop_control", restore_reverts=True)
+    (flow,) = proxy.state.flows
+    assert proxy.state.allow_control(flow, True, PONG) is True

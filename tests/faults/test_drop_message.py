@@ -4,14 +4,23 @@ messages it drops (kind, direction, `count`), and its revert."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
-from faultlab.faults import FAULTS
+from faultlab.faults.drop_message import DropMessage
 from faultlab.frames import FrameMatch
 from faultlab.proxy.control import Arm, ArmedStep
 
-from .conftest import Proxy, assert_run_side, params_of, refusal
+from .conftest import (
+    ENGAGE_MS,
+    Proxy,
+    assert_lives_in_the_proxy,
+    assert_run_side,
+    params_of,
+    refusal,
+    slow_engage,
+)
 
 TOOL_CALL = {"toolCall": {"functionCalls": [{"id": "c1", "name": "book", "args": {}}]}}
 TURN_DONE = {"serverContent": {"turnComplete": True}}
@@ -148,24 +157,28 @@ def test_revert_by_step_disengages_just_that_one(proxy: Proxy) -> None:
     assert proxy.send(flow, TURN_DONE, from_client=False).dropped is True
 
 
-def test_an_armed_step_fires_on_the_nth_match_before_relaying_it(proxy: Proxy) -> None:
+def test_an_armed_step_fires_on_the_nth_match_before_relaying_it(
+        proxy: Proxy, monkeypatch: pytest.MonkeyPatch) -> None:
     """Armed on the server's second toolCall with `forward: before`, the step fires inside the
     message hook, so that second toolCall is the first one dropped; `fault.applied` is written to
-    the proxy's events."""
+    the proxy's events, its `applied_in_ms` the time the fault took to engage (made 20 ms here)."""
+    slow_engage(monkeypatch, DropMessage)
     flow = proxy.open_flow()
     match = FrameMatch.model_validate({"from": "server", "kind": "toolCall", "nth": 2,
                                        "forward": "before"})
     reply = proxy.ask(Arm(steps=[ArmedStep(step="mute", fault="drop_message",
                                            params={"count": 1}, match=match, after_s=0)]))
     assert reply.ok is True
+    started = time.perf_counter()
     sent = [proxy.send(flow, TOOL_CALL, from_client=True),  # from the client: does not count
             proxy.send(flow, TOOL_CALL, from_client=False),
             proxy.send(flow, TURN_DONE, from_client=False),
             proxy.send(flow, TOOL_CALL, from_client=False),
             proxy.send(flow, TOOL_CALL, from_client=False)]
+    sending_ms = (time.perf_counter() - started) * 1000
     assert [m.dropped for m in sent] == [False, False, False, True, False]
     (applied,) = proxy.events()
-    assert applied.pop("applied_in_ms") >= 0
+    assert ENGAGE_MS <= applied.pop("applied_in_ms") <= sending_ms
     assert applied == {"event": "fault.applied", "step": "mute", "fault": "drop_message",
                        "layer": "app", "trigger": "on frame tool_call", "direction": "both",
                        "kind": None}
@@ -202,11 +215,12 @@ def test_the_run_asks_the_proxy() -> None:
     assert_run_side("drop_message", {"kind": "toolCall", "count": 1})
 
 
-def test_it_needs_the_proxy() -> None:
-    """drop_message lives in the proxy, which the run must start for it."""
-    assert FAULTS["drop_message"].needs == frozenset({"proxy"})
-    assert FAULTS["drop_message"].layer == "app"
-    assert FAULTS["drop_message"].reversible is True
+def test_it_lives_in_the_proxy_and_a_restore_reverts_it(proxy: Proxy) -> None:
+    """Without a target (so with no proxy) a profile is refused; the run starts the proxy for it,
+    records it at the app layer, and a restore reverts it: messages pass again."""
+    assert_lives_in_the_proxy(proxy, "drop_message", restore_reverts=True)
+    (flow,) = proxy.state.flows
+    assert proxy.send(flow, TURN_DONE, from_client=False).dropped is False
 
 
 def test_an_apply_writes_no_event_of_its_own(proxy: Proxy) -> None:

@@ -6,12 +6,11 @@ from __future__ import annotations
 import pytest
 import wsproto.events
 
-from faultlab.faults import FAULTS
 from faultlab.frames import FrameMatch
 from faultlab.proxy.control import Arm, ArmedStep
 from faultlab.proxy.internals import WakeInjected
 
-from .conftest import Injected, Proxy, assert_run_side, params_of, refusal
+from .conftest import Injected, Proxy, assert_lives_in_the_proxy, assert_run_side, params_of, refusal
 
 TOOL_CALL = {"toolCall": {"functionCalls": [{"id": "c1", "name": "book", "args": {}}]}}
 TURN_DONE = {"serverContent": {"turnComplete": True}}
@@ -142,8 +141,9 @@ def test_the_run_asks_the_proxy() -> None:
     assert_run_side("freeze", {"mode": "stall"})
 
 
-def test_it_needs_the_proxy() -> None:
-    """freeze lives in the proxy, which the run must start for it."""
-    assert FAULTS["freeze"].needs == frozenset({"proxy"})
-    assert FAULTS["freeze"].layer == "app"
-    assert FAULTS["freeze"].reversible is True
+def test_it_lives_in_the_proxy_and_a_restore_reverts_it(proxy: Proxy) -> None:
+    """Without a target (so with no proxy) a profile is refused; the run starts the proxy for it,
+    records it at the app layer, and a restore reverts it: messages pass again."""
+    assert_lives_in_the_proxy(proxy, "freeze", {"mode": "stall"}, restore_reverts=True)
+    (flow,) = proxy.state.flows
+    assert proxy.send(flow, b"later", from_client=True).dropped is False

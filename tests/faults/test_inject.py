@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from faultlab.faults import FAULTS
-
-from .conftest import Injected, Proxy, assert_run_side, params_of, refusal
+from .conftest import Injected, Proxy, assert_lives_in_the_proxy, assert_run_side, params_of, refusal
 
 GO_AWAY = {"goAway": {"timeLeft": "1s"}}
 
@@ -69,8 +67,10 @@ def test_the_run_asks_the_proxy() -> None:
     assert_run_side("inject", {"to": "client", "message": GO_AWAY})
 
 
-def test_it_needs_the_proxy_and_is_not_kept() -> None:
-    """inject lives in the proxy and has nothing to revert."""
-    assert FAULTS["inject"].needs == frozenset({"proxy"})
-    assert FAULTS["inject"].layer == "app"
-    assert FAULTS["inject"].reversible is False
+def test_it_lives_in_the_proxy_and_a_restore_finds_nothing_to_revert(proxy: Proxy) -> None:
+    """Without a target (so with no proxy) a profile is refused; the run starts the proxy for it
+    and records it at the app layer; once sent the message is gone, so the proxy keeps nothing
+    and a restore reverts nothing (and sends nothing again)."""
+    assert_lives_in_the_proxy(proxy, "inject", {"to": "client", "message": GO_AWAY},
+                              restore_reverts=False)
+    assert len(proxy.server.injected) == 1

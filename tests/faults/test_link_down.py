@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from faultlab.faults import FAULTS
-
-from .conftest import FakeContext, apply_and_revert, build, params_of, refusal
+from .conftest import (
+    FakeContext,
+    apply_and_revert,
+    assert_a_packet_fault_the_run_holds,
+    build,
+    params_of,
+    refusal,
+)
 
 
 def test_it_has_no_parameters() -> None:
@@ -26,7 +31,7 @@ def test_the_client_link_goes_down_and_comes_back_up() -> None:
 
 
 def test_link_down_is_a_packet_fault_the_run_holds() -> None:
-    """link_down needs nothing started for it, and the run keeps it to revert later."""
-    assert FAULTS["link_down"].needs == frozenset()
-    assert FAULTS["link_down"].layer == "packet"
-    assert build("link_down").held_by_run is True
+    """A profile without a target or a microphone may take the link down: the run starts nothing
+    for it, records it at the packet layer and holds it, so a restore brings the link back up."""
+    _, lab = assert_a_packet_fault_the_run_holds("link_down")
+    assert lab.ns("router").links == [("c0", False), ("c0", True)]

@@ -8,11 +8,20 @@ from typing import cast
 
 import pytest
 
-from faultlab.errors import LabError
-from faultlab.faults import FAULTS
+from faultlab.errors import LabError, ProfileError
 from faultlab.mic import VirtualMic
 
-from .conftest import FakeContext, FakeMic, apply_and_revert, build, params_of, refusal
+from .conftest import (
+    FakeContext,
+    FakeMic,
+    apply_and_revert,
+    build,
+    params_of,
+    profile_with,
+    refusal,
+    run_steps,
+    validate,
+)
 
 
 @pytest.mark.parametrize(("written", "seconds"), [("1.5s", 1.5), ("200ms", 0.2), ("2m", 120.0)])
@@ -55,9 +64,17 @@ def test_without_a_microphone_it_fails_saying_so() -> None:
 
 
 def test_it_needs_the_microphone_and_is_not_held() -> None:
-    """mic_stall needs the microphone, acts on the client, and ends by itself: the run keeps
-    nothing to revert."""
-    assert FAULTS["mic_stall"].needs == frozenset({"mic"})
-    assert FAULTS["mic_stall"].layer == "client"
-    fault = build("mic_stall", {"for": "1s"})
-    assert fault.reversible is False and fault.held_by_run is False
+    """A profile without a microphone is refused; with one (and no target) the run starts the
+    microphone and nothing else for it. Applied by the run it stalls the microphone and is
+    recorded at the client layer; the stall ends by itself, so the run keeps nothing and a
+    restore reverts nothing (and does not stall again)."""
+    with pytest.raises(ProfileError, match=r"do\.fault: mic_stall acts on the lab's microphone"):
+        validate("mic_stall", {"for": "1s"}, mic=False)
+    assert validate("mic_stall", {"for": "1s"}, target=False).needs == {"mic"}
+    mic = FakeMic()
+    run = run_steps(profile_with("mic_stall", {"for": "1s"}, target=False), "s1", "heal", mic=mic)
+    assert run.failures == []
+    assert run.applied("s1")["layer"] == "client"
+    assert mic.stalls == [1.0]
+    assert run.held == [[], []]
+    assert run.applied("heal")["reverted"] == [] and run.reverted() == []

@@ -8,9 +8,16 @@ import asyncio
 import pytest
 
 from faultlab.errors import MechanismError
-from faultlab.faults import FAULTS
 
-from .conftest import FakeContext, apply_and_revert, build, params_of, refusal, with_connections
+from .conftest import (
+    FakeContext,
+    apply_and_revert,
+    assert_a_packet_fault_the_run_holds,
+    build,
+    params_of,
+    refusal,
+    with_connections,
+)
 
 RESET = "-j REJECT --reject-with tcp-reset"
 
@@ -81,7 +88,7 @@ def test_an_unseen_connection_fails_and_installs_nothing() -> None:
 
 
 def test_reject_is_a_packet_fault_the_run_holds() -> None:
-    """reject needs nothing started for it, and the run keeps it to revert later."""
-    assert FAULTS["reject"].needs == frozenset()
-    assert FAULTS["reject"].layer == "packet"
-    assert build("reject").held_by_run is True
+    """A profile without a target or a microphone may reject: the run starts nothing for it,
+    records it at the packet layer and holds it, so a restore removes its chain."""
+    _, lab = assert_a_packet_fault_the_run_holds("reject")
+    assert lab.ns("router").batches[-1] == ["-D FORWARD -j FL-s1", "-F FL-s1", "-X FL-s1"]

@@ -10,12 +10,21 @@ import pytest
 
 from faultlab.capture.live import ConnectionTable
 from faultlab.events import Event, EventBus, RunClock
-from faultlab.faults import FAULTS
 from faultlab.injector import FaultRuntime
 from faultlab.profile import Step, parse_profile
 from faultlab.timeline import Due
 
-from .conftest import FakeContext, FakeLab, FakeProxyChannel, build, params_of, refusal
+from .conftest import (
+    FakeContext,
+    FakeLab,
+    FakeProxyChannel,
+    build,
+    params_of,
+    profile_with,
+    refusal,
+    run_steps,
+    validate,
+)
 
 PROFILE = """\
 name: restore-test
@@ -158,9 +167,9 @@ def test_a_second_restore_finds_nothing_left() -> None:
             and e.fields["step"] == "heal_all"] == [["cut", "frz"], []]
 
 
-def test_restore_asks_its_context_and_keeps_nothing() -> None:
-    """restore hands its ids (or None for all) to the context and records what came back; it is
-    not held by the run and its own revert does nothing."""
+def test_restore_asks_its_context_and_its_own_revert_does_nothing() -> None:
+    """restore hands its ids (or None for all) to the context and records what came back; its own
+    revert asks nothing."""
     ctx = FakeContext(held=["a", "b"])
     one = build("restore", {"faults": ["a"]})
     assert asyncio.run(one.apply(ctx)) == {"reverted": ["a"]}
@@ -168,5 +177,14 @@ def test_restore_asks_its_context_and_keeps_nothing() -> None:
     assert ctx.reverts == [["a"], None]
     asyncio.run(one.revert(ctx))
     assert ctx.reverts == [["a"], None]
-    assert one.reversible is False and one.held_by_run is False
-    assert FAULTS["restore"].needs == frozenset()
+
+
+def test_a_restore_needs_nothing_and_the_run_does_not_hold_it() -> None:
+    """A profile with neither a target nor a microphone may restore: the run starts nothing for
+    it. The run does not hold a restore, so a second restore finds nothing left, not even the
+    first."""
+    assert validate("restore", target=False, mic=False).needs == frozenset()
+    run = run_steps(profile_with("restore", target=False, mic=False), "s1", "heal")
+    assert run.failures == []
+    assert run.held == [[], []]
+    assert run.applied("heal")["reverted"] == [] and run.reverted() == []

@@ -4,14 +4,23 @@ relayed: only the chosen kind and direction, only `count` times."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
-from faultlab.faults import FAULTS
+from faultlab.faults.rewrite import Rewrite
 from faultlab.frames import FrameMatch
 from faultlab.proxy.control import Arm, ArmedStep
 
-from .conftest import Proxy, assert_run_side, params_of, refusal
+from .conftest import (
+    ENGAGE_MS,
+    Proxy,
+    assert_lives_in_the_proxy,
+    assert_run_side,
+    params_of,
+    refusal,
+    slow_engage,
+)
 
 SETUP = {"setup": {"model": "m", "sessionResumption": {}}}
 TRANSPARENT = {"setup.sessionResumption.transparent": True}
@@ -112,22 +121,27 @@ def test_revert_stops_rewriting(proxy: Proxy) -> None:
     assert proxy.send(flow, b"{}", from_client=True).content == b"{}"
 
 
-def test_an_armed_rewrite_changes_the_message_that_triggered_it(proxy: Proxy) -> None:
+def test_an_armed_rewrite_changes_the_message_that_triggered_it(
+        proxy: Proxy, monkeypatch: pytest.MonkeyPatch) -> None:
     """Armed on the client's second setup with `forward: before` (and no delay), the rewrite
     engages inside the hook and changes that setup itself, not the first; `fault.applied` is in
-    the proxy's events before the rewrite."""
+    the proxy's events before the rewrite, its `applied_in_ms` the time the rewrite took to engage
+    (made 20 ms here)."""
+    slow_engage(monkeypatch, Rewrite)
     flow = proxy.open_flow()
     match = FrameMatch.model_validate({"from": "client", "kind": "setup", "nth": 2,
                                        "forward": "before"})
     assert proxy.ask(Arm(steps=[ArmedStep(step="p1", fault="rewrite",
                                           params={"set": TRANSPARENT, "count": 1},
                                           match=match, after_s=0)])).ok
+    started = time.perf_counter()
     first = proxy.send(flow, SETUP, from_client=True)
     second = proxy.send(flow, SETUP, from_client=True)
+    sending_ms = (time.perf_counter() - started) * 1000
     assert json.loads(first.content) == SETUP
     assert json.loads(second.content)["setup"]["sessionResumption"] == {"transparent": True}
     applied, rewrote = proxy.events()
-    assert applied.pop("applied_in_ms") >= 0
+    assert ENGAGE_MS <= applied.pop("applied_in_ms") <= sending_ms
     assert applied == {"event": "fault.applied", "step": "p1", "fault": "rewrite", "layer": "app",
                        "trigger": "on frame setup", "direction": "both", "kind": None,
                        "fields": ["setup.sessionResumption.transparent"]}
@@ -139,8 +153,9 @@ def test_the_run_asks_the_proxy() -> None:
     assert_run_side("rewrite", {"set": TRANSPARENT, "kind": "setup"})
 
 
-def test_it_needs_the_proxy() -> None:
-    """rewrite lives in the proxy, which the run must start for it."""
-    assert FAULTS["rewrite"].needs == frozenset({"proxy"})
-    assert FAULTS["rewrite"].layer == "app"
-    assert FAULTS["rewrite"].reversible is True
+def test_it_lives_in_the_proxy_and_a_restore_reverts_it(proxy: Proxy) -> None:
+    """Without a target (so with no proxy) a profile is refused; the run starts the proxy for it,
+    records it at the app layer, and a restore reverts it: messages pass unchanged again."""
+    assert_lives_in_the_proxy(proxy, "rewrite", {"set": TRANSPARENT}, restore_reverts=True)
+    (flow,) = proxy.state.flows
+    assert json.loads(proxy.send(flow, SETUP, from_client=True).content) == SETUP

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from faultlab.faults import FAULTS
 from faultlab.proxy.internals import WakeInjected
 
-from .conftest import Injected, Proxy, assert_run_side, params_of, refusal
+from .conftest import Injected, Proxy, assert_lives_in_the_proxy, assert_run_side, params_of, refusal
 
 
 def test_defaults_thaw_every_freeze_and_deliver() -> None:
@@ -90,8 +89,13 @@ def test_the_run_asks_the_proxy() -> None:
     assert_run_side("thaw", {"faults": ["frz"], "discard": True})
 
 
-def test_it_needs_the_proxy_and_is_not_kept() -> None:
-    """thaw lives in the proxy and has nothing to revert."""
-    assert FAULTS["thaw"].needs == frozenset({"proxy"})
-    assert FAULTS["thaw"].layer == "app"
-    assert FAULTS["thaw"].reversible is False
+def test_it_lives_in_the_proxy_and_a_restore_finds_nothing_to_revert(proxy: Proxy) -> None:
+    """Without a target (so with no proxy) a profile is refused; the run starts the proxy for it
+    and records it at the app layer; it ends the freeze it names and is not kept itself, so a
+    restore after it reverts nothing."""
+    run = assert_lives_in_the_proxy(
+        proxy, "thaw", {"faults": ["frz"]}, restore_reverts=False,
+        before=[{"id": "frz", "do": {"fault": "freeze", "mode": "stall"}}])
+    assert run.held_by_proxy == [["frz"], [], []]
+    assert run.applied("s1")["thawed"] == ["frz"]
+    assert run.reverted() == []

@@ -157,9 +157,9 @@ def test_delay_adds_latency_and_keeps_order(runs_dir: Path) -> None:
     # proxy began delaying, 300-350 ms for every tick sent once it had.
     before = [received - sent for _, sent, received in got if received < fired(applied)]
     delayed = [received - sent for _, sent, received in got if sent > applied.t]
-    assert len(before) >= 3 and max(before) < slack(0.1)
+    assert len(before) >= 3 and max(before) < 0.3 - 1e-3  # under the delay
     assert len(delayed) >= 5
-    assert all(0.3 - 1e-3 <= d <= 0.35 + slack(0.1) for d in delayed), delayed
+    assert all(0.3 - 1e-3 <= d <= 0.35 + slack(0.5) for d in delayed), delayed
 
 
 def test_inject_a_message_to_the_client(runs_dir: Path) -> None:

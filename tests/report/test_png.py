@@ -98,8 +98,9 @@ def test_a_fifteen_minute_run_draws_quickly(tmp_path: Path) -> None:
                ev(460.0, "faultlab", "fault.reverted", step="cut", fault="drop")]
     view: View = build_view(sorted(events, key=lambda e: e.t), a_record(duration_s=900.0))
     write_timeline_png(view, tmp_path / "warm.png")  # matplotlib's first picture loads fonts
-    started = time.perf_counter()
+    # CPU time, which a busy machine does not stretch as it does the wall clock.
+    started = time.process_time()
     write_timeline_png(view, tmp_path / "timeline.png")
-    took = time.perf_counter() - started
-    assert took < slack(1.0), f"a 15-minute run took {took:.2f} s to draw"
+    took = time.process_time() - started
+    assert took < slack(1.0), f"a 15-minute run took {took:.2f} s of CPU to draw"
     assert (tmp_path / "timeline.png").stat().st_size < 150_000
