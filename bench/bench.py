@@ -65,7 +65,7 @@ from faultlab.capture.pcap import (
 from faultlab.capture.tshark import find_tshark
 from faultlab.errors import LabError
 from faultlab.events import EventBus, RunClock
-from faultlab.faults.iptables import chain_name, uninstall
+from faultlab.lab.netfilter import chain_name, uninstall
 from faultlab.injector import FaultRuntime
 from faultlab.lab.base import Image
 from faultlab.lab.docker import DockerLab

@@ -24,7 +24,7 @@ from faultlab.faults.flows import (
     hurt_directions,
     iptables_matches,
 )
-from faultlab.faults.iptables import chain_name, install, uninstall
+from faultlab.lab.netfilter import chain_name, install, uninstall
 from faultlab.impair.core import Shape
 from faultlab.impair.engine import (
     QUEUE_TABLE,

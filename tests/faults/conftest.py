@@ -26,7 +26,7 @@ from faultlab.capture.live import ConnectionTable
 from faultlab.errors import MechanismError
 from faultlab.events import EventWriter
 from faultlab.faults import FAULTS, Fault, FaultParams
-from faultlab.faults.iptables import _restore
+from faultlab.lab.netfilter import commit
 from faultlab.lab.base import Lab, LabSpec, Role
 from faultlab.lab.namespace import Namespace
 from faultlab.livewire import describe
@@ -68,7 +68,7 @@ class FakeNamespace(Namespace):
         anything else."""
         out = []
         for fn, args in self.calls:
-            assert fn is _restore, f"{fn!r} ran in {self.role}, not an iptables-restore batch"
+            assert fn is commit, f"{fn!r} ran in {self.role}, not an iptables-restore batch"
             batch, table = args
             assert table == "filter", f"a batch of the {table} table ran in {self.role}"
             out.append(list(cast(list[str], batch)))
