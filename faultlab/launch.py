@@ -20,7 +20,7 @@ import sys
 from contextlib import AsyncExitStack
 from pathlib import Path
 
-from faultlab.capture.live import ConnectionTable
+from faultlab.connections import ConnectionTable
 from faultlab.emulator.server import client_environment, trust_environment
 from faultlab.events import EventBus
 from faultlab.lab import uplink

@@ -21,7 +21,7 @@ def test_a_connection_is_first_latest_or_a_number_from_one(bad: object) -> None:
 def test_only_connections_toward_the_target_are_numbered() -> None:
     """A client's other connections (a token fetch, telemetry through a remote target's uplink)
     get no number: only SYNs to the target's port, and its address when known."""
-    from faultlab.capture.live import ConnectionTable
+    from faultlab.connections import ConnectionTable
 
     table = ConnectionTable(443, "10.0.2.2")
     assert table.observe_syn("198.18.0.2", 40001, "10.0.2.2", 8080, 0.0) is None

@@ -22,13 +22,13 @@ from mitmproxy.test import tflow
 from pydantic import ValidationError
 from wsproto.frame_protocol import Opcode
 
-from faultlab.capture.live import ConnectionTable
+from faultlab.connections import ConnectionTable
 from faultlab.errors import MechanismError
 from faultlab.events import EventWriter
 from faultlab.faults import FAULTS, Fault, FaultParams
-from faultlab.lab.netfilter import commit
 from faultlab.lab.base import Lab, LabSpec, Role
 from faultlab.lab.namespace import Namespace
+from faultlab.lab.netfilter import commit
 from faultlab.livewire import describe
 from faultlab.mic import VirtualMic
 from faultlab.proxy.control import Apply, Arm, FaultOrder, Number, Reply, Request, Revert

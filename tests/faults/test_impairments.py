@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from faultlab.faults.impairment import Impairment
-from faultlab.lab.netfilter import commit
 from faultlab.impair import nfqueue
 from faultlab.impair.engine import Plan, add_tbf, remove_tbf
+from faultlab.lab.netfilter import commit
 
 from .conftest import FakeContext, apply_and_revert, build, params_of, refusal, with_connections
 
