@@ -513,7 +513,7 @@ _capture_path = click.argument("path", type=click.Path(path_type=Path), metavar=
 _keylog_option = click.option(
     "--keylog", "keylogs", multiple=True, type=click.Path(path_type=Path), metavar="FILE",
     help="TLS key log (NSS format, as SSLKEYLOGFILE writes) to read wss:// with; repeatable. "
-         "A run folder's key logs are used by themselves.")
+         "A run's key logs (in its folder, beside its capture) are used by themselves.")
 _json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 
 
@@ -555,7 +555,7 @@ def inspect(path: Path, keylogs: tuple[Path, ...], as_json: bool) -> None:
 
     PATH is a pcap or a run folder (its capture.pcap). Per flow: packets, bytes, FIN/RST,
     retransmissions, keepalives, silences, and every frame each way; frames inside TLS need
-    key logs (a run folder's are found by themselves) and tshark."""
+    key logs (a run's, in its folder or beside the capture, are found by themselves) and tshark."""
     _show_capture(path, keylogs, as_json, server_side=False)
 
 
