@@ -45,7 +45,7 @@ def _fail_with_problems(exc: ProfileError) -> NoReturn:
 
 def main() -> None:
     """The `faultlab` command: click's, with SIGINT and SIGTERM answered at any moment (the
-    script's first call; importing this module does not touch signals)."""
+    entry, faultlab.__main__, catches them before importing this module, which does not)."""
     interrupt.catch()
     code: Any = 0
     try:
@@ -57,10 +57,8 @@ def main() -> None:
         interrupt.note_only()
     except interrupt.Interrupted:
         interrupt.announce()
-    code = interrupt.exit_code(code)
     # A signal noted once the work was done (its reports being written) still gives the code.
-    interrupt.announce("it came as the command ended; what it wrote is whole")
-    sys.exit(code)
+    interrupt.finish(code)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
