@@ -1,8 +1,9 @@
 """SIGINT and SIGTERM at any moment of a command: what exists is torn down, and the command exits
 128 + the signal's number (130 for SIGINT, 143 for SIGTERM).
 
-`catch` is the command's first instruction (before click, asyncio and the runner are imported:
-the runner alone takes ~1.7 s). From then on the first signal is noted, and what it does depends
+`catch` is the command's first instruction (faultlab.__main__, the installed command's entry and
+`python -m faultlab`'s, calls it before click, asyncio and the runner are imported: the runner
+alone takes ~1.7 s). From then on the first signal is noted, and what it does depends
 on the moment:
 
 - before a run's event loop nothing needs tearing down: it raises `Interrupted`, which unwinds the
