@@ -18,7 +18,7 @@ import time
 import numpy as np
 from websockets.asyncio.client import connect
 
-from faultlab.emulator.audio import RATE_IN, synthesise
+from faultlab.speech import RATE_IN, synthesise
 
 CHUNK_S = 0.1
 SETUP = {"setup": {"model": "models/gemini-3.8-live",

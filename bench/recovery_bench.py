@@ -24,7 +24,7 @@ import table
 from table import Measure, Row, versus
 
 from faultlab.profile import load_profile
-from faultlab.report.suite import since_fault
+from faultlab.report.columns import since_fault
 from faultlab.runner import Run
 
 FIELD = Path(__file__).resolve().parent.parent / "profiles" / "field"

@@ -57,8 +57,8 @@ def session(minutes: float, seed: int = 15) -> tuple[list[Event], list[dict[str,
     def connect(t: float, conn: int) -> float:
         at(t, "capture", "tcp.connect", k=conn, client_port=40000 + conn, server="198.18.0.2",
            server_port=443)
-        at(t + 0.01, "target", "emulator.frame", conn=conn, dir="in", kind="setup", bytes=330)
-        at(t + 0.25, "target", "emulator.frame", conn=conn, dir="out", kind="setup_complete",
+        at(t + 0.01, "target", "emulator.frame", conn=conn, **{"from": "client"}, kind="setup", bytes=330)
+        at(t + 0.25, "target", "emulator.frame", conn=conn, **{"from": "server"}, kind="setup_complete",
            bytes=20)
         at(t + 0.26, "client", "client.connected")
         return t + 0.3
@@ -66,7 +66,7 @@ def session(minutes: float, seed: int = 15) -> tuple[list[Event], list[dict[str,
     def stream(start: float, stop: float, conn: int) -> None:
         t = start
         while t < stop:
-            at(t, "target", "emulator.frame", conn=conn, dir="in", kind="realtime_input.audio",
+            at(t, "target", "emulator.frame", conn=conn, **{"from": "client"}, kind="realtime_input.audio",
                bytes=1280, audio_s=CHUNK_S)
             t += CHUNK_S
 
@@ -78,27 +78,28 @@ def session(minutes: float, seed: int = 15) -> tuple[list[Event], list[dict[str,
             at(t, "client", "client.ask", text=f"question {n}")
             t += 0.6
             if n % 9 == 0:  # now and then the model calls the backend
-                at(t, "target", "emulator.frame", conn=conn, dir="out", kind="tool_call", bytes=125)
+                at(t, "target", "emulator.frame", conn=conn, **{"from": "server"}, kind="tool_call",
+                   bytes=125)
                 at(t + 0.001, "client", "client.tool_call", name="book_slot", args={"slot": n})
-                at(t + 0.2, "target", "emulator.frame", conn=conn, dir="in", kind="tool_response",
+                at(t + 0.2, "target", "emulator.frame", conn=conn, **{"from": "client"}, kind="tool_response",
                    bytes=140)
                 at(t + 0.201, "client", "client.tool_response", name="book_slot")
                 t += 0.5
             audio = rng.uniform(2, 8)
-            at(t, "target", "emulator.frame", conn=conn, dir="out",
+            at(t, "target", "emulator.frame", conn=conn, **{"from": "server"},
                kind="server_content.output_transcription", bytes=90)
             at(t, "client", "client.audio_start")
             for i in range(int(audio / 0.1)):
-                at(t + i * 0.1 / SPEEDUP, "target", "emulator.frame", conn=conn, dir="out",
+                at(t + i * 0.1 / SPEEDUP, "target", "emulator.frame", conn=conn, **{"from": "server"},
                    kind="server_content.model_turn", bytes=6519, audio_s=0.1)
             done = t + audio / SPEEDUP
-            at(done + 0.01, "target", "emulator.frame", conn=conn, dir="out",
+            at(done + 0.01, "target", "emulator.frame", conn=conn, **{"from": "server"},
                kind="server_content.generation_complete", bytes=45)
             at(t + audio, "client", "client.audio_end")
             at(t + audio, "client", "client.answer", text=f"answer {n}")
-            at(t + audio + 0.01, "target", "emulator.frame", conn=conn, dir="out",
+            at(t + audio + 0.01, "target", "emulator.frame", conn=conn, **{"from": "server"},
                kind="server_content.turn_complete", bytes=120)
-            at(t + audio + 0.1, "target", "emulator.frame", conn=conn, dir="out",
+            at(t + audio + 0.1, "target", "emulator.frame", conn=conn, **{"from": "server"},
                kind="session_resumption_update", bytes=97)
             t += TURN_EVERY_S
 
@@ -117,7 +118,7 @@ def session(minutes: float, seed: int = 15) -> tuple[list[Event], list[dict[str,
         at(t, "client", "resume.attempt", n=n + 1)
         at(t + 0.001, "capture", "tcp.connect", k=n + 2, client_port=41000 + n, server="x",
            server_port=443)
-        at(t + 0.006, "target", "emulator.frame", conn=n + 2, dir="in", kind="setup", bytes=390)
+        at(t + 0.006, "target", "emulator.frame", conn=n + 2, **{"from": "client"}, kind="setup", bytes=390)
         at(t + 0.006, "target", "emulator.resume_refused", conn=n + 2, why="held")
         at(t + 0.006, "target", "emulator.close", conn=n + 2, code=1011, reason="Internal error")
         at(t + 0.6, "capture", "tcp.fin", k=n + 2, **{"from": "client"})

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from faultlab.private import (
     PRIVATE_FILE,
@@ -43,11 +43,12 @@ class Event:
 
     @property
     def began(self) -> float:
-        """When what it records began: `fault.applied` is stamped once the fault is in place,
-        `applied_in_ms` after its application began, and what the fault causes can be seen from
-        then on (a close the proxy sends is echoed by the peer before the stamp)."""
-        if self.name == "fault.applied":
-            return self.t - float(self.fields.get("applied_in_ms") or 0) / 1000
+        """When what it records began: an event with `applied_in_ms` (`fault.applied`) is stamped
+        once what it records is in place, and what that causes can be seen from when it began (a
+        close the proxy sends is echoed by the peer before the stamp)."""
+        took = self.fields.get("applied_in_ms")
+        if isinstance(took, int | float) and not isinstance(took, bool):
+            return self.t - float(took) / 1000
         return self.t
 
     def to_json(self) -> str:
@@ -91,6 +92,14 @@ class RunClock:
 Subscriber = Callable[[Event], None]
 
 
+class Announcement(Protocol):
+    """An event of faultlab's vocabulary (faultlab.vocabulary): its name and fields."""
+
+    @property
+    def name(self) -> str: ...
+    def fields(self) -> dict[str, Any]: ...
+
+
 class EventBus:
     """Stamps, redacts, records and fans out events; the single writer of `events.jsonl`."""
 
@@ -107,6 +116,10 @@ class EventBus:
     def emit(self, source: str, name: str, /, **fields: Any) -> Event:
         """Record an event happening now."""
         return self.record(source, name, None, fields)
+
+    def announce(self, source: str, what: Announcement) -> Event:
+        """Record an event of the vocabulary happening now."""
+        return self.record(source, what.name, None, what.fields())
 
     def record(self, source: str, name: str, t: float | None, fields: Mapping[str, Any]) -> Event:
         """Record an event that happened at run time `t` (now when None)."""
@@ -176,6 +189,9 @@ class EventWriter:
         line = json.dumps({"event": event, "ts": time.time(), **redact(fields)},
                           default=json_default)
         os.write(self._fd, (line + "\n").encode())
+
+    def announce(self, what: Announcement) -> None:
+        self.emit(what.name, **what.fields())
 
     def close(self) -> None:
         if self._fd is not None:

@@ -1,7 +1,8 @@
 """Frames: the WebSocket messages of a run, and the one way a profile matches them.
 
 A frame comes from exactly one log per run: the proxy's (`proxy.frame`) when the run has a proxy,
-else the emulator's (`emulator.frame`). `FrameWatch` counts a `FrameMatch`'s hits, so `nth: 2`
+else the emulator's (`emulator.frame`); both write one format (faultlab.vocabulary.FrameLogged).
+`FrameWatch` counts a `FrameMatch`'s hits, so `nth: 2`
 fires on the second matching message, whichever process it runs in.
 """
 
@@ -18,10 +19,8 @@ from pydantic import Field, field_validator
 from faultlab.events import Event
 from faultlab.livewire import kind_matches, snake_keys
 from faultlab.model import Model
+from faultlab.vocabulary import FrameLogged, Sender
 
-Sender = Literal["client", "server"]
-# The frame events of each log, and how each spells who sent the message.
-FRAME_EVENTS = {"proxy.frame": ("dir", "client->server"), "emulator.frame": ("dir", "in")}
 MAX_REGEX_CHARS = 1000  # a pattern in a profile; compiling is then quick (a 1,000-char one: 2 ms)
 
 
@@ -54,11 +53,8 @@ def connection_of(event: Event) -> int | None:
 
 def sender_of(event: Event) -> Sender | None:
     """Who sent the message a frame event logs; None for any other event."""
-    spelling = FRAME_EVENTS.get(event.name)
-    if spelling is None:
-        return None
-    key, from_client = spelling
-    return "client" if event.fields.get(key) == from_client else "server"
+    frame = FrameLogged.read(event)
+    return None if frame is None else frame.sender
 
 
 def value_at(data: Any, path: str) -> Any:

@@ -1,8 +1,10 @@
 """Applying a run's faults: each step's fault when it is due, reverts, and the return to health.
 
 The run holds the faults it applied itself; a fault that lives in another process (the proxy's)
-is held there, and the run asks that process to revert it. Whatever is still applied when the
-run ends is reverted before the lab goes, and a fault that fails ends the run as a lab failure.
+is held there, and the run asks that process to revert it. Steps that must fire inside the proxy
+(`Timeline.armed`) are armed there, and announce themselves as every step does
+(`FaultApplied.of`). Whatever is still applied when the run ends is reverted before the lab goes,
+and a fault that fails ends the run as a lab failure.
 """
 
 from __future__ import annotations
@@ -15,18 +17,20 @@ from typing import Any
 from faultlab.connections import ConnectionTable
 from faultlab.errors import FaultlabError
 from faultlab.events import Event, EventBus
-from faultlab.faults import FAULTS, Fault, ProxyChannel
+from faultlab.faults import FAULTS, Fault
 from faultlab.lab.base import Lab
 from faultlab.mic import VirtualMic
 from faultlab.profile import Step
+from faultlab.proxy.control import ArmedStep, ProxyControl
 from faultlab.timeline import Due
+from faultlab.vocabulary import FaultApplied, FaultFailed, FaultReverted, FaultRevertFailed
 
 
 class FaultRuntime:
     """The faults a run has applied, and the context they are applied in (a `FaultContext`)."""
 
     def __init__(self, lab: Lab, connections: ConnectionTable, bus: EventBus,
-                 proxy: ProxyChannel | None, mic: VirtualMic | None, steps: Sequence[Step],
+                 proxy: ProxyControl | None, mic: VirtualMic | None, steps: Sequence[Step],
                  on_failure: Callable[[str], None]) -> None:
         self.lab = lab
         self.connections = connections
@@ -40,13 +44,21 @@ class FaultRuntime:
         self._closed = False
         bus.subscribe(self._watch_proxy)
 
+    async def arm(self, steps: Sequence[Step]) -> None:
+        """Hand the proxy the steps it fires inside its message hook (before the client starts):
+        a `freeze` on `forward: before` holds the matching message itself back."""
+        if steps:
+            assert self.proxy is not None  # the profile refuses a frame step without the proxy
+            await self.proxy.arm([ArmedStep.of(s.id, s.fault, s.params, match=s.when.frame,
+                                               after_s=s.after) for s in steps])
+
     def _watch_proxy(self, event: Event) -> None:
-        if self._closed:
+        if self._closed or event.source != "proxy":
             return
-        if event.source == "proxy" and event.name == "fault.failed":
+        failed = FaultFailed.read(event)
+        if failed is not None:
             # A step the proxy fired on a frame could not be applied: the lab failed.
-            self._on_failure(f"step {event.fields.get('step')} ({event.fields.get('fault')}):"
-                             f" {event.fields.get('error')}")
+            self._on_failure(f"step {failed.step} ({failed.fault}): {failed.error}")
 
     def schedule(self, due: Due) -> None:
         """Apply `due`'s fault at its time (run clock); nothing once the run is closing."""
@@ -59,8 +71,7 @@ class FaultRuntime:
                 await self.apply(due)
             except Exception as exc:  # any failure of a fault ends the run as a lab failure
                 message = str(exc) if isinstance(exc, FaultlabError) else repr(exc)
-                self.bus.emit("faultlab", "fault.failed", step=due.step.id,
-                              fault=due.step.fault, error=message)
+                self.bus.announce("faultlab", FaultFailed(due.step.id, due.step.fault, message))
                 self._on_failure(f"step {due.step.id} ({due.step.fault}): {message}")
 
         task = asyncio.create_task(fire())
@@ -75,9 +86,7 @@ class FaultRuntime:
         applied_in_ms = (time.perf_counter() - fired) * 1000
         if fault.held_by_run:
             self.active[step.id] = fault
-        self.bus.emit("faultlab", "fault.applied", step=step.id, fault=step.fault,
-                      layer=fault.layer, trigger=due.cause, applied_in_ms=round(applied_in_ms, 3),
-                      **details)
+        self.bus.announce("faultlab", FaultApplied.of(fault, due.cause, applied_in_ms, details))
 
     async def revert(self, step_ids: Sequence[str] | None) -> list[str]:
         """Revert the named faults (all when None): those the run holds, the latest first, then
@@ -93,14 +102,14 @@ class FaultRuntime:
                 failures.append(exc)
                 continue
             reverted.append(step_id)
-            self.bus.emit("faultlab", "fault.reverted", step=step_id, fault=fault.name)
+            self.bus.announce("faultlab", FaultReverted(step_id, fault.name))
         rest = None if step_ids is None else [s for s in step_ids if s not in here]
         if self.proxy is not None and rest != []:
             try:
                 for step_id in await self.proxy.revert(rest):
                     reverted.append(step_id)
-                    self.bus.emit("faultlab", "fault.reverted", step=step_id,
-                                  fault=self._faults.get(step_id), by="proxy")
+                    self.bus.announce("faultlab", FaultReverted(step_id, self._faults.get(step_id),
+                                                                by="proxy"))
             except FaultlabError as exc:
                 failures.append(exc)
         if failures:
@@ -117,4 +126,4 @@ class FaultRuntime:
         try:
             await self.revert(None)
         except FaultlabError as exc:
-            self.bus.emit("faultlab", "fault.revert_failed", error=str(exc))
+            self.bus.announce("faultlab", FaultRevertFailed(str(exc)))

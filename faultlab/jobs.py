@@ -6,7 +6,8 @@ even as can be. `--jobs N` runs each in a `faultlab run` process of its own (its
 loop and interpreter: two cores serve two runs' Python, and a crash ends one run only), up to N at
 once; a run's lab leases its own slot, so labs never share names or addresses. What a run
 produced comes back through its result.json (`faultlab.report.record`), as from a shard made on
-another machine.
+another machine. `run_suite` runs a suite either way; a job's own `faultlab run` is told where
+to name its record (`--report-to`, hidden: for jobs only).
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from faultlab.events import Event
 from faultlab.interrupt import uncancelled
 from faultlab.private import write_private
 from faultlab.profile import Profile
-from faultlab.report.record import RecordError, RunRecord, faultlab_version
+from faultlab.report.record import RESULT_FILE, RecordError, RunRecord, faultlab_version
 from faultlab.result import EXIT_LAB
 
 # Seconds a job's faultlab gets to tear its lab down after SIGTERM before it is killed.
@@ -118,6 +120,41 @@ class Progress:
 def _clock(seconds: float) -> str:
     minutes, secs = divmod(int(seconds), 60)
     return f"{minutes}:{secs:02d}"
+
+
+def event_line(event: Event) -> str:
+    """How a run one at a time shows an event as it comes."""
+    fields = " ".join(f"{k}={v}" for k, v in event.fields.items() if k not in ("argv", "path"))
+    return f"{event.t:8.3f}  {event.source:<8} {event.name:<22} {fields}"[:160]
+
+
+async def run_suite(runs: Sequence[PlannedRun], runs_dir: Path, jobs: int, client_image: str | None,
+                    records: dict[int, RunRecord], say: Callable[[str], None],
+                    report: Callable[[RunRecord], None], quiet: bool,
+                    report_to: Path | None = None) -> None:
+    """Run `runs`: up to `jobs` at once as jobs (with a status line on a terminal, unless
+    `quiet`), or, with one job or one run, one after another in this process, each event `say`n
+    as it comes unless `quiet`. `report` is told of each run as it ends and `records` gets it under
+    its planned index, also for a run a signal interrupted. A job's own run (`report_to`) first
+    writes there where its record will be."""
+    if jobs > 1 and len(runs) > 1:
+        progress = Progress(len(runs), jobs, live=sys.stderr.isatty() and not quiet)
+        await run_parallel(runs, runs_dir, jobs, client_image, report, progress, records)
+        return
+    from faultlab.runner import Run  # here: a parallel suite's own process never runs one
+
+    for index, planned in enumerate(runs):
+        count = f" ({index + 1}/{len(runs)})" if len(runs) > 1 else ""
+        say(f"== {planned.profile.name}{count}")
+        run = Run(planned.profile, runs_dir, None if quiet else lambda e: say(event_line(e)))
+        if report_to is not None:
+            report_to.write_text(str(run.run_dir.absolute() / RESULT_FILE) + "\n")
+        try:
+            await run.execute()
+        finally:
+            if run.record is not None:  # judged however the run ended
+                records[index] = run.record
+        report(records[index])
 
 
 async def run_parallel(runs: Sequence[PlannedRun], runs_dir: Path, jobs: int,

@@ -2,10 +2,10 @@
 environments, /etc files (hosts, resolv.conf) and event files, and the client's virtual microphone.
 
 Every program gets `FAULTLAB_EVENTS` (a file of its own, followed onto the bus), the run folder,
-its role, the run's start and the target's address. With an emulator target, the client resolves
-the service's real host names to it and trusts the run's own CA, so an unmodified SDK client
-reaches it; the emulator is `faultlab emulator serve` in the server's place. A remote target is
-reached through the router's uplink, with the uplink's DNS. The client's TLS session keys go to
+its role, the run's start and the target's address. What else a target and its client need (a
+command line, names to resolve, trust, a base URL, a name server) the target's kind says
+(`faultlab.targets`): an unmodified SDK client reaches an emulator target by the service's real
+names, a remote target through the router's uplink. The client's TLS session keys go to
 `client-keys.log` (`SSLKEYLOGFILE`, which Python's ssl and Node honour), so that its capture can
 be decrypted.
 """
@@ -14,45 +14,21 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import os
-import sys
 from contextlib import AsyncExitStack
 from pathlib import Path
 
 from faultlab.connections import ConnectionTable
-from faultlab.emulator.server import client_environment, trust_environment
 from faultlab.events import EventBus
-from faultlab.lab import uplink
 from faultlab.lab.base import Image, Lab, Role
 from faultlab.lab.process import LabProcess, wait_listening
-from faultlab.mic import VirtualMic, write_clips
-from faultlab.peers import builtin_command
+from faultlab.mic import VirtualMic
 from faultlab.private import PRIVATE_DIR, create_private, remember_env_secrets
-from faultlab.profile import HOST_LOOPBACK, EmulatorTarget, Profile, Program, RemoteTarget
+from faultlab.profile import Profile
 from faultlab.sources import EventTails
-from faultlab.tls import LabCA, write_trust_bundle
-
-# Names the client resolves to an emulator target, so the SDK's default endpoints reach it.
-EMULATED_HOSTS = ["generativelanguage.googleapis.com", "aiplatform.googleapis.com",
-                  "us-central1-aiplatform.googleapis.com", "europe-west4-aiplatform.googleapis.com"]
-
-
-def remote_address(remote: RemoteTarget) -> str | None:
-    """The address a remote target's name is pinned to in the lab, if any."""
-    if remote.address == HOST_LOOPBACK:
-        return str(uplink.HOST_LOOPBACK)
-    return remote.address
-
-
-def program_argv(program: Program) -> list[str]:
-    """Its command line; in a container, empty or just `args` leaves the image's own command
-    (as `docker run IMAGE ARGS` does)."""
-    if program.runs_image_command:
-        return list(program.args)
-    base = list(program.command) if program.command else builtin_command(
-        program.builtin or "", in_image=program.image is not None)
-    return base + list(program.args)
+from faultlab.speech import write_clips
+from faultlab.targets import Program, program_argv
+from faultlab.tls import LabCA
 
 
 class Launcher:
@@ -79,45 +55,36 @@ class Launcher:
         """The microphone's clips, also registered with an emulator target."""
         return self.run_dir / "speech"
 
+    @property
+    def speech(self) -> Path | None:
+        """The microphone's clips, when the run has a microphone."""
+        return self.speech_dir if self.profile.mic is not None else None
+
     async def start_target(self) -> LabProcess:
         """The target in the server's place, once it listens on its port."""
         target = self.profile.target
         assert target is not None
+        kind = target.kind
         env = self._environment("target", target)
-        if target.emulator is not None:
-            argv = self._emulator_argv(target.emulator)
-            env["SSLKEYLOGFILE"] = str(create_private(self.run_dir / "emulator-keys.log"))
-        else:
-            argv = program_argv(target)
-        proc = await self._start("target", "server", argv, env, None, target)
-        await wait_listening(proc, target.listen_port, target.ready_timeout,
+        env.update(kind.env(self))
+        proc = await self._start("target", "server", kind.argv(self), env, None, target)
+        await wait_listening(proc, kind.listen_port, target.ready_timeout,
                              self.run_dir / "target.log")
-        self.bus.emit("faultlab", "target.ready", port=target.listen_port)
+        self.bus.emit("faultlab", "target.ready", port=kind.listen_port)
         return proc
 
     async def start_client(self, proxied: bool) -> LabProcess:
-        """The client in the client's place, with the lab's /etc files and, with an emulator
-        target, the SDK's trust and base URL; with a remote one, the trust the path needs (the
-        proxy's CA when `proxied`, the remote's own)."""
+        """The client in the client's place, with the lab's /etc files and what its target's
+        kind needs of it: the names it resolves to the target, its trust (the proxy's CA when
+        `proxied`), a base URL, a name server."""
         p = self.profile
         env = self._environment("client", p.client)
         env["SSLKEYLOGFILE"] = str(create_private(self.run_dir / "client-keys.log"))
         names, address = list(p.hosts), self.target_address
-        if p.target is not None and p.target.emulator is not None:
-            names += EMULATED_HOSTS
-            port = p.target.listen_port
-            suffix = "" if port == 443 else f":{port}"
-            env.update(client_environment(str(self.ca.cert_path),
-                                          f"https://{EMULATED_HOSTS[0]}{suffix}"))
-        remote = p.remote
-        if remote is not None:
-            # Names resolve to a remote's pinned address; else the client asks DNS for them.
-            names += [remote.host] if address else []
-            extra = [self.ca.cert_path] if proxied else []
-            extra += [self._profile_path(remote.ca)] if remote.ca is not None else []
-            if extra:
-                bundle = write_trust_bundle(self.run_dir / "trust.pem", extra)
-                env.update(trust_environment(str(bundle)))
+        kind = p.target_kind
+        if kind is not None:
+            names += kind.client_names()
+            env.update(kind.client_env(self, proxied))
         if self.mic_path is not None:
             env["FAULTLAB_MIC"] = str(self.mic_path)
         env.update(p.client.env)
@@ -126,9 +93,9 @@ class Launcher:
         (etc / "hosts").write_text("127.0.0.1\tlocalhost\n::1\tlocalhost\n"
                                    + (f"{address}\t{' '.join(names)}\n" if address and names
                                       else ""))
-        if remote is not None:
-            # The client resolves real names with the uplink's DNS (the host's resolver).
-            (etc / "resolv.conf").write_text(f"nameserver {uplink.DNS}\n")
+        resolver = kind.resolver() if kind is not None else None
+        if resolver is not None:
+            (etc / "resolv.conf").write_text(f"nameserver {resolver}\n")
         return await self._start("client", "client", program_argv(p.client), env, etc, p.client)
 
     async def start_mic(self) -> VirtualMic:
@@ -148,8 +115,8 @@ class Launcher:
         env = dict(os.environ) if program.image is None else {}
         # The run checked that they are set (profile.unset_pass_env) before building the lab.
         env.update({name: os.environ[name] for name in program.pass_env})
-        target, remote = self.profile.target, self.profile.remote
-        host = remote.host if remote is not None else str(self.lab.server_address)
+        target, kind = self.profile.target, self.profile.target_kind
+        host = kind.host(self.lab) if kind is not None else str(self.lab.server_address)
         env.update({
             "FAULTLAB_EVENTS": str(events), "FAULTLAB_RUN_DIR": str(self.run_dir),
             "FAULTLAB_ROLE": role, "FAULTLAB_T0": f"{self.bus.clock.t0_wall:.6f}",
@@ -178,29 +145,24 @@ class Launcher:
     def target_address(self) -> str | None:
         """The address the target's names resolve to in the lab: the lab's server, a remote's
         pinned address, or None (the client asks DNS)."""
-        remote = self.profile.remote
-        return str(self.lab.server_address) if remote is None else remote_address(remote)
+        kind = self.profile.target_kind
+        return kind.address(self.lab) if kind is not None else str(self.lab.server_address)
 
     def connection_table(self) -> ConnectionTable:
         """The client's connections to count: those to the target's port, and its address when
         it is known before the run."""
-        target = self.profile.target
-        if target is None:
+        kind = self.profile.target_kind
+        if kind is None:
             return ConnectionTable()
-        return ConnectionTable(target.listen_port, self.target_address)
+        return ConnectionTable(kind.listen_port, self.target_address)
 
     def upstream_ca(self) -> Path | None:
-        """What the proxy verifies the target's certificate with: the run's CA for an emulator,
-        the system's CAs (and the remote's own `ca`) for a remote service."""
-        target, remote = self.profile.target, self.profile.remote
-        if target is not None and target.emulator is not None:
-            return self.ca.cert_path
-        if remote is None:
-            return None
-        extra = [] if remote.ca is None else [self._profile_path(remote.ca)]
-        return write_trust_bundle(self.run_dir / "upstream-trust.pem", extra)
+        """What the proxy verifies the target's certificate with (the run's CA for an emulator,
+        the system's CAs and a remote's own `ca` for a remote service)."""
+        kind = self.profile.target_kind
+        return kind.upstream_ca(self) if kind is not None else None
 
-    def _profile_path(self, path: Path) -> Path:
+    def profile_path(self, path: Path) -> Path:
         """A path the profile gives, relative to the profile's folder."""
         return (self.profile.path.parent if self.profile.path else Path.cwd()) / path
 
@@ -211,19 +173,3 @@ class Launcher:
         if self.mic_path is not None and not self.mic_path.is_relative_to(folders[0]):
             folders.append(self.mic_path.parent)
         return tuple(folders)
-
-    def _emulator_argv(self, emulator: EmulatorTarget) -> list[str]:
-        port = self.profile.target.listen_port if self.profile.target else 443
-        argv = [sys.executable, "-m", "faultlab", "emulator", "serve", "--host",
-                str(self.lab.server_address), "--port", str(port), "--personality",
-                emulator.personality, "--time-scale", f"{emulator.time_scale:g}", "--ca-dir",
-                str(self.ca.directory)]
-        if emulator.utterances is not None:
-            argv += ["--utterances", str(self._profile_path(emulator.utterances))]
-        if self.profile.mic is not None:
-            argv += ["--utterances", str(self.speech_dir)]
-        if emulator.seed is not None:
-            argv += ["--seed", str(emulator.seed)]
-        for key, value in emulator.overrides.items():
-            argv += ["--set", f"{key}={json.dumps(value)}"]
-        return argv

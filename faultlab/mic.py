@@ -1,13 +1,12 @@
 """The lab's virtual microphone: the scenario's utterances, spoken at real-time rate to the client.
 
-A profile's `mic` names what the user says; faultlab speaks each line with espeak-ng (16 kHz),
-registers the clips with the emulator's transcript registry (so it "hears" those words), and
-serves the audio on a unix socket (in the run folder) whose path the client gets as
-`FAULTLAB_MIC`: 16-bit mono PCM
-in 20 ms pieces, paced by the wall clock from the moment the client connects. Silence comes
-before each utterance (`gap`); after the last one the source goes on handing silence, like an open
-microphone, or ends with EOF after `tail`. `stall` stops the pieces for a while, the way a browser
-hands empty buffers: the audio of that time never arrives.
+A profile's `mic` names what the user says; faultlab speaks each line into a clip (16 kHz,
+`faultlab.speech.write_clips`), registers the clips with the emulator's transcript registry (so
+it "hears" those words), and serves the audio on a unix socket (in the run folder) whose path the
+client gets as `FAULTLAB_MIC`: 16-bit mono PCM in 20 ms pieces, paced by the wall clock from the
+moment the client connects. Silence comes before each utterance (`gap`); after the last one the
+source goes on handing silence, like an open microphone, or ends with EOF after `tail`. `stall`
+stops the pieces for a while, the way a browser hands empty buffers: the audio of that time never arrives.
 """
 
 from __future__ import annotations
@@ -23,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from faultlab.emulator.audio import RATE_IN, Samples, synthesise, write_wav
 from faultlab.events import EventBus
 from faultlab.lab.process import SPARE_DIR_PREFIX, leftover_dirs
+from faultlab.speech import RATE_IN, Samples
 
 PIECE_S = 0.02
 PIECE_BYTES = int(RATE_IN * PIECE_S) * 2
@@ -36,18 +35,6 @@ MAX_SOCKET_PATH = 107
 def leftover_mic_dirs() -> list[Path]:
     """Spare microphone folders whose run (the pid in the name) is gone."""
     return leftover_dirs(SPARE_DIR_PREFIX)
-
-
-def write_clips(lines: Sequence[str], folder: Path) -> list[Samples]:
-    """Speak each line into `folder` as NN.wav + NN.txt (the emulator's registry format)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    clips = []
-    for i, text in enumerate(lines, 1):
-        pcm = synthesise(text, RATE_IN)
-        (folder / f"{i:02d}.wav").write_bytes(write_wav(pcm, RATE_IN))
-        (folder / f"{i:02d}.txt").write_text(text + "\n", encoding="utf-8")
-        clips.append(pcm)
-    return clips
 
 
 class VirtualMic:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
@@ -29,6 +30,30 @@ Duration = Annotated[float, BeforeValidator(parse_duration), Field(ge=0),
                      PlainSerializer(format_seconds, return_type=str, when_used="json")]
 # Seconds from low to high: `1.8-1.9s`, `500ms-2s`.
 DurationRange = Annotated[tuple[float, float], BeforeValidator(parse_duration_range)]
+# A Docker image reference: [registry[:port]/]name[/name...][:tag][@sha256:digest].
+IMAGE_REF = re.compile(r"^([A-Za-z0-9.-]+(:\d+)?/)?[a-z0-9]+([._-]+[a-z0-9]+)*(/[a-z0-9]+([._-]+[a-z0-9]+)*)*"
+                       r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$")
+
+
+def one_of(what: str, name: str, known: Collection[str]) -> str:
+    """`name`, if it is one of `known`; else the error that lists them."""
+    if name not in known:
+        raise ValueError(f"unknown {what} {name!r}; known: {', '.join(sorted(known))}")
+    return name
+
+
+def host_name(name: str) -> str:
+    """`name`, if it is a DNS host name; else the error that says so."""
+    if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?", name):
+        raise ValueError(f"{name!r} is not a host name")
+    return name
+
+
+def image_ref(ref: str) -> str:
+    """`ref`, if it is a Docker image reference; else the error that says so."""
+    if len(ref) > 255 or not IMAGE_REF.match(ref):
+        raise ValueError(f"{ref!r} is not an image reference (name[:tag], lowercase)")
+    return ref
 
 
 

@@ -1,4 +1,4 @@
-"""One run, from a validated profile to a verdict, in design.md's six steps: the lab, the target,
+"""One run, from a validated profile to a verdict, in docs/design.md's six steps: the lab, the target,
 the proxy, the capture, the client, the timeline; then the verdict and the report.
 
 Each step is a context entered on one stack, so teardown always runs, in reverse, on success,
@@ -24,17 +24,25 @@ from faultlab.injector import FaultRuntime
 from faultlab.interrupt import uncancelled
 from faultlab.lab import LABS, Lab, LabSpec
 from faultlab.lab.process import LabProcess
-from faultlab.lab.uplink import UplinkSpec
 from faultlab.launch import Launcher
 from faultlab.private import PRIVATE_DIR, redact_process_files
-from faultlab.profile import HOST_LOOPBACK, Profile, unset_pass_env
-from faultlab.proxy.control import ArmedStep, ProxyControl
+from faultlab.profile import Profile, unset_pass_env
+from faultlab.proxy.control import ProxyControl
 from faultlab.proxy.launch import launch_proxy
 from faultlab.report.build import write_run_reports
 from faultlab.report.record import RunRecord
 from faultlab.result import RunResult
 from faultlab.sources import EventTails, FrameSource
-from faultlab.timeline import Due, Timeline, in_proxy
+from faultlab.timeline import Due, Timeline
+from faultlab.vocabulary import (
+    LabReady,
+    RunEnd,
+    RunError,
+    RunInterrupted,
+    RunStart,
+    RunTeardown,
+    RunTimeout,
+)
 
 
 def make_run_dir(runs_dir: Path, name: str, started: datetime) -> Path:
@@ -70,7 +78,7 @@ class Run:
         if progress is not None:
             self.bus.subscribe(progress)
         self.tails = EventTails(self.bus)
-        self.timeline = Timeline(s for s in profile.timeline if not in_proxy(s))
+        self.timeline = Timeline(profile.timeline)
         self.result = RunResult(profile, self.run_dir, self.started)
         # The run for machines (result.json), once it is judged: however the run ended.
         self.record: RunRecord | None = None
@@ -85,19 +93,19 @@ class Run:
     async def execute(self) -> RunResult:
         p = self.profile
         # unix_time maps the run clock onto the capture's timestamps: ts = unix_time + t.
-        self.bus.emit("faultlab", "run.start", profile=p.name, path=str(p.path or ""),
-                      pid=os.getpid(), unix_time=round(self.clock.t0_wall, 6))
+        self.bus.announce("faultlab", RunStart(p.name, str(p.path or ""), os.getpid(),
+                                               round(self.clock.t0_wall, 6)))
         try:
             await self._run()
         except FaultlabError as exc:
             self._fail(str(exc))
-            self.bus.emit("faultlab", "run.error", error=str(exc))
+            self.bus.announce("faultlab", RunError(str(exc)))
         except asyncio.CancelledError:
             # After `run.teardown` the verdict's evidence was complete: it stands.
             during = "teardown" if self.result.observed_until < float("inf") else "run"
             if during == "run":
                 self.result.error = "interrupted before the run ended"
-            self.bus.emit("faultlab", "run.interrupted", during=during)
+            self.bus.announce("faultlab", RunInterrupted(during))
             raise
         finally:
             self._judge()
@@ -117,7 +125,7 @@ class Run:
             # The microphone's clips are written first: an emulator target learns them as speech.
             mic = await launcher.start_mic() if p.mic is not None else None
             processes = self._processes
-            if p.target is not None and p.target.remote is None:
+            if p.target is not None and p.target.kind.in_lab:
                 processes["target"] = await launcher.start_target()
             proxy = await self._start_proxy(lab, launcher, stack) if "proxy" in p.needs else None
             capture = await stack.enter_async_context(LiveCapture(
@@ -126,11 +134,12 @@ class Run:
                 self.run_dir / "server.pcap" if p.capture.server_pcap else None,
                 launcher.connection_table()))
             self._frames = FrameSource.for_run(
-                proxy is not None, p.target is not None and p.target.emulator is not None,
+                proxy is not None, p.target is not None and p.target.kind.frame_log,
                 capture.table, p.target.listen_port if p.target else 0)
             self._faults = faults = FaultRuntime(lab, capture.table, self.bus, proxy, mic,
                                                  p.timeline, self._fail)
             stack.push_async_callback(faults.close)
+            await faults.arm(self.timeline.armed)
             processes["client"] = client = await launcher.start_client(proxy is not None)
             self._schedule(self.timeline.start(client.started_at))
             await self._wait_client(client)
@@ -139,20 +148,20 @@ class Run:
             self.tails.drain()
             # Expectations judge what happened up to here; what stopping the lab causes (the
             # target seeing its connections end) is recorded but not judged.
-            self.result.observed_until = self.bus.emit("faultlab", "run.teardown").t
+            self.result.observed_until = self.bus.announce("faultlab", RunTeardown()).t
             self._alive_at_end = frozenset(r for r, proc in processes.items() if proc.alive)
             self.result.exit_codes = {role: proc.returncode for role, proc in processes.items()}
 
     async def _build_lab(self, stack: AsyncExitStack) -> Lab:
         network = self.profile.network
         subnets = (network.subnets.client, network.subnets.server) if network.subnets else None
-        remote = self.profile.remote
-        uplink = None if remote is None else UplinkSpec(host_loopback=remote.address == HOST_LOOPBACK)
+        kind = self.profile.target_kind
+        uplink = kind.uplink if kind is not None else None
         started = time.perf_counter()
         lab = await stack.enter_async_context(LABS[self.profile.backend].build(
             LabSpec(subnets, network.sysctl, self.run_dir.name, uplink)))
-        self.bus.emit("faultlab", "lab.ready", **lab.describe(),
-                      setup_ms=round((time.perf_counter() - started) * 1000, 1))
+        self.bus.announce("faultlab", LabReady(round((time.perf_counter() - started) * 1000, 1),
+                                               lab.describe()))
         return lab
 
     async def _start_proxy(self, lab: Lab, launcher: Launcher,
@@ -163,8 +172,6 @@ class Run:
             lab, target.listen_port, launcher.ca, self.run_dir,
             self.tails.add(self.run_dir / "proxy.events.jsonl", "proxy"), self.bus, stack,
             launcher.upstream_ca())
-        await proxy.arm([ArmedStep.of(s.id, s.fault, s.params, match=s.when.frame, after_s=s.after)
-                         for s in self.profile.timeline if in_proxy(s)])
         return proxy
 
     def _observe(self, event: Event) -> None:
@@ -196,7 +203,7 @@ class Run:
         for w in pending:
             w.cancel()
         if not done:
-            self.bus.emit("faultlab", "run.timeout", timeout_s=self.profile.timeout)
+            self.bus.announce("faultlab", RunTimeout(self.profile.timeout))
 
     def _fail(self, error: str) -> None:
         """The lab or a mechanism failed: the run ends now, as an error."""
@@ -211,14 +218,11 @@ class Run:
         result.endings = {role: proc.ending for role, proc in self._processes.items()
                           if proc.ending is not None}
         result.events = list(self.bus.events)
-        applied = {e.fields.get("step") for e in result.events if e.name == "fault.applied"}
-        result.unfired = [s.id for s in p.timeline if s.id not in applied and (
-            in_proxy(s) or s in self.timeline.waiting)]
+        result.unfired = self.timeline.unfired(result.events)
         if result.error is None:
             result.outcomes = evaluate(p.expect, RunFacts(result.observed, result.exit_codes,
                                                           self._alive_at_end))
-        self.bus.emit("faultlab", "run.end", verdict=result.verdict,
-                      duration_s=round(result.duration_s, 3))
+        self.bus.announce("faultlab", RunEnd(result.verdict, round(result.duration_s, 3)))
         self.bus.close()
         redact_process_files(self.run_dir)
         record = RunRecord.of(result)

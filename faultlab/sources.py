@@ -15,8 +15,9 @@ from pathlib import Path
 
 from faultlab.connections import ConnectionTable
 from faultlab.events import Event, EventBus, EventFileTail
-from faultlab.frames import Frame, sender_of
+from faultlab.frames import Frame
 from faultlab.private import create_private
+from faultlab.vocabulary import FrameLogged
 
 TAIL_POLL_S = 0.01
 
@@ -51,19 +52,19 @@ class EventTails:
             await asyncio.sleep(TAIL_POLL_S)
 
 
-# Each frame log: its source, its frame event, the event that tells a connection's client port,
-# and the field by which both name the connection.
-LOGS = {"proxy": ("proxy.frame", "proxy.ws_start", "flow"),
-        "target": ("emulator.frame", "emulator.connect", "conn")}
+# Each frame log's source and the event by which it tells a connection's client port, under the
+# key (`conn`) its frames name the connection by.
+LOGS = {"proxy": "proxy.ws_start", "target": "emulator.connect"}
 
 
 class FrameSource:
-    """The run's one frame log, read as frames on the run's connection numbering: each log names
-    its connections its own way, and tells their client ports, which the capture numbered."""
+    """The run's one frame log, read as frames on the run's connection numbering: each log keys
+    its connections its own way (`conn`), and tells their client ports, which the capture
+    numbered."""
 
     def __init__(self, source: str, connections: ConnectionTable, target_port: int) -> None:
         self.source = source
-        self.log, self._opened, self._key = LOGS[source]
+        self._opened = LOGS[source]
         self._connections = connections
         self._target_port = target_port
         self._client_ports: dict[object, int] = {}
@@ -81,13 +82,13 @@ class FrameSource:
         if event.source != self.source:
             return None
         if event.name == self._opened and event.fields.get("client_port") is not None:
-            self._client_ports[event.fields.get(self._key)] = int(event.fields["client_port"])
-        sender = sender_of(event)
-        if event.name != self.log or sender is None:
+            self._client_ports[event.fields.get("conn")] = int(event.fields["client_port"])
+        logged = FrameLogged.read(event)
+        if logged is None:
             return None
-        return Frame(sender, self._number(event), str(event.fields.get("kind", "")))
+        return Frame(logged.sender, self._number(logged.conn), logged.kind)
 
-    def _number(self, event: Event) -> int:
-        port = self._client_ports.get(event.fields.get(self._key))
+    def _number(self, key: object) -> int:
+        port = self._client_ports.get(key)
         conn = None if port is None else self._connections.lookup(port, self._target_port)
         return conn.k if conn is not None else 0

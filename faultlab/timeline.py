@@ -6,8 +6,9 @@ most once. Time triggers (`at`) count from the client's start, the first moment 
 author can reason about: the lab, the target and the proxy take longer on a loaded machine, but
 they are all ready before the client starts.
 
-Steps whose fault lives in the proxy and that fire on a frame are armed in the proxy instead,
-which fires them inside its message hook (`in_proxy`).
+Steps whose fault lives in the proxy and that fire on a frame are armed in the proxy instead
+(`armed`), which fires them inside its message hook: the timeline never fires them, and they
+wait here until their `fault.applied` comes back.
 """
 
 from __future__ import annotations
@@ -18,9 +19,7 @@ from dataclasses import dataclass
 from faultlab.events import Event
 from faultlab.frames import Frame, FrameWatch
 from faultlab.profile import Step
-
-# The event a step's fault emits once applied; `when: {step: ID}` waits for it.
-STEP_APPLIED = "fault.applied"
+from faultlab.vocabulary import FaultApplied, TcpConnect
 
 
 def in_proxy(step: Step) -> bool:
@@ -41,15 +40,25 @@ class Timeline:
     """The profile's steps, waiting for their triggers."""
 
     def __init__(self, steps: Iterable[Step]) -> None:
-        self.steps = list(steps)
-        self._waiting = {s.id: s for s in self.steps}
+        every = list(steps)
+        # The proxy's to fire (faultlab.injector arms them); the others are this timeline's.
+        self.armed = [s for s in every if in_proxy(s)]
+        self.steps = [s for s in every if not in_proxy(s)]
+        # The armed steps too: whether they fired, only their `fault.applied` tells.
+        self._waiting = {s.id: s for s in every}
         self._watches = {s.id: FrameWatch(s.when.frame) for s in self.steps
                          if s.when.frame is not None}
 
     @property
     def waiting(self) -> list[Step]:
-        """Steps whose trigger has not happened (yet)."""
+        """Steps whose trigger has not happened (yet), as far as the timeline knows."""
         return list(self._waiting.values())
+
+    def unfired(self, events: Iterable[Event]) -> list[str]:
+        """The ids of the steps that never applied their fault though their trigger might have
+        come: those still waiting (the armed ones among them)."""
+        applied = {a.step for _, a in FaultApplied.all(events)}
+        return [step for step in self._waiting if step not in applied]
 
     def start(self, client_started: float) -> list[Due]:
         """Steps with a time trigger, due from the client's start."""
@@ -72,7 +81,7 @@ class Timeline:
 
     def _fire(self, t: float, fires: Callable[[Step], bool]) -> list[Due]:
         out = []
-        for step in list(self._waiting.values()):
+        for step in [s for s in self.steps if s.id in self._waiting]:
             if fires(step):
                 out.append(Due(step, t + step.after, step.when.describe()))
                 del self._waiting[step.id]
@@ -83,9 +92,11 @@ class Timeline:
 def _triggers(step: Step, event: Event) -> bool:
     when = step.when
     if when.step is not None:
-        return event.matches(STEP_APPLIED, {"step": when.step})
+        applied = FaultApplied.read(event)
+        return applied is not None and applied.step == when.step
     if when.event is not None:
         return event.matches(when.event, when.where)
     if when.connection is not None:
-        return event.matches("tcp.connect", {"k": when.connection})
+        connect = TcpConnect.read(event)
+        return connect is not None and connect.k == when.connection
     return False

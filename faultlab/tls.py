@@ -1,4 +1,5 @@
-"""The lab's certificate authority: one per user (or per folder), issuing server certificates.
+"""The lab's certificate authority: one per user (or per folder), issuing server certificates; and
+the variables that make a client trust a CA.
 
 The official SDK only speaks wss://, so the emulator (and later the proxy) serve certificates this
 CA issued, and clients trust it through `SSL_CERT_FILE`. Keys are EC P-256 (fast to make and to
@@ -22,15 +23,14 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from faultlab.errors import LabError
 from faultlab.private import PRIVATE_DIR, write_private
+from faultlab.services import GEMINI, SERVICES, Service
 
-# The names the real Live API service answers on; certificates cover them by default.
-SERVICE_NAMES = (
-    "generativelanguage.googleapis.com",
-    "aiplatform.googleapis.com",
-    "*.aiplatform.googleapis.com",
-    "localhost",
-)
+# The names the real services answer on, and this machine's; certificates cover them by default.
+SERVICE_NAMES = (*(n for s in SERVICES.values() for n in s.certificate_names), "localhost")
 LOOPBACK_IPS = ("127.0.0.1", "::1")
+# Where runtimes look for the CA certificates to trust: Python's ssl (so httpx and websockets),
+# requests, Node (which adds them to its own).
+TRUST_VARIABLES = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS")
 
 
 def default_ca_dir() -> Path:
@@ -169,3 +169,14 @@ def ca_certificates(pem: Path) -> list[x509.Certificate]:
         return x509.load_pem_x509_certificates(data)
     except ValueError:
         raise LabError(f"{pem} is not a PEM CA certificate") from None
+
+
+def trust_environment(ca_path: str) -> dict[str, str]:
+    """The variables that make a client's runtimes trust the CAs in `ca_path` (a PEM file)."""
+    return dict.fromkeys(TRUST_VARIABLES, ca_path)
+
+
+def client_environment(ca_path: str, base_url: str, service: Service = GEMINI) -> dict[str, str]:
+    """What an unmodified SDK client of `service` needs in its environment to reach the emulator
+    at `base_url`, whose certificate the CA in `ca_path` issued."""
+    return {**trust_environment(ca_path), **dict.fromkeys(service.base_url_variables, base_url)}

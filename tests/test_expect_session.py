@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from faultlab.events import Event
 from faultlab.expect import DeliveredAudioRatio, NoReply, Recovered, ResumesRefused, RunFacts
-from faultlab.scenarios.booking import Bookings, Truthful, claim_of
+from faultlab.scenarios.booking.expectations import Bookings, Truthful, claim_of
 
 
 def ev(t: float, name: str, source: str = "client", **fields: Any) -> Event:
@@ -89,7 +89,7 @@ def test_recovered_within_counts_from_the_first_fault() -> None:
 
 
 def frame(t: float, audio_s: float, conn: int = 1) -> Event:
-    return ev(t, "emulator.frame", "target", conn=conn, dir="in", kind="realtime_input.audio",
+    return ev(t, "emulator.frame", "target", conn=conn, **{"from": "client"}, kind="realtime_input.audio",
               audio_s=audio_s)
 
 
@@ -112,7 +112,7 @@ def test_delivered_audio_ratio_is_uplink_audio_over_the_sessions_wall_time() -> 
 def test_no_reply_within_a_window_or_ever() -> None:
     """A reply is the model speaking or calling a tool, in the emulator's or proxy's frames."""
     stall = ev(3.0, "fault.applied", "faultlab", step="stall")
-    reply = ev(7.0, "proxy.frame", "proxy", dir="server->client",
+    reply = ev(7.0, "proxy.frame", "proxy", **{"from": "server"},
                kind="server_content.model_turn")
     window = {"no_reply": {"within": "3s", "after": {"event": "fault.applied"}}}
     assert NoReply.model_validate(window).check(facts(stall, reply)).held
@@ -120,5 +120,5 @@ def test_no_reply_within_a_window_or_ever() -> None:
     assert not late.check(facts(stall, reply)).held
     ever = NoReply.model_validate({"no_reply": {}})
     assert not ever.check(facts(stall, reply)).held
-    uplink = ev(7.0, "proxy.frame", "proxy", dir="client->server", kind="realtime_input.audio")
+    uplink = ev(7.0, "proxy.frame", "proxy", **{"from": "client"}, kind="realtime_input.audio")
     assert ever.check(facts(stall, uplink)).held

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import ast
 import itertools
+import tomllib
 from collections import deque
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
+# A package that imports each of its modules (faultlab.faults: a fault is added by writing its
+# module): an import of every child.
+DISCOVERY = "pkgutil.iter_modules(__path__)"
 # importer -> imported -> "file:line" of every statement that makes the edge
 Graph = dict[str, dict[str, list[str]]]
 
@@ -51,7 +55,26 @@ def import_graph(root: Path, package: str) -> Graph:
             for target in dict.fromkeys(targets):
                 if target in modules:
                     graph[name].setdefault(target, []).append(f"{here}:{node.lineno}")
+        if is_package and DISCOVERY in path.read_text(encoding="utf-8"):
+            for child in modules:
+                if child.rpartition(".")[0] == name:
+                    graph[name].setdefault(child, []).append(f"{here}: {DISCOVERY}")
+    for loader, target, where in entry_point_imports(root):
+        if loader in modules and target in modules:
+            graph[loader].setdefault(target, []).append(where)
     return graph
+
+
+def entry_point_imports(root: Path) -> list[tuple[str, str, str]]:
+    """The imports the package's own entry points make: a group named after a module (the
+    `faultlab.scenarios` packs) is loaded by that module, which imports each entry's module."""
+    path = root / "pyproject.toml"
+    if not path.exists():
+        return []
+    groups = tomllib.loads(path.read_text(encoding="utf-8")).get("project", {}).get(
+        "entry-points", {})
+    return [(group, value.split(":")[0].strip(), f"pyproject.toml: {group}.{name}")
+            for group, entries in groups.items() for name, value in entries.items()]
 
 
 def strongly_connected_components(graph: Graph) -> list[list[str]]:
@@ -150,6 +173,43 @@ def test_the_detector_reports_a_two_module_cycle(tmp_path: Path) -> None:
         "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from .a import Thing\n")
     assert import_cycles(import_graph(tmp_path, "pkg")) == [
         "pkg.a -> pkg.b -> pkg.a\n    pkg.a -> pkg.b: pkg/a.py:1\n    pkg.b -> pkg.a: pkg/b.py:4"]
+
+
+def test_an_entry_point_group_named_after_a_module_is_an_import_of_it(tmp_path: Path) -> None:
+    """A pack named under the loader's entry point group that imports the loader back is a cycle."""
+    (tmp_path / "pkg" / "packs").mkdir(parents=True)
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "packs" / "__init__.py").write_text("def load() -> None: ...\n")
+    (tmp_path / "pkg" / "packs" / "mine.py").write_text("from pkg.packs import load\n")
+    (tmp_path / "pyproject.toml").write_text(
+        '[project.entry-points."pkg.packs"]\nmine = "pkg.packs.mine:PACK"\n')
+    assert import_cycles(import_graph(tmp_path, "pkg")) == [
+        "pkg.packs -> pkg.packs.mine -> pkg.packs"
+        "\n    pkg.packs -> pkg.packs.mine: pyproject.toml: pkg.packs.mine"
+        "\n    pkg.packs.mine -> pkg.packs: pkg/packs/mine.py:1"]
+
+
+def test_faultlab_names_no_module_by_a_string() -> None:
+    """No faultlab module imports by a name the graph cannot see (importlib, __import__): only a
+    package discovering its own modules, which the graph counts as importing each."""
+    for path in sorted((REPO / "faultlab").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        assert "__import__(" not in text, path
+        if "import_module(" in text:
+            assert path.name == "__init__.py" and DISCOVERY in text, path
+
+
+def test_a_package_discovering_its_modules_imports_each(tmp_path: Path) -> None:
+    """A package importing its modules through pkgutil, one of which imports it back, is a cycle."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text(
+        "import importlib\nimport pkgutil\n\nfrom pkg.base import X\n\n"
+        f"for m in {DISCOVERY}:\n    importlib.import_module(f'{{__name__}}.{{m.name}}')\n")
+    (tmp_path / "pkg" / "base.py").write_text("X = 1\n")
+    (tmp_path / "pkg" / "one.py").write_text("import pkg\n")
+    graph = import_graph(tmp_path, "pkg")
+    assert sorted(graph["pkg"]) == ["pkg.base", "pkg.one"]
+    assert [c.split("\n")[0] for c in import_cycles(graph)] == ["pkg -> pkg.one -> pkg"]
 
 
 def test_a_package_importing_its_children_is_not_a_cycle(tmp_path: Path) -> None:

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from faultlab.emulator.audio import RATE_IN, read_wav
 from faultlab.events import EventBus, RunClock
-from faultlab.mic import VirtualMic, leftover_mic_dirs, write_clips
+from faultlab.mic import VirtualMic, leftover_mic_dirs
+from faultlab.speech import RATE_IN
 
 from .conftest import slack
 
@@ -80,13 +80,6 @@ def test_a_stall_hands_over_nothing_and_loses_that_audio(tmp_path: Path) -> None
     gaps = np.diff(times)
     assert max(gaps) >= 0.5  # the stall
     assert len(data) / 2 / RATE_IN == pytest.approx(1.5 - 0.6, abs=slack(0.15))
-
-
-def test_clips_are_written_for_the_emulators_registry(tmp_path: Path) -> None:
-    (clip,) = write_clips(["Hello there."], tmp_path / "speech")
-    assert (tmp_path / "speech" / "01.txt").read_text() == "Hello there.\n"
-    pcm, rate = read_wav((tmp_path / "speech" / "01.wav").read_bytes())
-    assert rate == RATE_IN and len(pcm) == len(clip) > RATE_IN // 2
 
 
 def test_a_run_folder_too_deep_for_a_socket_gets_a_spare_folder(tmp_path: Path) -> None:

@@ -216,7 +216,7 @@ def test_forward_before_cannot_wait() -> None:
 def test_an_image_makes_a_docker_lab() -> None:
     """A member with an image runs in the docker lab; a builtin then runs with the image's
     Python, and an image with no command keeps its own (args become its CMD)."""
-    from faultlab.launch import program_argv
+    from faultlab.targets import program_argv
 
     profile = parse_profile("name: x\nclient: {image: my-agent:dev, builtin: naive}\n")
     assert (profile.backend, profile.client.image) == ("docker", "my-agent:dev")

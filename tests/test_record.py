@@ -55,6 +55,21 @@ def test_a_record_tells_the_run(tmp_path: Path) -> None:
     assert again == record
 
 
+def test_a_records_faults_end_where_fault_spans_says(tmp_path: Path) -> None:
+    """`reverted_t` is when a fault stopped hurting, by whatever ended it (a thaw names the
+    freeze it ended); null for a fault done at once and for one that lasted to the run's end."""
+    result = a_result(tmp_path)
+    result.events = [
+        ev(1.0, "fault.applied", step="ice", fault="freeze", layer="app", trigger="at 1s",
+           applied_in_ms=0.5),
+        ev(2.0, "fault.applied", step="sun", fault="thaw", layer="app", trigger="at 2s",
+           applied_in_ms=0.3, thawed=["ice"], ends=["ice"], for_s=0),
+        ev(3.0, "fault.applied", step="cut", fault="drop", layer="packet", trigger="at 3s",
+           applied_in_ms=1.0)]
+    ends = {f["step"]: f["reverted_t"] for f in RunRecord.of(result).faults}
+    assert ends == {"ice": 2.0, "sun": None, "cut": None}
+
+
 def test_a_record_read_elsewhere_names_the_folder_it_is_in_now(tmp_path: Path) -> None:
     """A CI artefact unpacked in another place: its reports link to the files where they are."""
     record = RunRecord.of(a_result(tmp_path))
@@ -131,7 +146,7 @@ def test_a_lone_run_records_every_column(tmp_path: Path) -> None:
     import sys
 
     code = ("import json, sys; from faultlab.events import Event; "
-            "from faultlab.report.registry import columns; "
+            "from faultlab.report.columns import columns; "
             "events = [Event(1.0, 'f', 'fault.applied', {}), Event(2.5, 'c', 'client.lost', {})]; "
             "print(json.dumps({c.heading: c.cell(events) for c in columns()}))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

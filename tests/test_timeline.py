@@ -88,13 +88,13 @@ def test_one_frame_log_per_run_so_nth_counts_messages_not_log_lines() -> None:
     source = FrameSource.for_run(True, True, table, 443)
     assert source is not None
     assert source.frame(Event(0.5, "proxy", "proxy.ws_start",
-                              {"flow": "f1", "k": 0, "client_port": 40001})) is None
+                              {"conn": "f1", "k": 0, "client_port": 40001})) is None
     fired = []
     for n, (proxy_t, emulator_t) in enumerate([(1.0, 1.01), (2.0, 2.01), (3.0, 3.01)], 1):
         for event in (Event(emulator_t, "target", "emulator.frame",
-                            {"conn": 1, "dir": "out", "kind": "tool_call"}),
+                            {"conn": 1, "from": "server", "kind": "tool_call"}),
                       Event(proxy_t, "proxy", "proxy.frame",
-                            {"flow": "f1", "dir": "server->client", "kind": "tool_call"})):
+                            {"conn": "f1", "from": "server", "kind": "tool_call"})):
             frame = source.frame(event)
             assert frame is None or frame == Frame("server", 1, "tool_call")
             if frame is not None:
@@ -113,7 +113,7 @@ def test_emulator_frames_are_numbered_as_the_router_saw_the_connections() -> Non
     source.frame(Event(0.1, "target", "emulator.connect", {"conn": 1, "client_port": 40001}))
     source.frame(Event(0.5, "target", "emulator.connect", {"conn": 2, "client_port": 40003}))
     frame = source.frame(Event(0.6, "target", "emulator.frame",
-                               {"conn": 2, "dir": "in", "kind": "setup"}))
+                               {"conn": 2, "from": "client", "kind": "setup"}))
     assert frame == Frame("client", 3, "setup")
 
 
@@ -122,3 +122,16 @@ def test_frame_steps_with_proxy_faults_are_armed_in_the_proxy() -> None:
     profile = parse_profile(FRAMES.replace("{fault: drop}", "{fault: freeze}"))
     assert [in_proxy(s) for s in profile.timeline] == [True]
     assert [in_proxy(s) for s in parse_profile(FRAMES).timeline] == [False]
+
+
+def test_the_timeline_holds_the_steps_the_proxy_fires_and_tells_which_never_fired() -> None:
+    """A proxy-fired step is `armed`, never fired by the timeline itself, and unfired until its
+    `fault.applied` comes back; a step whose trigger never came is unfired too."""
+    profile = parse_profile(FRAMES.replace("{fault: drop}", "{fault: freeze}") + (
+        "  - {id: later, when: {event: never.seen}, do: {fault: drop}}\n"))
+    t = Timeline(profile.timeline)
+    assert [s.id for s in t.armed] == [profile.timeline[0].id]
+    assert [s.id for s in t.steps] == ["later"]
+    frozen = profile.timeline[0].id
+    assert t.unfired([]) == [frozen, "later"]
+    assert t.unfired([Event(2.0, "proxy", "fault.applied", {"step": frozen})]) == ["later"]

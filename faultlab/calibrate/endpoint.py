@@ -1,7 +1,7 @@
 """Reaching a Live API endpoint with the official SDK, and timing what it sends.
 
 The real service (Developer API) needs GOOGLE_API_KEY; an emulator is reached by its base URL and
-the CA it serves with, as an unmodified client would be (`faultlab.emulator.server.client_environment`
+the CA it serves with, as an unmodified client would be (`faultlab.tls.client_environment`
 names the same two things). The key goes to the SDK only, and every text shown is redacted.
 """
 
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from google.genai import types
     from google.genai.live import AsyncSession
 
-# The Developer API model of the field measurements (live-server-behaviour.md).
+# The Developer API model of the field measurements (docs/live-server-behaviour.md).
 DEFAULT_MODEL = "gemini-3.8-live"
 REAL_SERVICE = "the Gemini Developer API"
 # An emulator wants some key and takes any; the real service's comes from the environment only.

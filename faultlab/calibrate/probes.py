@@ -1,9 +1,10 @@
 """The probes: what `faultlab calibrate` does to an endpoint with the official SDK, and what it
-times (the item ids are live-server-behaviour.md's).
+times (the item ids are docs/live-server-behaviour.md's).
 
-- `drop_and_resume`: a booking turn leaves a pending tool call (T7); the connection is closed
-  while the model is idle; a resume at once (R1), another release_window_s + 0.1 s after the close
-  (R2), then the old call id answered on the resumed session (R4, T2, T3).
+- `drop_and_resume`: a turn in the default scenario pack's words leaves a pending tool call (T7);
+  the connection is closed while the model is idle; a resume at once (R1), another
+  release_window_s + 0.1 s after the close (R2), then the old call id answered on the resumed
+  session (R4, T2, T3).
 - `speech_turn`: speech, then silent samples at real-time rate, to the turn's end (T1, T3).
 - `lockout`: resumes at a 1 s cadence while the first connection stays open (L1, L2); once it has
   been idle release_after_activity_s + 0.5 s it is closed and a resume sent at once (L3).
@@ -23,28 +24,16 @@ import numpy as np
 
 from faultlab.calibrate.endpoint import Endpoint, EndpointError, Live, connect_errors, failure
 from faultlab.calibrate.sheet import ACCEPTED, ANSWERED, Observations
-from faultlab.emulator.audio import (
-    DEFAULT_THRESHOLD_DBFS,
-    FRAME_SAMPLES,
-    RATE_IN,
-    RATE_OUT,
-    frame_dbfs,
-    synthesise,
-)
+from faultlab.emulator.audio import DEFAULT_THRESHOLD_DBFS, FRAME_SAMPLES, frame_dbfs
 from faultlab.emulator.personality import Personality
 from faultlab.livewire import RATE
+from faultlab.scenarios import PackError, ProbeWords, pack_named
+from faultlab.speech import RATE_IN, RATE_OUT, synthesise
 
 if TYPE_CHECKING:
     from google import genai
     from google.genai import types
 
-# The words of the field's booking scenario: the emulator's model calls book_slot for them, and
-# the instruction asks the real one to.
-BOOKING = "Book me the 3pm slot tomorrow, please."
-# (Words such as "booked" next to the tool's name would read to the emulator's model as a status
-# line saying the slot is taken.)
-INSTRUCTION = ("You book appointment slots with the book_slot tool: call it as soon as a slot is "
-               "asked for.")
 SPOKEN = "Hello, can you hear me?"
 CHUNK_S = 0.1  # speech and silence go in 100 ms chunks (20-100 ms recommended)
 CHUNK_SAMPLES = int(RATE_IN * CHUNK_S)
@@ -109,6 +98,15 @@ def speech_chunks(text: str = SPOKEN) -> list[bytes]:
     return [raw[i : i + step] for i in range(0, len(raw), step)]
 
 
+def probe_words() -> ProbeWords:
+    """What the probes say to make a model call a tool: the default scenario pack's words (those
+    an emulator's default model answers with a tool call)."""
+    pack = pack_named(None)
+    if pack.probe is None:
+        raise PackError(f"scenario pack {pack.name} has no words for calibrate's probes")
+    return pack.probe
+
+
 async def sleep_until(at: float) -> None:
     await asyncio.sleep(max(0.0, at - asyncio.get_running_loop().time()))
 
@@ -122,18 +120,20 @@ class Prober:
         self.seen = seen
         self.timeout_s = endpoint.timeout_s
         self.client: genai.Client = endpoint.client()
+        self.words = probe_words()
 
     def config(self, handle: str | None = None) -> types.LiveConnectConfig:
         from google.genai import types
 
-        book_slot = types.Tool(function_declarations=[types.FunctionDeclaration(
-            name="book_slot", description="Book an appointment slot.",
+        words = self.words
+        tool = types.Tool(function_declarations=[types.FunctionDeclaration(
+            name=words.tool, description=words.description,
             behavior=types.Behavior.NON_BLOCKING,
-            parameters=types.Schema(type=types.Type.OBJECT, required=["slot"], properties={
-                "slot": types.Schema(type=types.Type.STRING)}))])
+            parameters=types.Schema(type=types.Type.OBJECT, required=[words.parameter], properties={
+                words.parameter: types.Schema(type=types.Type.STRING)}))])
         return types.LiveConnectConfig(
-            response_modalities=[types.Modality.AUDIO], system_instruction=INSTRUCTION,
-            tools=[book_slot], input_audio_transcription=types.AudioTranscriptionConfig(),
+            response_modalities=[types.Modality.AUDIO], system_instruction=words.instruction,
+            tools=[tool], input_audio_transcription=types.AudioTranscriptionConfig(),
             session_resumption=types.SessionResumptionConfig(handle=handle))
 
     async def fresh(self) -> Live:
@@ -211,7 +211,7 @@ class Prober:
             since = first.mark()
             sent = loop.time()
             await first.session.send_client_content(
-                turns=types.Content(role="user", parts=[types.Part(text=BOOKING)]),
+                turns=types.Content(role="user", parts=[types.Part(text=self.words.request)]),
                 turn_complete=True)
             reply = await first.first(reply_began, since, self.timeout_s)
             if reply is not None:

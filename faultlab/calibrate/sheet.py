@@ -36,7 +36,7 @@ class Timing:
     """A timing the probes measure and the personality field (a range in seconds) it calibrates."""
 
     field: str
-    items: str  # live-server-behaviour.md's item ids
+    items: str  # docs/live-server-behaviour.md's item ids
     what: str
     unit: str = " s"
 
@@ -201,7 +201,7 @@ def render(sheet: list[Row], heading: str, tolerance_s: float) -> str:
     for row in sheet:
         lines.append(f"{row.name:<{width}}  {row.items:<5}  {row.measured:<{measured}}  "
                      f"{row.expected:<{expected}}  {'FLAGGED' if row.flagged else 'ok'}")
-    lines += ["", "how each is measured (item ids: live-server-behaviour.md):"]
+    lines += ["", "how each is measured (item ids: docs/live-server-behaviour.md):"]
     lines += [f"  {row.name}: {row.what}" for row in sheet]
     flagged = [r.name for r in sheet if r.flagged]
     lines += ["", f"tolerance: {tolerance_s:g} s on every timing (network round trips, load)",

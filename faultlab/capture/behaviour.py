@@ -1,5 +1,5 @@
 """`faultlab pcap server`: what the server did on each connection of a capture, in the terms of
-the field study (live-server-behaviour.md, items L6-L8 and R1), read off `faultlab pcap
+the field study (docs/live-server-behaviour.md, items L6-L8 and R1), read off `faultlab pcap
 inspect`'s flow walk and frames.
 
 The rules, per connection (data means new payload: not a retransmission, not a keepalive):

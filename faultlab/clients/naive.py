@@ -1,14 +1,16 @@
 """naive: the field study's plain client: one session, a resume loop, the old call id answered.
 
-It asks for the booking (typed with `--say`, or spoken into the lab's virtual microphone with
-`--mic`), hands each tool call to the booking backend, and answers the call (by its id, on
-whatever connection is up) when the backend commits. It notices a dead path with its own pings
-(one every `--ping-interval`; lost when neither a frame nor a pong came for `--lost-after`) or the
-SDK's error, then resumes with the last handle: first after `--first-resume`, then
-`--retry-after` after each refusal, until one works or `--give-up-after` has passed. Once every
-booking has committed (or, with none, once the model has replied) it asks `--ask`, logs the
-answer, and leaves when the model has been quiet for `--quiet`. It never opens a new session:
-when resuming fails, the user is never told.
+It holds the booking conversation (faultlab/scenarios/booking/conversation.py): it asks for the
+booking (typed with `--say`, or spoken into the lab's virtual microphone with `--mic`), hands each
+tool call to the booking backend, and answers the call (by its id, on whatever connection is up)
+when the backend commits. It notices a dead path with its own pings (faultlab/clients/liveness.py:
+one every `--ping-interval`; lost when neither a frame nor a pong came for `--lost-after`) or the
+SDK's error, then resumes with the last handle: first after `--first-resume`, then `--retry-after`
+after each refusal, until one works or `--give-up-after` has passed. Once every booking has
+committed (or, with none, once the model has replied) it asks `--ask`, logs the answer, and leaves
+when the model has been quiet for `--quiet`. It never opens a new session: when resuming fails,
+the user is never told. (field-recovery and racing-recovery are this client with another way to
+recover: `Recovery`.)
 
 Events: client.connected, client.tool_call, client.tool_response, client.lost (why),
 resume.attempt / resume.refused (code, latency_ms) / resume.ok (latency_ms) / resume.gave_up,
@@ -26,46 +28,80 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
-import sys
 import time
+from collections.abc import Coroutine
 from contextlib import AsyncExitStack
-from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from faultlab.clients.backend import Booking, BookingBackend
+from faultlab.clients import sdk
+from faultlab.clients.liveness import Liveness, close_parked
+from faultlab.clients.options import main, parser_for
 from faultlab.clients.uplink import Uplink
 from faultlab.events import EventWriter
 from faultlab.livewire import kind_of
-from faultlab.units import parse_duration
+from faultlab.scenarios.booking.conversation import BookingConversation, Turn
 
-WATCH_TICK_S = 0.05
 # A set-up connection: the stack that closes it, and the SDK's session on it.
 Connection = tuple[AsyncExitStack, Any]
 
 
-def answered(pong_waiter: asyncio.Future[Any]) -> bool:
-    """Whether a ping's waiter ended with its pong (not cancelled or failed by a close)."""
-    return not pong_waiter.cancelled() and pong_waiter.exception() is None
+class Recovery(Protocol):
+    """What a client does about a lost connection (its command line picks one)."""
+
+    # Whether a new session hears the backend's status lines (only a recovery that opens one).
+    status_notes: bool
+
+    def suspect(self, client: NaiveClient, quiet_s: float) -> None:
+        """Hears, while the connection is watched, how long it has been quiet."""
+
+    async def before_drop(self, client: NaiveClient) -> None:
+        """Runs once a loss is noticed, before the connection is let go."""
+
+    async def recover(self, client: NaiveClient) -> bool:
+        """After a loss: a connection installed (True), or given up (False)."""
+        ...
+
+    async def leave(self, client: NaiveClient) -> None:
+        """Runs as the client leaves."""
+
+
+class ResumeOnly:
+    """naive's recovery: resume with the last handle until `--give-up-after`, nothing else."""
+
+    status_notes = False
+
+    def suspect(self, client: NaiveClient, quiet_s: float) -> None:
+        pass
+
+    async def before_drop(self, client: NaiveClient) -> None:
+        pass
+
+    async def recover(self, client: NaiveClient) -> bool:
+        connection = await client.resume_attempts(time.monotonic(), client.args.give_up_after)
+        if connection is None:
+            return False
+        client.install(*connection)
+        return True
+
+    async def leave(self, client: NaiveClient) -> None:
+        pass
 
 
 class NaiveClient:
-    def __init__(self, args: argparse.Namespace, events: EventWriter) -> None:
+    def __init__(self, args: argparse.Namespace, events: EventWriter,
+                 recovery: Recovery | None = None) -> None:
         from google import genai
 
         self.args = args
         self.events = events
-        run_dir = os.environ.get("FAULTLAB_RUN_DIR")
-        self.backend = BookingBackend(args.commit, args.time_scale,
-                                      Path(run_dir) / "ledger.json" if run_dir else None, events)
+        self.recovery: Recovery = recovery or ResumeOnly()
+        self.conversation = BookingConversation(self, args, events, self.recovery.status_notes)
         self.client = genai.Client()
+        self.liveness = Liveness(args.ping_interval, args.lost_after)
         self.handle: str | None = None
         self.session: Any = None
         self.up = asyncio.Event()
         self.lost = asyncio.Event()
-        self.answered = asyncio.Event()
-        self.asked = False
-        self.replied = False
         self.speaking = False  # a model turn is under way (output came, turnComplete not yet)
         self.generation = 0  # which session is in use: a new session cannot answer old calls
         self.leaving = False
@@ -76,7 +112,6 @@ class NaiveClient:
         self._audio_s = 0.0
         self._responders: set[asyncio.Task[None]] = set()
         self._last_message = time.monotonic()
-        self._last_alive = time.monotonic()
         self._lost_at: float | None = None
         self._retry_now = asyncio.Event()  # set when closing the old connection unlocked resuming
 
@@ -85,17 +120,14 @@ class NaiveClient:
     def _config(self, handle: str | None) -> Any:
         from google.genai import types
 
-        tool = types.Tool(function_declarations=[types.FunctionDeclaration(
-            name="book_slot", behavior=types.Behavior.NON_BLOCKING,
-            parameters=types.Schema(type=types.Type.OBJECT,
-                                    properties={"slot": types.Schema(type=types.Type.STRING)}))])
         audio = self.args.audio or self.args.mic
         return types.LiveConnectConfig(
             response_modalities=[types.Modality.AUDIO if audio else types.Modality.TEXT],
             output_audio_transcription=types.AudioTranscriptionConfig() if audio else None,
-            tools=[tool], session_resumption=types.SessionResumptionConfig(handle=handle))
+            tools=self.conversation.tools(),
+            session_resumption=types.SessionResumptionConfig(handle=handle))
 
-    async def _connect(self, handle: str | None) -> Connection:
+    async def connect(self, handle: str | None) -> Connection:
         """A new connection (resuming `handle`, or a new session), set up but not yet in use."""
         stack = AsyncExitStack()
         try:
@@ -107,24 +139,25 @@ class NaiveClient:
             raise
         return stack, session
 
-    def _install(self, stack: AsyncExitStack, session: Any) -> None:
+    def install(self, stack: AsyncExitStack, session: Any) -> None:
         """Make a set-up connection the one in use: receive on it, watch it, answer on it."""
         self.session = session
         self._stack = stack
-        self._last_alive = time.monotonic()
+        self.liveness.alive()
         self.speaking = False
         self.lost.clear()
         self.up.set()
-        self._tasks = [asyncio.create_task(self._receive(session)),
-                       asyncio.create_task(self._watch(session))]
+        watch = self.liveness.watch(session, lambda: self.session, self.drop,
+                                    lambda quiet: self.recovery.suspect(self, quiet))
+        self._tasks = [asyncio.create_task(self._receive(session)), asyncio.create_task(watch)]
 
-    async def _open(self, handle: str | None) -> None:
-        self._install(*await self._connect(handle))
-
-    async def _drop(self, why: str) -> None:
+    async def drop(self, why: str) -> None:
         """The connection is dead (or we declared it so): forget it, without a close handshake,
         or park it to be closed later (`--close-old-after`, `--close-old-on-return`)."""
         if self.lost.is_set() or self.leaving:
+            return
+        await self.recovery.before_drop(self)
+        if self.lost.is_set():
             return
         self.events.emit("client.lost", why=why)
         self._lost_at = time.monotonic()
@@ -134,43 +167,20 @@ class NaiveClient:
             if task is not asyncio.current_task():
                 task.cancel()
         stack, self._stack = self._stack, None
-        ws = getattr(self.session, "_ws", None)
+        ws = sdk.websocket(self.session)
         parking = self.args.close_old_after is not None or self.args.close_old_on_return
-        if parking and ws is not None and ws.state.name == "OPEN" and stack is not None:
-            self._spawn(self._tend_old(ws, stack))
+        if parking and sdk.is_open(ws) and stack is not None:
+            self.spawn(self._close_parked(ws, stack))
             return
-        if ws is not None and ws.transport is not None:
-            ws.transport.abort()
+        sdk.abort(ws)
         if stack is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(stack.aclose(), 1.0)
 
-    async def _tend_old(self, ws: Any, stack: AsyncExitStack) -> None:
-        """Close a parked connection (1000) `--close-old-after` after the loss was noticed, or
-        once it shows life again (a pong); then retry at once: the close unlocks the session."""
-        lost_at = time.monotonic()
-        if self.args.close_old_after is not None:
-            await asyncio.sleep(self.args.close_old_after)
-        else:
-            back = asyncio.Event()
-
-            def pong(waiter: asyncio.Future[Any]) -> None:
-                if answered(waiter):
-                    back.set()
-
-            while not back.is_set():
-                with contextlib.suppress(Exception):
-                    (await ws.ping()).add_done_callback(pong)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(back.wait(), self.args.ping_interval)
-            self.events.emit("client.old_back", since_loss_s=round(time.monotonic() - lost_at, 3))
-        started = time.monotonic()
-        self.events.emit("client.old_close", code=1000)
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(ws.close(1000), self.args.connect_timeout)
-        echo = ws.protocol.close_rcvd
-        self.events.emit("client.old_closed", echoed=echo.code if echo else None,
-                         echo_ms=round((time.monotonic() - started) * 1000, 1))
+    async def _close_parked(self, ws: Any, stack: AsyncExitStack) -> None:
+        """Close a parked connection, then retry at once: the close unlocks the session."""
+        await close_parked(ws, stack, self.args.close_old_after, self.args.ping_interval,
+                           self.args.connect_timeout, self.events)
         self._retry_now.set()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(stack.aclose(), 1.0)
@@ -183,45 +193,17 @@ class NaiveClient:
                 async for message in session.receive():
                     self._on_message(message)
         except errors.APIError as exc:
-            await self._drop(f"{exc.code} {str(exc)[:80]}")
+            await self.drop(f"{exc.code} {str(exc)[:80]}")
         except Exception as exc:  # the socket died under the SDK
-            await self._drop(type(exc).__name__)
-
-    async def _watch(self, session: Any) -> None:
-        """Own pings: one every ping interval; lost when nothing (frame or pong) came for
-        `--lost-after`, checked every 50 ms so detection is 1.5-2.0 s as in the field."""
-        ws = session._ws
-        pinged = 0.0
-        while True:
-            now = time.monotonic()
-            if now - pinged >= self.args.ping_interval:
-                try:
-                    waiter = await ws.ping()
-                except Exception:
-                    return  # the connection is closing: the receiver reports it
-                waiter.add_done_callback(lambda f, s=session: self._pong(f, s))
-                pinged = now
-            quiet = now - self._last_alive
-            if quiet > self.args.lost_after:
-                await self._drop("pings unanswered")
-                return
-            self._suspect(quiet)
-            await asyncio.sleep(WATCH_TICK_S)
-
-    def _pong(self, waiter: asyncio.Future[Any], session: Any) -> None:
-        """A pong is a sign of life of the connection in use (not of one given up on)."""
-        if session is self.session and answered(waiter):
-            self._last_alive = time.monotonic()
-
-    def _suspect(self, quiet_s: float) -> None:
-        """Called while watching with how long the connection has been quiet (a hook)."""
+            await self.drop(type(exc).__name__)
 
     # Messages.
 
     def _on_message(self, message: Any) -> None:
         now = time.monotonic()
         kind = kind_of(message.model_dump(exclude_none=True))
-        self._last_message = self._last_alive = now
+        self._last_message = now
+        self.liveness.alive()
         update = message.session_resumption_update
         if update and update.new_handle:
             self.handle = update.new_handle
@@ -238,8 +220,7 @@ class NaiveClient:
             for call in message.tool_call.function_calls:
                 self.events.emit("client.tool_call", id=call.id, name=call.name,
                                  args=dict(call.args or {}))
-                booking = self.backend.book(str(call.id), str((call.args or {}).get("slot", "")))
-                self._spawn(self._respond(str(call.id), str(call.name), booking))
+                self.conversation.on_call(str(call.id), str(call.name), dict(call.args or {}))
         for part in parts or []:
             if part.text:
                 self._answer.append(part.text)
@@ -257,45 +238,16 @@ class NaiveClient:
             if self._answer:
                 self.events.emit("client.answer", text=" ".join(self._answer))
                 self._answer = []
-                self.replied = True
-                if self.asked:
-                    self.answered.set()
+                self.conversation.on_reply()
         if kind not in ("session_resumption_update", "usage_metadata"):
             self.events.emit("client.received", kind=kind)
 
-    def _spawn(self, coro: Any) -> None:
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(coro)
         self._responders.add(task)
         task.add_done_callback(self._responders.discard)
 
-    async def _respond(self, call_id: str, name: str, booking: Booking) -> None:
-        """Answer a call by its id once the backend has committed, on whatever connection of its
-        session is up; a call whose session is gone goes to `_call_outlived`."""
-        from google.genai import types
-
-        born = self.generation
-        await self.backend.committed(booking)
-        if not self.args.answer:
-            return
-        await asyncio.sleep(self.args.respond_delay)
-        while True:
-            await self.up.wait()
-            if self.generation != born:
-                await self._call_outlived(booking)
-                return
-            try:
-                await self.session.send_tool_response(function_responses=[types.FunctionResponse(
-                    id=call_id, name=name,
-                    response={"status": booking.status, "booking": booking.id})])
-                self.events.emit("client.tool_response", id=call_id, booking=booking.id)
-                return
-            except Exception:
-                await self._drop("send failed")
-
-    async def _call_outlived(self, booking: Booking) -> None:
-        """A call's session was replaced by a new one, which cannot answer it (a hook)."""
-
-    async def _say(self, turns: list[tuple[str, str]], turn_complete: bool) -> None:
+    async def say(self, turns: list[Turn], turn_complete: bool) -> None:
         from google.genai import types
 
         await self.session.send_client_content(turns=[
@@ -311,7 +263,7 @@ class NaiveClient:
             await asyncio.wait_for(self._retry_now.wait(), max(0.0, min(self.args.retry_after, left)))
         self._retry_now.clear()
 
-    async def _resume_attempts(self, lost_at: float, window_s: float) -> Connection | None:
+    async def resume_attempts(self, lost_at: float, window_s: float) -> Connection | None:
         """Resume attempts with the last handle until one is set up (returned, not installed) or
         `window_s` since the loss has passed (None)."""
         from google.genai import errors
@@ -324,7 +276,7 @@ class NaiveClient:
             self.events.emit("resume.attempt", n=attempt,
                              since_loss_s=round(started - lost_at, 3))
             try:
-                connection = await asyncio.wait_for(self._connect(self.handle),
+                connection = await asyncio.wait_for(self.connect(self.handle),
                                                     self.args.connect_timeout)
             except errors.APIError as exc:
                 self.events.emit("resume.refused", n=attempt, code=exc.code,
@@ -343,44 +295,10 @@ class NaiveClient:
         self.events.emit("resume.gave_up", attempts=attempt)
         return None
 
-    async def _recover(self) -> bool:
-        """After a loss: resume, or give up (False)."""
-        connection = await self._resume_attempts(time.monotonic(), self.args.give_up_after)
-        if connection is None:
-            return False
-        self._install(*connection)
-        return True
-
-    # The conversation.
-
-    def _ask_due(self) -> bool:
-        """Time to ask: the model is not speaking, and every booking has committed, or (none
-        asked for) the model has replied."""
-        if self.asked or not self.args.ask or self.speaking:
-            return False
-        bookings = self.backend.ledger.bookings
-        if bookings:
-            return all(b.status == "committed" for b in bookings)
-        return self.replied
-
-    def _mark_asked(self) -> None:
-        self.asked = True
-        self.answered.clear()
-        self.events.emit("client.ask", text=self.args.ask)
-
-    async def _ask(self) -> None:
-        with contextlib.suppress(TimeoutError):  # a loss meanwhile is handled first
-            await asyncio.wait_for(self.lost.wait(), self.args.ask_after)
-        if self.up.is_set() and self._ask_due():
-            with contextlib.suppress(Exception):
-                await self._say([("user", self.args.ask)], turn_complete=True)
-                self._mark_asked()
-
-    def _done(self) -> bool:
-        """The user has the answer (or, asking nothing, the model's reply)."""
-        return self.answered.is_set() or (self.replied and not self.args.ask)
+    # The run.
 
     async def _leave(self) -> None:
+        await self.recovery.leave(self)
         self.leaving = True
         if self._stack is not None:
             with contextlib.suppress(Exception):
@@ -389,8 +307,9 @@ class NaiveClient:
     async def run(self) -> int:
         from google.genai import errors
 
+        talk = self.conversation
         try:
-            await self._open(None)
+            self.install(*await self.connect(None))
         except errors.APIError as exc:
             self.events.emit("client.refused", code=exc.code, reason=str(exc)[:200])
             return 2
@@ -400,88 +319,30 @@ class NaiveClient:
         self.events.emit("client.connected")
         if self.args.mic:
             self.uplink = Uplink(self, self.args.keep_alive, self.args.stream_end, self.events)
-            self._spawn(self.uplink.run())
+            self.spawn(self.uplink.run())
         else:
-            await self._say([("user", self.args.say)], turn_complete=True)
+            await self.say(talk.opening(), turn_complete=True)
         deadline = time.monotonic() + self.args.duration
         try:
             while time.monotonic() < deadline:
                 if self.lost.is_set():
-                    if not await self._recover():
+                    if not await self.recovery.recover(self):
                         return 3
                     continue
-                if self._ask_due():
-                    await self._ask()
+                if talk.ask_due(self.speaking):
+                    await talk.ask(lambda: self.speaking)
                     continue
-                if self._done() and time.monotonic() - self._last_message > self.args.quiet:
+                if talk.done() and time.monotonic() - self._last_message > self.args.quiet:
                     # Answered, and nothing more is coming: the model may speak twice (the tool's
                     # result, then the answer) when both waited behind a frozen path.
                     await self._leave()
                     return 0
                 await asyncio.sleep(0.05)
-            return 0 if self._done() else 3
+            return 0 if talk.done() else 3
         finally:
             for task in list(self._responders):
                 task.cancel()
-            self.backend.close()
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of the naive client (and of the clients built on it)."""
-    p.add_argument("--say", default="Book me the 3pm slot tomorrow, please.")
-    p.add_argument("--ask", default="Did you book it?", help="the question ('' for none)")
-    p.add_argument("--ask-after", type=parse_duration, default=1.0,
-                   help="how long after the booking commits (or the model replies) to ask")
-    p.add_argument("--no-answer", dest="answer", action="store_false",
-                   help="never send the tool response (field R2)")
-    p.add_argument("--respond-delay", type=parse_duration, default=0.0,
-                   help="how long after the backend commits to send the tool response")
-    p.add_argument("--close-old-after", type=parse_duration, default=None,
-                   help="keep a lost connection and close it (1000) this long after noticing "
-                        "the loss")
-    p.add_argument("--close-old-on-return", action="store_true",
-                   help="keep a lost connection and close it (1000) once it answers a ping")
-    p.add_argument("--audio", action="store_true",
-                   help="ask for spoken replies (24 kHz audio with a transcript)")
-    p.add_argument("--mic", action="store_true",
-                   help="speak through the lab's microphone (FAULTLAB_MIC) instead of typing")
-    p.add_argument("--keep-alive", choices=["source", "uplink"], default="source",
-                   help="with --mic: send silence while the microphone stalls, keyed on the "
-                        "source's arrival (right) or on the uplink's sends (the mistake: a held "
-                        "back uplink then gets silence mixed into speech)")
-    p.add_argument("--no-keep-alive", dest="keep_alive", action="store_const", const=None,
-                   help="with --mic: send only what the microphone hands over (no silence "
-                        "while it stalls)")
-    p.add_argument("--stream-end", action="store_true",
-                   help="with --mic: send audioStreamEnd when the microphone ends")
-    p.add_argument("--commit", type=parse_duration, default=4.0, help="backend job length")
-    p.add_argument("--time-scale", type=float, default=1.0, help="factor on the backend's job")
-    p.add_argument("--first-resume", type=parse_duration, default=0.0)
-    p.add_argument("--retry-after", type=parse_duration, default=1.0)
-    p.add_argument("--give-up-after", type=parse_duration, default=60.0)
-    p.add_argument("--connect-timeout", type=parse_duration, default=5.0,
-                   help="a resume attempt that has not connected by then counts as refused")
-    p.add_argument("--ping-interval", type=parse_duration, default=0.5)
-    p.add_argument("--lost-after", type=parse_duration, default=2.0)
-    p.add_argument("--quiet", type=parse_duration, default=1.5,
-                   help="after the answer, leave once nothing has come for this long")
-    p.add_argument("--duration", type=parse_duration, default=60.0)
-    p.add_argument("--model", default="gemini-3.8-live")
-
-
-def main(client: type[NaiveClient], parser: argparse.ArgumentParser) -> None:
-    """Run a client built on this one with the parsed options; exit with its code."""
-    events = EventWriter()
-    code = asyncio.run(client(parser.parse_args(), events).run())
-    events.close()
-    sys.exit(code)
-
-
-def parser_for(doc: str | None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=doc,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(parser)
-    return parser
+            talk.close()
 
 
 def cli() -> None:

@@ -17,27 +17,32 @@ import contextlib
 import time
 from typing import Any
 
-from faultlab.clients.naive import Connection, main, parser_for
-from faultlab.clients.recovery import RecoveryClient, add_recovery_arguments
+from faultlab.clients.naive import Connection, NaiveClient
+from faultlab.clients.options import main, parser_for
+from faultlab.clients.recovery import RestoreSession, add_recovery_arguments, restore
 from faultlab.events import EventWriter
 from faultlab.units import parse_duration
 
 
-class RacingClient(RecoveryClient):
-    def __init__(self, args: argparse.Namespace, events: EventWriter) -> None:
-        super().__init__(args, events)
+class Racing(RestoreSession):
+    """racing-recovery's recovery: a standby session opened while the connection is suspect,
+    raced against resuming once it is lost."""
+
+    def __init__(self, status_notes: bool, standby_after_s: float) -> None:
+        super().__init__(status_notes)
+        self.standby_after_s = standby_after_s
         self._standby: asyncio.Task[Connection] | None = None
 
-    def _suspect(self, quiet_s: float) -> None:
-        if quiet_s > self.args.standby_after and self._standby is None:
-            self.events.emit("recovery.standby", quiet_s=round(quiet_s, 3))
-            self._standby = asyncio.create_task(self._connect(None))
+    def suspect(self, client: NaiveClient, quiet_s: float) -> None:
+        if quiet_s > self.standby_after_s and self._standby is None:
+            client.events.emit("recovery.standby", quiet_s=round(quiet_s, 3))
+            self._standby = asyncio.create_task(client.connect(None))
 
-    async def _recover(self) -> bool:
+    async def recover(self, client: NaiveClient) -> bool:
         lost_at = time.monotonic()
-        fresh = self._standby or asyncio.create_task(self._connect(None))
+        fresh = self._standby or asyncio.create_task(client.connect(None))
         self._standby = None
-        resumed = asyncio.create_task(self._resume_attempts(lost_at, self.args.give_up_after))
+        resumed = asyncio.create_task(client.resume_attempts(lost_at, client.args.give_up_after))
         racers: dict[asyncio.Task[Any], str] = {fresh: "new session", resumed: "resume"}
         winner: asyncio.Task[Any] | None = None
         pending = set(racers)
@@ -50,18 +55,17 @@ class RacingClient(RecoveryClient):
                 await _discard(task)
         if winner is None:
             return False
-        self.events.emit("recovery.race", winner=racers[winner],
-                         since_loss_s=round(time.monotonic() - lost_at, 3))
+        client.events.emit("recovery.race", winner=racers[winner],
+                           since_loss_s=round(time.monotonic() - lost_at, 3))
         if winner is resumed:
-            self._install(*winner.result())
+            client.install(*winner.result())
         else:
-            await self._restore(winner.result(), lost_at)
+            await restore(client, winner.result(), lost_at)
         return True
 
-    async def _leave(self) -> None:
+    async def leave(self, client: NaiveClient) -> None:
         if self._standby is not None:
             await _discard(self._standby)
-        await super()._leave()
 
 
 async def _discard(task: asyncio.Task[Any]) -> None:
@@ -74,12 +78,16 @@ async def _discard(task: asyncio.Task[Any]) -> None:
         await asyncio.wait_for(task.result()[0].aclose(), 1.0)
 
 
+def racing_recovery(args: argparse.Namespace, events: EventWriter) -> NaiveClient:
+    return NaiveClient(args, events, Racing(args.status_note, args.standby_after))
+
+
 def cli() -> None:
     parser = parser_for(__doc__)
     add_recovery_arguments(parser, 4.0)
     parser.add_argument("--standby-after", type=parse_duration, default=1.0,
                         help="open a standby session once the connection is quiet this long")
-    main(RacingClient, parser)
+    main(racing_recovery, parser)
 
 
 if __name__ == "__main__":

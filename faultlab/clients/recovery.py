@@ -13,54 +13,50 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import time
 
-from faultlab.clients.backend import Booking
-from faultlab.clients.naive import Connection, NaiveClient, main, parser_for
+from faultlab.clients import sdk
+from faultlab.clients.naive import Connection, NaiveClient, ResumeOnly
+from faultlab.clients.options import main, parser_for
+from faultlab.events import EventWriter
 from faultlab.units import parse_duration
 
 
-class RecoveryClient(NaiveClient):
-    async def _drop(self, why: str) -> None:
-        old = getattr(self.session, "_ws", None)
-        if old is not None and not self.lost.is_set():
+async def restore(client: NaiveClient, connection: Connection, lost_at: float) -> None:
+    """Make a new session the one in use and tell it what the user asked and what the backend
+    has done; ask the question with it when its answer is known."""
+    client.generation += 1
+    client.install(*connection)
+    client.events.emit("recovery.new_session", since_loss_s=round(time.monotonic() - lost_at, 3))
+    turns, ask, lines = client.conversation.restore()
+    await client.say(turns, turn_complete=ask or bool(lines))
+    if ask:
+        client.conversation.mark_asked()
+    client.events.emit("recovery.restored", lines=lines, asked=ask)
+
+
+class RestoreSession(ResumeOnly):
+    """field-recovery's recovery: a close sent on the old socket at once; resumes within the
+    window; then a new session, restored."""
+
+    def __init__(self, status_notes: bool) -> None:
+        self.status_notes = status_notes
+
+    async def before_drop(self, client: NaiveClient) -> None:
+        old = sdk.websocket(client.session)
+        if old is not None:
             # Get a close to the server if the path allows: that is what unlocks the session.
-            self._spawn(old.close(1000))
+            client.spawn(old.close(1000))
             await asyncio.sleep(0)
-        await super()._drop(why)
 
-    async def _recover(self) -> bool:
+    async def recover(self, client: NaiveClient) -> bool:
         lost_at = time.monotonic()
-        connection = await self._resume_attempts(lost_at, self.args.give_up_after)
+        connection = await client.resume_attempts(lost_at, client.args.give_up_after)
         if connection is not None:
-            self._install(*connection)
+            client.install(*connection)
             return True
-        await self._restore(await self._connect(None), lost_at)
+        await restore(client, await client.connect(None), lost_at)
         return True
-
-    async def _restore(self, connection: Connection, lost_at: float) -> None:
-        """Make a new session the one in use and tell it what the user asked and what the
-        backend has done; ask the question with it when its answer is known."""
-        self.generation += 1
-        self._install(*connection)
-        self.events.emit("recovery.new_session", since_loss_s=round(time.monotonic() - lost_at, 3))
-        lines = self.backend.status_lines() if self.args.status_note else []
-        turns = [("user", self.args.say), *(("user", line) for line in lines)]
-        ask = self._ask_due()
-        if ask:
-            turns.append(("user", self.args.ask))
-        await self._say(turns, turn_complete=ask or bool(lines))
-        if ask:
-            self._mark_asked()
-        self.events.emit("recovery.restored", lines=len(lines), asked=ask)
-
-    async def _call_outlived(self, booking: Booking) -> None:
-        """Tell the new session what happened to a call of the old one (the update note)."""
-        if self.args.status_note:
-            with contextlib.suppress(Exception):
-                await self._say([("user", booking.status_line())], turn_complete=False)
-                self.events.emit("client.status_note", booking=booking.id, status=booking.status)
 
 
 def add_recovery_arguments(parser: argparse.ArgumentParser, window_s: float) -> None:
@@ -72,10 +68,14 @@ def add_recovery_arguments(parser: argparse.ArgumentParser, window_s: float) -> 
                         help="restore a new session without the backend's status lines")
 
 
+def field_recovery(args: argparse.Namespace, events: EventWriter) -> NaiveClient:
+    return NaiveClient(args, events, RestoreSession(args.status_note))
+
+
 def cli() -> None:
     parser = parser_for(__doc__)
     add_recovery_arguments(parser, 4.0)
-    main(RecoveryClient, parser)
+    main(field_recovery, parser)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 The microphone (`FAULTLAB_MIC`, a unix socket the lab serves) hands over 16 kHz 16-bit mono PCM
 at real-time rate and ends with EOF. The uplink coalesces it into 100 ms `realtimeInput.audio`
 messages. The server's VAD ends a turn only on silence that arrives as samples at real-time rate
-(live-server-behaviour.md A1-A3), so a source that stalls (a browser handing empty buffers) would
+(docs/live-server-behaviour.md A1-A3), so a source that stalls (a browser handing empty buffers) would
 leave the turn hanging: the keep-alive fills such pauses with silent samples. It is keyed on the
 source's arrival, not on the uplink's sends (a bursty sender would look stalled, §8.10): whenever
 the source is more than 200 ms behind the wall clock since it started, the gap is sent as silence.
@@ -28,6 +28,7 @@ import termios
 import time
 from typing import Any, Literal, Protocol
 
+from faultlab.clients import sdk
 from faultlab.events import EventWriter
 
 RATE = 16000
@@ -88,10 +89,7 @@ class Uplink:
 
     def _tcp(self) -> socket.socket | None:
         """The session's TCP socket (through the SDK's websocket), if it can be reached."""
-        transport = getattr(getattr(self.speaker.session, "_ws", None), "transport", None)
-        sock = transport.get_extra_info("socket") if transport is not None else None
-        return sock if sock is not None and sock.family in (socket.AF_INET,
-                                                            socket.AF_INET6) else None
+        return sdk.tcp_socket(self.speaker.session)
 
     def _mark_sent(self) -> None:
         """Keyed on the uplink: the connection's byte count once this frame is handed over

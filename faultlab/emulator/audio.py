@@ -1,4 +1,4 @@
-"""Audio for the emulator: resampling, voice activity detection, utterance recognition, speech.
+"""What the emulator hears: voice activity detection and recognition of known utterances.
 
 All input audio is 16-bit mono PCM at 16 kHz once resampled. VAD works on sample time, not wall
 time: only silence that arrives as samples ends a turn, as on the real service (A1-A3). An
@@ -7,12 +7,7 @@ utterance keeps its last UTTERANCE_KEPT_S seconds: longer speech goes on, its st
 
 from __future__ import annotations
 
-import functools
-import io
 import math
-import shutil
-import subprocess
-import wave
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-RATE_IN = 16000
-RATE_OUT = 24000
+from faultlab.speech import RATE_IN, Samples, read_wav, resample
+
 FRAME_MS = 20
 FRAME_SAMPLES = RATE_IN * FRAME_MS // 1000
 # Speech threshold (dBFS of a 20 ms frame) by start/end sensitivity; HIGH hears quieter speech.
@@ -34,8 +29,6 @@ DEFAULT_START_MS = 100
 # The most of one utterance a connection holds (1.9 MB): the service's turns are seconds long,
 # and 10 MB of speech with no silence in it was once all held until its turn ended.
 UTTERANCE_KEPT_S = 60
-
-Samples = npt.NDArray[np.int16]
 
 
 class Utterance:
@@ -73,15 +66,6 @@ class Utterance:
 
     def samples(self) -> Samples:
         return np.concatenate(self._chunks) if self._chunks else np.zeros(0, np.int16)
-
-
-def resample(pcm: Samples, rate_from: int, rate_to: int) -> Samples:
-    """Linear-interpolation resampling (good enough for VAD, recognition and playback)."""
-    if rate_from == rate_to or len(pcm) == 0:
-        return pcm
-    n = max(1, round(len(pcm) * rate_to / rate_from))
-    x = np.linspace(0, len(pcm) - 1, n)
-    return np.interp(x, np.arange(len(pcm)), pcm.astype(np.float32)).astype(np.int16)
 
 
 def frame_dbfs(pcm: Samples) -> npt.NDArray[np.float64]:
@@ -222,43 +206,3 @@ class TranscriptRegistry:
         scored = [(similarity(env, known), text) for text, known in self._known]
         best = max(scored, default=(0.0, ""))
         return best[1] if best[0] >= self.MATCH else None
-
-
-def read_wav(data: bytes) -> tuple[Samples, int]:
-    """16-bit PCM samples (first channel) and the rate of a WAV file."""
-    with wave.open(io.BytesIO(data)) as w:
-        if w.getsampwidth() != 2:
-            raise ValueError("only 16-bit WAV is supported")
-        frames = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2")
-        channels = w.getnchannels()
-        return frames[::channels].astype(np.int16), w.getframerate()
-
-
-def write_wav(pcm: Samples, rate: int) -> bytes:
-    buf = io.BytesIO()
-    with wave.open(buf, "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(rate)
-        w.writeframes(pcm.astype("<i2").tobytes())
-    return buf.getvalue()
-
-
-ESPEAK = shutil.which("espeak-ng")
-
-
-# A reply is at most a few hundred KiB of speech (370 KiB for the longest echo); most replies
-# are a rule's fixed sentences, and every echo differs, so a small cache holds what repeats
-# (256 entries of echoes held about 90 MiB).
-@functools.lru_cache(maxsize=32)
-def synthesise(text: str, rate: int = RATE_OUT) -> Samples:
-    """Speech for `text` from espeak-ng at `rate` Hz; a tone of a plausible length without it."""
-    if ESPEAK is not None:
-        done = subprocess.run([ESPEAK, "-v", "en-us", "-s", "170", "--stdout", text],
-                              capture_output=True, timeout=30, check=False)
-        if done.returncode == 0 and done.stdout:
-            pcm, source_rate = read_wav(done.stdout)
-            return resample(pcm, source_rate, rate)
-    seconds = max(0.5, 0.065 * len(text))
-    t = np.arange(int(seconds * rate)) / rate
-    return (np.sin(2 * np.pi * 220 * t) * 6000).astype(np.int16)

@@ -2,7 +2,8 @@
 
 A rule is a pattern on what the user said and a response that may read the session: the
 conversation so far, the tool calls made and their results, and the instructions it was given.
-The default brain is the field study's booking assistant (field-scenarios.md).
+The default brain (`echo`) knows no scenario; a scenario pack brings its own (faultlab.scenarios),
+which a personality's `scenario` names.
 
 A user turn may come in parts (`clientContent` with `turnComplete: false`, then more): the
 model answers every part said since its last reply. A part with no words (an empty turn, " ",
@@ -180,87 +181,18 @@ class Brain:
         return self._on_result(call, mind)
 
 
-# The booking assistant. A gap between two words is bounded (`.{0,GAP}`): with `.*` a turn of
-# "book book_slot ..." took time growing with the square of its length (9.5 s for 120,000
-# characters; 0.03 s bounded), and a search holds the one event loop every connection shares.
-GAP = 200
-# The day may come before the hour or after it ("today at 3pm", "3pm tomorrow").
-BOOK = re.compile(rf"\bbook\b.{{0,{GAP}}}?(?:\b(?P<day_first>today|tomorrow)\b.{{0,{GAP}}}?)?"
-                  rf"\b(?P<hour>\d{{1,2}})\s*(?P<ampm>am|pm)\b"
-                  rf"(?:.{{0,{GAP}}}?\b(?P<day>today|tomorrow)\b)?", re.I)
-ASK = re.compile(r"\b(did|have) you (book|booked)\b|\bis it booked\b", re.I)
-STATUS_DONE = re.compile(rf"book_slot\b.{{0,{GAP}}}\b(committed|booked|confirmed|done)\b", re.I)
-STATUS_FAILED = re.compile(rf"book_slot\b.{{0,{GAP}}}\b(failed|error|rejected)\b", re.I)
-# A client's status line about a side effect (what field-recovery restores a new session with).
-STATUS_LINE = re.compile(r"^\[status\] (?P<name>\w+)\((?P<args>[^)]{0,120})\): (?P<status>\w+)")
-
-
-def _slot(match: re.Match[str]) -> str:
-    day = match.group("day_first") or match.group("day") or "tomorrow"
-    return f"{day} at {match.group('hour')}{match.group('ampm').lower()}"
-
-
-def _book(match: re.Match[str], mind: Mind) -> Reply:
-    slot = _slot(match)
-    if STATUS_DONE.search(mind.context_text()):
-        return Reply(f"Your slot {slot} is already booked.")
-    if "book_slot" not in mind.declared:
-        return Reply("I can't book slots in this session.")
-    return Reply(calls=(PlannedCall("book_slot", {"slot": slot}),))
-
-
-def _succeeded(result: Mapping[str, Any] | None) -> bool:
-    return result is not None and "error" not in result and result.get("status") != "failed"
-
-
-def _asked(match: re.Match[str], mind: Mind) -> Reply:
-    calls = mind.calls_named("book_slot")
-    done = [c for c in calls if c.result is not None]
-    if done:
-        last = done[-1]
-        if _succeeded(last.result):
-            return Reply(f"Yes, your slot {last.args.get('slot', '')} is booked.".replace("  ", " "))
-        return Reply("No, the booking failed.")
-    if calls:
-        return Reply("I'm booking it now; it's still in progress.")
-    context = mind.context_text()
-    if STATUS_DONE.search(context):
-        return Reply("Yes, it's booked.")
-    if STATUS_FAILED.search(context):
-        return Reply("No, the booking failed.")
-    earlier = BOOK.search(context)
-    if earlier is not None and "book_slot" in mind.declared:
-        # A new session restored from a transcript without the booking's status: the model
-        # books again, with the slot in slightly other words (T5's drift).
-        slot = _slot(earlier).replace(" at ", " ")
-        return Reply("I'm booking it now.", calls=(PlannedCall("book_slot", {"slot": slot}),))
-    return Reply("I haven't booked anything yet.")
-
-
-def _status(match: re.Match[str], mind: Mind) -> Reply:
-    """A restored session told what a side effect's status is: the model says where it stands."""
-    what = match.group("args")
-    status = match.group("status").lower()
-    if status in ("committed", "booked", "confirmed", "done"):
-        return Reply(f"Your slot {what} is booked.")
-    if status in ("failed", "error", "rejected"):
-        return Reply(f"Sorry, booking {what} failed.")
-    return Reply(f"I'm still booking your slot {what}; I'll tell you when it's done.")
-
-
-def _result(call: CallRecord, mind: Mind) -> Reply:
-    if call.name == "book_slot":
-        if _succeeded(call.result):
-            return Reply(f"Done: your slot {call.args.get('slot', '')} is booked.")
-        return Reply("Sorry, I couldn't book that slot.")
+def tool_done(call: CallRecord, mind: Mind) -> Reply:
+    """The neutral word on any tool's result."""
     return Reply(f"{call.name} is done.")
 
 
-def _fallback(text: str, mind: Mind) -> Reply:
+def echo_words(text: str, mind: Mind) -> Reply:
+    """The neutral fallback: repeat (the start of) what the user said."""
     words = " ".join(text[: ECHO_CHARS * 4].split()[:ECHO_WORDS])[:ECHO_CHARS]
     return Reply(f"You said: {words}" if words else "I didn't catch that.")
 
 
-def booking_assistant() -> Brain:
-    return Brain([Rule(STATUS_LINE, _status), Rule(ASK, _asked), Rule(BOOK, _book)], _result,
-                 _fallback)
+def echo() -> Brain:
+    """The emulator's neutral model, knowing no scenario: it repeats what it heard and says a
+    tool is done. A scenario pack gives a model of its own (`faultlab.scenarios`)."""
+    return Brain([], tool_done, echo_words)

@@ -2,7 +2,7 @@
 
 Every timing is a range `(low, high)` in seconds of the real service (the emulator draws uniformly
 from it and multiplies by its time scale); every behaviour is a named switch. Numbers come from
-`live-server-behaviour.md` (its item ids are quoted); change them when the service changes.
+`docs/live-server-behaviour.md` (its item ids are quoted); change them when the service changes.
 
 A personality file (YAML) changes a built-in one: `base: NAME`, then the fields it changes, as
 `faultlab calibrate --out` writes them from what it measured; `emulator serve --personality FILE`
@@ -22,12 +22,19 @@ from pydantic import AfterValidator, Field, ValidationError
 from faultlab.model import Model
 from faultlab.plainyaml import load_mapping, read_bounded
 from faultlab.problems import Problems, message_of
+from faultlab.scenarios import pack_named
 
 
 def _ordered(span: tuple[float, float]) -> tuple[float, float]:
     if span[0] > span[1]:
         raise ValueError(f"the low end {span[0]:g} is above the high end {span[1]:g}")
     return span
+
+
+def _installed(scenario: str | None) -> str | None:
+    if scenario is not None:
+        pack_named(scenario)  # ValueError: not installed
+    return scenario
 
 
 Seconds = Annotated[float, Field(ge=0)]
@@ -101,6 +108,9 @@ class Personality(Model):
     audio_speedup: float = 5.3  # T3: 4.7 s of audio in 0.88 s
     audio_chunk_ms: int = Field(default=100, ge=20, le=100)
     voice_activity_events: bool = False
+    # The scenario pack whose model answers (faultlab.scenarios): None, the default scenario's;
+    # a profile picks another with `overrides: {scenario: NAME}`.
+    scenario: Annotated[str | None, AfterValidator(_installed)] = None
 
 
 PERSONALITIES: dict[str, Personality] = {

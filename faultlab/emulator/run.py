@@ -11,11 +11,12 @@ from pathlib import Path
 
 from faultlab.emulator.audio import TranscriptRegistry
 from faultlab.emulator.personality import personality_from
-from faultlab.emulator.server import EmulatorServer, client_environment
+from faultlab.emulator.server import EmulatorServer
 from faultlab.emulator.session import Emulator
 from faultlab.errors import EmulatorError
 from faultlab.events import EventWriter
-from faultlab.tls import LOOPBACK_IPS, SERVICE_NAMES, LabCA
+from faultlab.scenarios import brain_of
+from faultlab.tls import LOOPBACK_IPS, SERVICE_NAMES, LabCA, client_environment
 
 
 def base_url(host: str, port: int) -> str:
@@ -51,6 +52,7 @@ async def serve_until_stopped(
     (whose problems raise ProfileError), with `overrides` on top."""
     try:
         behaviour = personality_from(personality, overrides)
+        brain = brain_of(behaviour.scenario)
     except ValueError as exc:
         raise EmulatorError(str(exc)) from None
     if time_scale <= 0:
@@ -72,8 +74,8 @@ async def serve_until_stopped(
     writer = EventWriter(events_path)
     give_back_freed_blocks()
 
-    emulator = Emulator(behaviour, time_scale, registry=registry, emit=writer.emit,
-                        seed=seed)
+    emulator = Emulator(behaviour, time_scale, brain=brain,
+                        registry=registry, emit=writer.emit, seed=seed)
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         asyncio.get_running_loop().add_signal_handler(sig, stop.set)

@@ -16,7 +16,7 @@ import json
 import logging
 import re
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -30,9 +30,11 @@ from websockets.exceptions import (
 )
 from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
+from websockets.protocol import Protocol, State
+from websockets.server import ServerProtocol
 
+from faultlab.emulator.refusals import close_reason
 from faultlab.emulator.session import Emulator
-from faultlab.emulator.wire import close_reason
 from faultlab.livewire import kind_of
 
 log = logging.getLogger(__name__)
@@ -40,7 +42,7 @@ log = logging.getLogger(__name__)
 # The largest client message, in bytes; a larger one is closed 1009 by websockets. The service's
 # limit is not measured (the SDK itself only limits what it receives: websockets' 1 MiB default,
 # which every server frame stays far below). 16 MiB holds a 10 MB turn or a whole 128k-token
-# history in one `clientContent`; `wire` bounds what parsing one costs.
+# history in one `clientContent`; `strictjson` bounds what parsing one costs.
 MAX_CLIENT_FRAME = 16 * 1024 * 1024
 # Client frames websockets buffers per connection before it stops reading: with its default, 16,
 # one connection could make it hold 16 x 16 MiB while the loop was busy.
@@ -234,7 +236,7 @@ class EmulatorServer:
                     if action.frame is not None:
                         text = json.dumps(action.frame, separators=(",", ":"))
                         await ws.send(text)
-                        self.emit("emulator.frame", conn=conn.number, dir="out",
+                        self.emit("emulator.frame", conn=conn.number, **{"from": "server"},
                                   kind=kind_of(action.frame), bytes=len(text),
                                   **({"audio_s": round(action.audio_s, 4)} if action.audio_s else {}))
                     else:
@@ -248,14 +250,51 @@ class EmulatorServer:
                 await reader
 
 
+class _FramesAfterTheAnswer(Protocol):
+    """Frames are read once the request is answered (RFC 6455 4.1: a client waits for the
+    answer before it sends any).
+
+    websockets' server reads the bytes that follow a request as frames at once, before the
+    request is answered. Bytes that are no frame (`GET / HTTP/1.1\r\n\r\njunk`, or a second
+    request pipelined behind the first) failed the connection there, which ended the stream; the
+    404 answered afterwards then tripped websockets' `assert not self.eof_sent`: a traceback in
+    the log, and no 404 for the client. Now such bytes wait: a refusal discards them, as
+    websockets does with what follows any request it refuses."""
+
+    def parse(self) -> Generator[None, None, None]:
+        while self.state is State.CONNECTING:
+            yield
+        yield from super().parse()
+
+
+class _AnsweringFirst(ServerProtocol, _FramesAfterTheAnswer):
+    """websockets' server protocol, reading frames only after its answer (the MRO puts
+    `_FramesAfterTheAnswer.parse` where `ServerProtocol.parse` goes on to read frames)."""
+
+    def send_response(self, response: Response) -> None:
+        super().send_response(response)
+        if self.state is State.OPEN:
+            # Frames an eager client sent with its request are read now, as they were before.
+            next(self.parser)
+
+
 def _reporting(report: Callable[[ServerConnection], None]) -> type[ServerConnection]:
-    """websockets' connection, calling `report` once its handshake is over (a refused request
-    never reaches the handler; one websockets could not parse does not even reach
+    """websockets' connection, reading frames only after it answered the request
+    (`_FramesAfterTheAnswer`), and calling `report` once its handshake is over (a refused
+    request never reaches the handler; one websockets could not parse does not even reach
     `process_response`)."""
 
     class Reporting(ServerConnection):
+        def __init__(self, protocol: ServerProtocol, *args: Any, **kwargs: Any) -> None:
+            # websockets' `serve` builds the protocol itself: it only gains the override.
+            protocol.__class__ = _AnsweringFirst
+            super().__init__(protocol, *args, **kwargs)
+
         async def handshake(self, *args: Any, **kwargs: Any) -> None:
             await super().handshake(*args, **kwargs)
+            # What `send_response` read after a 101, handled as `data_received` would have.
+            for event in self.protocol.events_received():
+                self.process_event(event)
             report(self)
 
     return Reporting
@@ -266,18 +305,3 @@ def _timed_out(ws: ServerConnection) -> bool:
     exc = ws.connection_exc
     return isinstance(exc, OSError) and exc.errno == errno.ETIMEDOUT
 
-
-# Where runtimes look for the CA certificates to trust: Python's ssl (so httpx and websockets),
-# requests, Node (which adds them to its own).
-TRUST_VARIABLES = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS")
-
-
-def trust_environment(ca_path: str) -> dict[str, str]:
-    """The variables that make a client's runtimes trust the CAs in `ca_path` (a PEM file)."""
-    return dict.fromkeys(TRUST_VARIABLES, ca_path)
-
-
-def client_environment(ca_path: str, base_url: str) -> dict[str, str]:
-    """What an unmodified SDK client needs in its environment to reach the emulator."""
-    return {**trust_environment(ca_path), "GOOGLE_GEMINI_BASE_URL": base_url,
-            "GOOGLE_VERTEX_BASE_URL": base_url}

@@ -1,6 +1,6 @@
 """The registry of expectation kinds, keyed by the field a profile item starts with.
 
-A leaf module: the core's kinds (`basic`, `session`) and scenario packs (faultlab/scenarios/)
+A leaf module: the core's kinds (`basic`, `session`) and scenario packs (faultlab.scenarios)
 import `register` from here, and `faultlab.expect` loads the packs, so no import runs in a circle.
 """
 

@@ -20,6 +20,7 @@ from faultlab.expect.registry import register
 from faultlab.frames import connection_of, sender_of
 from faultlab.livewire import kind_matches
 from faultlab.model import Duration, EventMatch, Model
+from faultlab.vocabulary import FaultApplied, FrameLogged, RunTeardown
 
 REPLY_KINDS = ("serverContent.modelTurn", "toolCall")
 
@@ -56,7 +57,7 @@ class Recovered(Expectation):
     this long of the reference event (by default the first fault applied)."""
 
     recovered_within: Duration
-    after: EventMatch = EventMatch(event="fault.applied")
+    after: EventMatch = EventMatch(event=FaultApplied.NAME)
 
     def describe(self) -> str:
         return f"recovered within {self.recovered_within:g}s of {self.after.describe()}"
@@ -97,9 +98,9 @@ def delivered_audio(events: Sequence[Event]) -> tuple[float, float] | None:
     """Uplink audio seconds and wall seconds of the connection that carried the most audio, from
     the emulator's frames (or else the proxy's): from its first audio message to its end (or the
     end of the run)."""
-    for source in ("emulator.frame", "proxy.frame"):
-        frames = [e for e in events if e.name == source and sender_of(e) == "client"
-                  and isinstance(e.fields.get("audio_s"), int | float)]
+    for log in ("emulator", "proxy"):
+        frames = [e for e in events if (f := FrameLogged.read(e)) is not None and f.log == log
+                  and f.sender == "client" and isinstance(e.fields.get("audio_s"), int | float)]
         if frames:
             break
     else:
@@ -111,7 +112,7 @@ def delivered_audio(events: Sequence[Event]) -> tuple[float, float] | None:
     start = audio[0].t
     ends = [e.t for e in events if e.t > start and (
         (e.name in ("emulator.disconnect", "proxy.ws_end") and connection_of(e) == conn)
-        or e.name == "run.teardown")]
+        or e.name == RunTeardown.NAME)]
     end = min(ends, default=audio[-1].t + float(audio[-1].fields["audio_s"]))
     return sum(float(e.fields["audio_s"]) for e in audio), max(end - start, 1e-9)
 

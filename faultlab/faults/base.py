@@ -8,7 +8,7 @@ its test, and its README heading.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 from faultlab.model import Model
@@ -80,6 +80,17 @@ class Fault[P: FaultParams](ABC):
     @abstractmethod
     async def revert(self, ctx: FaultContext) -> None:
         """Undo `apply`; the network is as before the fault."""
+
+    def ends(self, details: Mapping[str, Any]) -> Sequence[str]:
+        """The other steps whose faults this one ended, from its `apply`'s details (a restore's
+        reverts, a thaw's freezes): its `fault.applied` says so, and reports read it there."""
+        return ()
+
+    @property
+    def lasts_s(self) -> float | None:
+        """How long it hurts by itself: None until reverted, 0 for a fault with nothing to undo
+        (done once applied); a fault with a `for:` says its own."""
+        return None if self.reversible else 0.0
 
     @property
     def held_by_run(self) -> bool:

@@ -32,7 +32,11 @@ class MicStall(Fault[MicStallParams]):
         if ctx.mic is None:
             raise LabError("mic_stall needs the lab's microphone: give the profile a 'mic'")
         ctx.mic.stall(self.params.duration)
-        return {"for_s": self.params.duration}
+        return {}
+
+    @property
+    def lasts_s(self) -> float:
+        return self.params.duration
 
     async def revert(self, ctx: FaultContext) -> None:
         """Nothing to undo."""

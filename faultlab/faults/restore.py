@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from pydantic import Field
@@ -31,6 +31,9 @@ class Restore(Fault[RestoreParams]):
     async def apply(self, ctx: FaultContext) -> dict[str, Any]:
         reverted = await ctx.revert(self.params.faults or None)
         return {"reverted": reverted}
+
+    def ends(self, details: Mapping[str, Any]) -> Sequence[str]:
+        return list(details.get("reverted") or ())
 
     async def revert(self, ctx: FaultContext) -> None:
         """Nothing to undo: restoring changed nothing of its own."""

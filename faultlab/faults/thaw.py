@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
@@ -45,3 +45,6 @@ class Thaw(AppFault[ThawParams]):
             freeze.discard = self.params.discard
             proxy.disengage(step)
         return {"thawed": steps, "held_messages": held, "discarded": self.params.discard}
+
+    def ends(self, details: Mapping[str, Any]) -> Sequence[str]:
+        return list(details.get("thawed") or ())

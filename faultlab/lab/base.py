@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from ipaddress import IPv4Address, IPv4Network
 from pathlib import Path
@@ -51,10 +51,27 @@ class LabSpec:
     uplink: UplinkSpec | None = None
 
 
+@dataclass(frozen=True)
+class Leftovers:
+    """What `lab gc` removes of a backend's labs whose run was SIGKILLed: the slots (see
+    `faultlab.lab.netns`) in which it finds the backend's traces, how it removes them from a slot
+    whose run is gone (one line each), and the prefixes of the backend's folders in the temp dir
+    named with a pid (`<prefix><pid>-*`), removed once that pid is gone."""
+
+    slots: Callable[[], set[int]]
+    collect: Callable[[int], list[str]]
+    pid_folders: tuple[str, ...] = ()
+
+
 class Lab(ABC):
     """A lab: an async context manager that builds on enter and always tears down on exit."""
 
     backend: ClassVar[str]
+    # Whether it runs a member as a container of the member's image (`start` with an image); such
+    # a lab is for labs with one (a profile gets it by default when a member names an image).
+    runs_images: ClassVar[bool] = False
+    # What `lab gc` removes of it after a SIGKILL.
+    leftovers: ClassVar[Leftovers]
     # The router's interfaces toward the client and the server, and the client's own.
     client_link: ClassVar[str]
     server_link: ClassVar[str]

@@ -31,17 +31,19 @@ from pyroute2 import IPRoute
 
 from faultlab.errors import LabError
 from faultlab.interrupt import uncancelled
-from faultlab.lab.base import Image, LabSpec, Role
+from faultlab.lab.base import Image, LabSpec, Leftovers, Role
 from faultlab.lab.engine import (
     LABEL_OWNER,
     LABEL_ROLE,
     LABEL_RUN,
     LABEL_SLOT,
     connect,
+    container_slots,
     engine_errors,
     engine_exceptions,
     engine_url,
     quietly,
+    remove_containers,
 )
 from faultlab.lab.namespace import Namespace, remove_namespace, write_sysctl
 from faultlab.lab.netns import NetnsLab, configure_end, owner_text
@@ -69,6 +71,9 @@ class DockerLab(NetnsLab):
     """The namespace lab whose client or target may be a container (`Lab.start` with an image)."""
 
     backend: ClassVar[str] = "docker"
+    runs_images: ClassVar[bool] = True
+    # Its containers; its namespaces and slot are the namespace lab's.
+    leftovers: ClassVar[Leftovers] = Leftovers(container_slots, remove_containers)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

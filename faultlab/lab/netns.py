@@ -18,8 +18,10 @@ import os
 import random
 import re
 import shutil
+import signal
 import tempfile
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
@@ -31,7 +33,7 @@ from pyroute2 import IPRoute
 
 from faultlab.errors import LabError
 from faultlab.interrupt import uncancelled
-from faultlab.lab.base import Lab, LabSpec, Role
+from faultlab.lab.base import Lab, LabSpec, Leftovers, Role
 from faultlab.lab.namespace import Namespace, remove_namespace, write_sysctl
 from faultlab.lab.privilege import in_user_namespace
 from faultlab.lab.uplink import Uplink, UplinkSpec
@@ -46,6 +48,9 @@ ADDRESS_POOL = IPv4Network("198.18.0.0/15")
 SLOTS = ADDRESS_POOL.num_addresses // 8
 ROLES = ("router", "client", "server")
 LAB_NAME = re.compile(rf"^{re.escape(NETNS_PREFIX)}(\d+)-(client|router|server)$")
+LEASE_NAME = re.compile(r"^lab-(\d+)(?:\.pid)?$")
+# How long `lab gc` waits for the processes it killed to leave a slot's namespaces.
+KILL_WAIT_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -334,3 +339,81 @@ def configure_end(ifname: str, address: IPv4Interface, gateway: IPv4Address) -> 
         ipr.addr("add", index=index, address=str(address.ip), prefixlen=address.network.prefixlen)
         ipr.link("set", index=index, state="up")
         ipr.route("add", dst="0.0.0.0/0", gateway=str(gateway))
+
+
+def leftover_slots() -> set[int]:
+    """The slots with a namespace or a lease on this host (`lab gc`)."""
+    slots: set[int] = set()
+    for folder, pattern in ((ROOT_NETNS_DIR, LAB_NAME), (LEASE_DIR, LEASE_NAME)):
+        for name in os.listdir(folder) if folder.is_dir() else []:
+            match = pattern.match(name)
+            if match is not None:
+                slots.add(int(match.group(1)))
+    return slots
+
+
+def _netns_ids(slot: int) -> dict[tuple[int, int], str]:
+    """The slot's namespaces, by the (device, inode) that a process's /proc/PID/ns/net shows."""
+    found = {}
+    for role in ROLES:
+        with contextlib.suppress(OSError):
+            st = os.stat(ROOT_NETNS_DIR / netns_name(slot, role))
+            found[(st.st_dev, st.st_ino)] = netns_name(slot, role)
+    return found
+
+
+def _pids_in(netns: dict[tuple[int, int], str]) -> dict[int, str]:
+    found: dict[int, str] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            st = os.stat(f"/proc/{entry}/ns/net")
+            name = netns.get((st.st_dev, st.st_ino))
+            if name is not None:
+                found[int(entry)] = name
+    return found
+
+
+def kill_processes(slot: int) -> list[str]:
+    """SIGKILL, by PID, every process inside the slot's namespaces, and wait until none holds
+    them (a zombie holds no namespace)."""
+    netns = _netns_ids(slot)
+    victims = _pids_in(netns) if netns else {}
+    report = []
+    for pid, name in sorted(victims.items()):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+            report.append(f"killed process {pid} in {name}")
+    deadline = time.monotonic() + KILL_WAIT_S
+    while victims and time.monotonic() < deadline:
+        time.sleep(0.02)
+        victims = _pids_in(netns)
+    return report
+
+
+def remove_namespaces(slot: int) -> list[str]:
+    report = []
+    for role in ROLES:
+        path = ROOT_NETNS_DIR / netns_name(slot, role)
+        if path.exists():
+            remove_namespace(path)
+            report.append(f"removed namespace {path.name}")
+    return report
+
+
+def remove_scratch(slot: int) -> list[str]:
+    path = scratch_path(slot)
+    if not path.exists():
+        return []
+    shutil.rmtree(path, ignore_errors=True)
+    return [f"removed {path}"]
+
+
+def collect_slot(slot: int) -> list[str]:
+    """Remove what a dead run left in its slot: the processes in its namespaces, the namespaces,
+    its scratch folder (the lease is `lab gc`'s to remove, last)."""
+    return kill_processes(slot) + remove_namespaces(slot) + remove_scratch(slot)
+
+
+NetnsLab.leftovers = Leftovers(leftover_slots, collect_slot, (PRIVATE_DIR_PREFIX,))

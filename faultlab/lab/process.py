@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from faultlab.errors import LabError
 from faultlab.events import EventBus
+from faultlab.vocabulary import ProcessExit, ProcessStart
 
 
 @dataclass(frozen=True)
@@ -164,23 +165,19 @@ class LabProcess:
     @classmethod
     def started(cls, role: str, member: Member, argv: Sequence[str], bus: EventBus) -> LabProcess:
         """`member`, just started as `role` (client, target, proxy), watched from now on."""
-        event = bus.emit("faultlab", "process.start", role=role, pid=member.pid, argv=list(argv),
-                         **member.describe())
+        event = bus.announce("faultlab", ProcessStart(role, member.pid, list(argv),
+                                                      member.describe()))
         return cls(role, member, bus, event.t)
 
     async def _watch_exit(self) -> None:
         code = await self.member.wait()
         # Stopped by the run: only `terminate` knows whether SIGKILL was needed.
         ending = await asyncio.shield(self._stopping) if self._stopping else Ending(code)
-        fields: dict[str, Any] = {"role": self.role, "code": ending.code}
-        if ending.signal_name is not None:
-            fields["signal"] = ending.signal_name
-        if ending.stopped:
-            fields.update(stopped_by_run=True, stop_s=round(ending.stop_s, 3))
-        if ending.killed:
-            fields.update(killed=True, grace_s=ending.grace_s)
         self.ending = ending
-        self.bus.emit("faultlab", "process.exit", **fields)
+        self.bus.announce("faultlab", ProcessExit(
+            self.role, ending.code, ending.signal_name,
+            True if ending.stopped else None, round(ending.stop_s, 3) if ending.stopped else None,
+            True if ending.killed else None, ending.grace_s if ending.killed else None))
 
     @property
     def returncode(self) -> int | None:

@@ -23,6 +23,7 @@ from faultlab.events import Event
 from faultlab.faults import FAULTS, Fault, FaultParams
 from faultlab.frames import FrameMatch
 from faultlab.model import Model
+from faultlab.vocabulary import TcpConnect
 
 CONNECT_POLL_S = 0.02
 # A request the proxy has not answered by then fails the run (it answers in microseconds).
@@ -163,10 +164,10 @@ class ProxyControl:
 
     def observe(self, event: Event) -> None:
         """Tell the proxy each connection's number as the capture sees its SYN (`tcp.connect`)."""
-        if event.source != "capture" or event.name != "tcp.connect":
+        connect = TcpConnect.read(event) if event.source == "capture" else None
+        if connect is None or connect.client_port is None:
             return
-        task = asyncio.create_task(self.call(Number(k=int(event.fields["k"]),
-                                                    client_port=int(event.fields["client_port"]))))
+        task = asyncio.create_task(self.call(Number(k=connect.k, client_port=connect.client_port)))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

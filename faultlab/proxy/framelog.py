@@ -1,7 +1,9 @@
 """The mitmproxy addon: every WebSocket message becomes an event, after the faults have seen it.
 
-Frames carry the run's connection number `k` (faultlab.connections) once the run has told it, and
-`proxy.ws_start` the client's port, by which the run numbers them in any case. The proxy's own
+Frames (`proxy.frame`, faultlab.vocabulary.FrameLogged, as the emulator writes them) name their
+connection by the flow (`conn`) and carry the run's connection number `k`
+(faultlab.connections) once the run has told it; `proxy.ws_start` gives the flow's client port,
+by which the run numbers them in any case. The proxy's own
 message history is trimmed as it goes (mitmproxy keeps every message of a flow otherwise), so
 memory stays flat over long runs. The event writer redacts the client's credentials (the path's
 `?key=`), which the proxy also remembers, so they are redacted wherever else they appear.
@@ -15,6 +17,7 @@ from faultlab.livewire import describe
 from faultlab.private import credentials, remember_secrets
 from faultlab.proxy import internals
 from faultlab.proxy.state import ProxyState
+from faultlab.vocabulary import FrameLogged
 
 KEEP_MESSAGES = 1
 
@@ -29,7 +32,7 @@ class FrameLog:
         remember_secrets(credentials(flow.request.path, flow.request.headers))
         self.state.flows.append(flow)
         client, server = flow.client_conn.peername, flow.server_conn.peername
-        self.events.emit("proxy.ws_start", flow=flow.id[:8], k=self.state.number_of(flow),
+        self.events.emit("proxy.ws_start", conn=flow.id[:8], k=self.state.number_of(flow),
                          client_port=client[1] if client else None, path=flow.request.path[:200],
                          client=f"{client[0]}:{client[1]}" if client else None,
                          server=f"{server[0]}:{server[1]}" if server else None)
@@ -42,16 +45,17 @@ class FrameLog:
         extra = {"dropped": True} if message.dropped else {}
         if message.injected:
             extra["injected"] = True
-        self.events.emit(
-            "proxy.frame", flow=flow.id[:8], k=self.state.number_of(flow),
-            dir="client->server" if message.from_client else "server->client",
-            opcode=message.type.name.lower(), bytes=len(message.content), **about, **extra)
+        kind = str(about.pop("kind", ""))
+        self.events.announce(FrameLogged(
+            "proxy", "client" if message.from_client else "server", flow.id[:8], kind,
+            len(message.content), self.state.number_of(flow),
+            {"opcode": message.type.name.lower(), **about, **extra}))
         del flow.websocket.messages[:-KEEP_MESSAGES]
 
     def websocket_end(self, flow: http.HTTPFlow) -> None:
         ws = flow.websocket
         assert ws is not None
         internals.forget(flow)
-        self.events.emit("proxy.ws_end", flow=flow.id[:8], k=self.state.number_of(flow),
+        self.events.emit("proxy.ws_end", conn=flow.id[:8], k=self.state.number_of(flow),
                          code=ws.close_code, reason=ws.close_reason,
                          closed_by_client=ws.closed_by_client)

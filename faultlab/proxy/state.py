@@ -26,6 +26,7 @@ from faultlab.faults.app import AppFault
 from faultlab.frames import Frame, FrameWatch
 from faultlab.proxy import internals
 from faultlab.proxy.control import Apply, Arm, ArmedStep, FaultOrder, Number, Reply, Request, Revert
+from faultlab.vocabulary import FaultApplied, FaultFailed
 
 
 @dataclass
@@ -67,6 +68,9 @@ class ProxyState:
         return [flow]
 
     def engage(self, order: FaultOrder) -> dict[str, Any]:
+        return self._engage(order)[1]
+
+    def _engage(self, order: FaultOrder) -> tuple[AppFault[Any], dict[str, Any]]:
         fault = order.build()
         if not isinstance(fault, AppFault):
             raise ValueError(f"{order.fault} is not a fault the proxy applies")
@@ -74,7 +78,7 @@ class ProxyState:
         details = fault.engage(self)
         if fault.reversible:
             self.active[order.step] = fault
-        return details
+        return fault, details
 
     def disengage(self, step: str) -> None:
         fault = self.active.pop(step, None)
@@ -109,14 +113,12 @@ class ProxyState:
         def fire() -> None:
             started = time.perf_counter()
             try:
-                details = self.engage(step)
+                fault, details = self._engage(step)
             except Exception as exc:  # reported to the run, which ends as a lab failure
-                self.events.emit("fault.failed", step=step.step, fault=step.fault, error=repr(exc))
+                self.events.announce(FaultFailed(step.step, step.fault, repr(exc)))
                 return
-            self.events.emit("fault.applied", step=step.step, fault=step.fault, layer="app",
-                             trigger=f"on frame {kind}",
-                             applied_in_ms=round((time.perf_counter() - started) * 1000, 3),
-                             **details)
+            self.events.announce(FaultApplied.of(
+                fault, f"on frame {kind}", (time.perf_counter() - started) * 1000, details))
 
         if step.match.forward == "before" and step.after_s == 0:
             fire()

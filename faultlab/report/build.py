@@ -53,9 +53,9 @@ def write_run_reports(run_dir: Path, events: Sequence[Event], record: RunRecord,
     """timeline.png, then summary.md (of `result`, when given: it shows the picture if drawn),
     then report.html (which links every file the folder holds by then) in `run_dir`; the names
     of those written."""
+    from faultlab.report.columns import summary_events
     from faultlab.report.page import write_run_page
     from faultlab.report.png import write_timeline_png
-    from faultlab.report.registry import summary_events
     from faultlab.report.sequence import build_view
     from faultlab.report.summary import write_summary
 
@@ -84,7 +84,7 @@ def write_run_reports(run_dir: Path, events: Sequence[Event], record: RunRecord,
 
 def view_of_run(run_dir: Path) -> View:
     """The view of a finished run's folder (its events.jsonl and result.json)."""
-    from faultlab.report.registry import summary_events
+    from faultlab.report.columns import summary_events
     from faultlab.report.sequence import build_view
 
     record = RunRecord.load(run_dir / RESULT_FILE)

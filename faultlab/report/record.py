@@ -3,9 +3,11 @@ merge` need, so that runs made elsewhere (parallel jobs, CI shards) join one sui
 
 One object: faultlab's version; the profile (name, path, sha256 of its file); the verdict, exit
 code and error; when it started and how long it ran; the processes' exit codes and endings; the
-faults with their trigger and `applied_in_ms`; the expectations with what was seen; the steps that
-never fired; the run folder and its files; and `cells`, each suite-table column's value for this
-run (`faultlab.report.registry`), which the table combines over a scenario's runs.
+faults with their trigger, `applied_in_ms` and `reverted_t` (when the fault stopped hurting:
+reverted, ended by another step, or its `for` ran out; null for one done at once or one that
+lasted to the run's end: faultlab.vocabulary.fault_spans); the expectations with what was seen;
+the steps that never fired; the run folder and its files; and `cells`, each suite-table column's
+value for this run (`faultlab.report.columns`), which the table combines over a scenario's runs.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from faultlab.errors import FaultlabError
 from faultlab.private import redact_text, remember_env_secrets, write_private
-from faultlab.report.registry import columns
+from faultlab.report.columns import columns
+from faultlab.vocabulary import fault_spans
 
 if TYPE_CHECKING:
     from faultlab.lab.process import Ending
@@ -88,13 +91,11 @@ class RunRecord:
     def of(cls, result: RunResult) -> RunRecord:
         """The record of a finished run."""
         p = result.profile
-        applied = {e.fields.get("step"): e for e in result.events if e.name == "fault.applied"}
-        reverted = {e.fields.get("step"): e.t for e in result.events if e.name == "fault.reverted"}
-        faults = [{"step": step, "fault": e.fields.get("fault"), "layer": e.fields.get("layer"),
-                   "trigger": e.fields.get("trigger"), "t": round(e.t, 6),
-                   "applied_in_ms": e.fields.get("applied_in_ms"),
-                   "reverted_t": None if step not in reverted else round(reverted[step], 6)}
-                  for step, e in applied.items()]
+        faults = [{"step": s.step, "fault": s.applied.fault, "layer": s.applied.layer,
+                   "trigger": s.applied.trigger, "t": round(s.t, 6),
+                   "applied_in_ms": s.applied.applied_in_ms,
+                   "reverted_t": None if s.end is None or s.instant else round(s.end, 6)}
+                  for s in fault_spans(result.events)]
         observed = result.observed
         return cls(
             profile=p.name, description=p.description, verdict=result.verdict, exit_code=result.exit_code,

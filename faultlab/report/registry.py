@@ -1,16 +1,15 @@
-"""What scenario packs add to reports: columns of the suite table, and events worth a line in a
-run's summary.
+"""Where the suite table's columns and the summary's extra events are registered, by the core
+(faultlab.report.columns) and by scenario packs alike.
 
-A leaf module at import (it imports no expectation and no report at its top), so a pack can
-import it while `faultlab.expect` is still loading the packs; `columns()` imports the core's
-columns and the packs by name when first asked. A column's place is its `rank`, lowest first after
-scenario, runs and verdicts; the core's columns take 10 (resumes refused), 20 (detected),
-30 (resumed), 40 (recovered) and 90 (audio ratio).
+A leaf module (it imports no expectation, report or pack), so a pack can import it while
+`faultlab.expect` is still loading the packs; faultlab.report.columns reads it, with the core's
+columns and every pack loaded. A column's place is its `rank`, lowest first after scenario, runs
+and verdicts; the core's columns take 10 (resumes refused), 20 (detected), 30 (resumed),
+40 (recovered) and 90 (audio ratio).
 """
 
 from __future__ import annotations
 
-import importlib
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -55,27 +54,6 @@ def register_column[T](heading: str, *, rank: float, combine: Callable[[Sequence
 def register_summary_events(*names: str) -> None:
     """Show these events (a name, or a prefix ending in ".") in every run summary's timeline."""
     SUMMARY_EVENTS.extend(n for n in names if n not in SUMMARY_EVENTS)
-
-
-def _load_packs() -> None:
-    # Imported by name when first needed: the packs import this module.
-    importlib.import_module("faultlab.scenarios")
-
-
-def columns() -> list[Column[Any]]:
-    """Every registered column, in table order: the core's (faultlab.report.suite) and the
-    packs'."""
-    # By name, as the packs: the core's columns are registered where the table is drawn, which
-    # imports this module. A run's result.json takes every cell, whether or not it drew a table.
-    importlib.import_module("faultlab.report.suite")
-    _load_packs()
-    return sorted(COLUMNS.values(), key=lambda c: (c.rank, c.heading))
-
-
-def summary_events() -> tuple[str, ...]:
-    """The event names and prefixes the packs registered for the summary."""
-    _load_packs()
-    return tuple(SUMMARY_EVENTS)
 
 
 def counts(cells: Sequence[str | None]) -> str:

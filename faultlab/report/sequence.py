@@ -5,32 +5,26 @@ browser and timeline.png draws for a PR comment.
 Pure: events and a run's record in, a `View` out (`to_dict` is what the page embeds). Repeated
 messages and events (an audio stream, a model turn's chunks, a keep-alive) collapse into one
 `Item` spanning them, with their count and audio seconds, so a 15-minute run is a few hundred
-items however many frames it sent; `bursts` is the one collapsing rule, which summary.md's
-timeline uses too.
+items however many frames it sent (faultlab.report.bursts, the rule summary.md's timeline uses
+too). A fault's band spans what `fault_spans` says: the report knows no fault by name.
 """
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from faultlab.events import Event
 from faultlab.frames import connection_of, sender_of
+from faultlab.report.bursts import Burst, bursts
+from faultlab.vocabulary import FrameLogged, ProcessExit, TcpConnect, TcpFin, TcpRst, fault_spans
 
 if TYPE_CHECKING:
     from faultlab.report.record import RunRecord
 
 LaneId = Literal["client", "proxy", "router", "server"]
-# Alike events this close together (seconds) are one burst: audio chunks come every 20-100 ms, a
-# model turn's chunks every ~20 ms; a pause of a second is a new utterance.
-BURST_GAP_S = 1.0
-BURST_MIN = 3  # two alike events stay two items: a pair is still readable one by one
-# Fields that measure an event rather than say what it is: alike events differ in them.
-MEASURED = ("bytes", "audio_s")
-
 # A colour per category, used by the page, the PNG and the legend alike (Okabe-Ito, readable by
 # the colour-blind).
 PALETTE: dict[str, str] = {
@@ -91,78 +85,6 @@ def category_of(kind: str) -> str:
     if head == "go_away":
         return "close"
     return "content"
-
-
-def seconds(value: object) -> float:
-    """A field's seconds, or 0 for what is not a finite number (a client writes what it likes)."""
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return 0.0
-
-
-def _frozen(value: object) -> Hashable:
-    return value if isinstance(value, str | int | float | bool | None) else json.dumps(
-        value, sort_keys=True, default=str)
-
-
-def alike(event: Event) -> Hashable:
-    """What makes events alike: the same source, name and fields, but for what each measures."""
-    return (event.source, event.name, *sorted(
-        (k, _frozen(v)) for k, v in event.fields.items() if k not in MEASURED))
-
-
-@dataclass(frozen=True)
-class Burst:
-    """Alike events in a row (`BURST_GAP_S` apart at most), or one event alone."""
-
-    events: tuple[Event, ...]
-
-    @property
-    def first(self) -> Event:
-        return self.events[0]
-
-    @property
-    def last(self) -> Event:
-        return self.events[-1]
-
-    @property
-    def count(self) -> int:
-        return len(self.events)
-
-    @property
-    def audio_s(self) -> float:
-        return sum(seconds(e.fields.get("audio_s")) for e in self.events)
-
-    @property
-    def fields(self) -> dict[str, Any]:
-        """The first event's fields; a burst's measures are its sum (`audio_s`), not the first's."""
-        hidden = ("argv", "flow") if self.count == 1 else ("argv", "flow", *MEASURED)
-        return {k: v for k, v in self.first.fields.items() if k not in hidden}
-
-
-def bursts(events: Iterable[Event]) -> list[Burst]:
-    """`events` (in time order) with each burst of at least `BURST_MIN` alike ones (`alike`, each
-    within `BURST_GAP_S` of the one before) made one; other events interleave freely. In the
-    order of each burst's first event."""
-    open_bursts: dict[Hashable, list[Event]] = {}
-    done: list[list[Event]] = []
-    for event in events:
-        key = alike(event)
-        burst = open_bursts.get(key)
-        if burst is not None and event.t - burst[-1].t <= BURST_GAP_S:
-            burst.append(event)
-            continue
-        if burst is not None:
-            done.append(burst)
-        open_bursts[key] = [event]
-    done.extend(open_bursts.values())
-    out: list[Burst] = []
-    for burst in done:
-        if len(burst) >= BURST_MIN:
-            out.append(Burst(tuple(burst)))
-        else:
-            out.extend(Burst((e,)) for e in burst)
-    return sorted(out, key=lambda b: (b.first.t, b.first.name))
 
 
 @dataclass(frozen=True)
@@ -242,7 +164,7 @@ class View:
 def _frame_events(events: Sequence[Event]) -> tuple[list[Event], str]:
     """The run's one log of messages: the proxy's when it had one, else the emulator's, else what
     the client says it received."""
-    for name in ("proxy.frame", "emulator.frame"):
+    for name in FrameLogged.names():
         frames = [e for e in events if e.name == name]
         if frames:
             return frames, name
@@ -284,8 +206,11 @@ def _messages(events: Sequence[Event]) -> list[Item]:
     return items
 
 
+TCP_MARKS = {TcpConnect.NAME: "SYN", TcpFin.NAME: "FIN", TcpRst.NAME: "RST"}
+
+
 def _tcp_label(e: Event) -> str:
-    what = {"tcp.connect": "SYN", "tcp.fin": "FIN", "tcp.rst": "RST"}[e.name]
+    what = TCP_MARKS[e.name]
     who = e.fields.get("from")
     if who == "both":
         return f"{what} #{e.fields.get('k')} both ways"
@@ -298,7 +223,7 @@ def _pair_tcp(events: Sequence[Event]) -> list[Event]:
     out: list[Event] = []
     pending: dict[tuple[str, object], int] = {}  # (name, k) -> index in out of a lone FIN/RST
     for e in events:
-        if e.name not in ("tcp.fin", "tcp.rst"):
+        if e.name not in (TcpFin.NAME, TcpRst.NAME):
             out.append(e)
             continue
         key = (e.name, e.fields.get("k"))
@@ -320,14 +245,14 @@ def short_name(name: str) -> str:
 
 def _marker_label(e: Event) -> str:
     f = e.fields
-    if e.name.startswith("tcp."):
+    if e.name in TCP_MARKS:
         return _tcp_label(e)
     if e.name in ("resume.refused", "client.refused"):
         return f"refused {f.get('code')}"
     if e.name == "resume.attempt":
         return f"resume #{f.get('n')}" if f.get("n") is not None else "resume"
-    if e.name == "process.exit":
-        return f"{f.get('role')} exits {f.get('code')}"
+    if (exit_ := ProcessExit.read(e)) is not None:
+        return f"{exit_.role} exits {exit_.code}"
     if e.name == "client.lost" and f.get("why"):
         return f"lost ({f.get('why')})"
     text = f.get("text")
@@ -342,7 +267,7 @@ def _markers(events: Sequence[Event], pack_events: tuple[str, ...]) -> list[Item
 
     def lane_of(e: Event) -> tuple[LaneId, str] | None:
         name = e.name
-        if name in ("tcp.connect", "tcp.fin", "tcp.rst"):
+        if name in TCP_MARKS:
             return "router", "tcp"
         if name == "client.received":
             return None
@@ -352,8 +277,8 @@ def _markers(events: Sequence[Event], pack_events: tuple[str, ...]) -> list[Item
             return "client", "note"
         if name.startswith("emulator.") and name not in SERVER_SKIP:
             return "server", SERVER_MARKERS.get(name, "note")
-        if name == "process.exit":
-            return ("client" if e.fields.get("role") == "client" else "server"), "process"
+        if (exit_ := ProcessExit.read(e)) is not None:
+            return ("client" if exit_.role == "client" else "server"), "process"
         return None
 
     placed = [(e, where) for e in _pair_tcp(events) if (where := lane_of(e)) is not None]
@@ -368,8 +293,6 @@ def _markers(events: Sequence[Event], pack_events: tuple[str, ...]) -> list[Item
     return items
 
 
-# The fields of a `fault.applied` that list the steps it ended (restore's, thaw's).
-ENDED_STEPS = ("reverted", "thawed")
 LAYER_LANES: dict[str, LaneId] = {"app": "proxy", "client": "client"}
 
 
@@ -388,34 +311,16 @@ def _band_label(step: str, fault: str, fields: Mapping[str, Any]) -> str:
 
 
 def _bands(events: Sequence[Event], t_end: float, lanes: set[LaneId]) -> list[Band]:
-    from faultlab.faults import FAULTS
-
-    ended: dict[str, float] = {}
-    for e in events:
-        if e.name == "fault.reverted":
-            ended.setdefault(str(e.fields.get("step")), e.t)
-        elif e.name == "fault.applied":
-            for key in ENDED_STEPS:
-                for step in e.fields.get(key) or ():
-                    ended.setdefault(str(step), e.t)
     bands = []
-    for e in events:
-        if e.name != "fault.applied":
-            continue
-        step, name = str(e.fields.get("step")), str(e.fields.get("fault"))
-        lane = LAYER_LANES.get(str(e.fields.get("layer")), "router")
-        end = ended.get(step)
-        if end is None and isinstance(e.fields.get("for_s"), int | float):
-            end = e.t + float(e.fields["for_s"])
-        kind = FAULTS.get(name)
-        instant = end is None and kind is not None and not kind.reversible
-        if instant:
-            end = e.t
-        bands.append(Band(step=step, fault=name, lane=lane if lane in lanes else "router",
-                          t=e.began, t_end=t_end if end is None else max(end, e.began),
-                          reverted=end is not None, instant=instant,
-                          label=_band_label(step, name, e.fields),
-                          fields=Burst((e,)).fields))
+    for span in fault_spans(events):
+        applied = span.applied
+        lane = LAYER_LANES.get(applied.layer, "router")
+        bands.append(Band(step=span.step, fault=applied.fault,
+                          lane=lane if lane in lanes else "router", t=span.began,
+                          t_end=t_end if span.end is None else max(span.end, span.began),
+                          reverted=span.end is not None, instant=span.instant,
+                          label=_band_label(span.step, applied.fault, applied.details),
+                          fields=Burst((span.event,)).fields))
     return bands
 
 

@@ -2,79 +2,29 @@
 ranges of what was measured (from the first fault applied, the moment the path was hurt).
 
 After scenario, runs and verdicts, the columns are registered (faultlab.report.registry): the Live
-API's here, a scenario's by its pack.
+API's in faultlab.report.columns, a scenario's by its pack.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from faultlab.events import Event
-from faultlab.expect.session import delivered_audio
 from faultlab.private import redact_text, remember_env_secrets, write_private
-from faultlab.report.registry import columns, counts, register_column, span
+from faultlab.report.columns import columns
+from faultlab.report.registry import register_column
 
 if TYPE_CHECKING:
     from faultlab.report.record import RunRecord
 
-__all__ = ["CLOCK_SKEW_S", "headline", "legend", "register_column", "render_suite", "scenarios",
-           "since_fault", "table", "write_suite"]
-
-# Events of other processes are stamped by their own clocks: a consequence may carry a time a
-# hair before the fault's (the proxy reports an abort once done; the client saw it meanwhile).
-CLOCK_SKEW_S = 0.05
+__all__ = ["headline", "legend", "register_column", "render_suite", "scenarios", "table",
+           "write_suite"]
 
 LEGEND = ("Times are seconds from the first fault applied: detected (client.lost), resumed "
           "(resume.ok), recovered (the model's first output after the loss, client.recovered). "
           "Resumes refused: refused/attempts (close codes). Audio ratio: uplink audio seconds over "
           "wall seconds of the session.")
-
-
-def since_fault(events: Sequence[Event], name: str) -> float | None:
-    """Seconds from the first fault applied to the first `name` event after it."""
-    fault = next((e.t for e in events if e.name == "fault.applied"), None)
-    if fault is None:
-        return None
-    return next((max(0.0, e.t - fault) for e in events
-                 if e.name == name and e.t >= fault - CLOCK_SKEW_S), None)
-
-
-@register_column("resumes refused", rank=10, combine=counts)
-def _refusals(events: Sequence[Event]) -> str:
-    codes = Counter(str(e.fields.get("code")) for e in events if e.name == "resume.refused")
-    attempts = sum(1 for e in events if e.name == "resume.attempt")
-    if not attempts:
-        return "-"
-    refused = " ".join(f"{n}x{code}" for code, n in sorted(codes.items()))
-    return f"{sum(codes.values())}/{attempts}" + (f" ({refused})" if refused else "")
-
-
-@register_column("detected", rank=20, combine=span)
-def _detected(events: Sequence[Event]) -> float | None:
-    return since_fault(events, "client.lost")
-
-
-@register_column("resumed", rank=30, combine=span)
-def _resumed(events: Sequence[Event]) -> float | None:
-    return since_fault(events, "resume.ok")
-
-
-@register_column("recovered", rank=40, combine=span)
-def _recovered(events: Sequence[Event]) -> float | None:
-    return since_fault(events, "client.recovered")
-
-
-def _ratio_span(values: Sequence[float | None]) -> str:
-    return span(values, unit="")
-
-
-@register_column("audio ratio", rank=90, combine=_ratio_span)
-def _audio_ratio(events: Sequence[Event]) -> float | None:
-    measured = delivered_audio(events)
-    return None if measured is None else measured[0] / measured[1]
 
 
 def scenarios(results: Sequence[RunRecord]) -> dict[str, list[RunRecord]]:

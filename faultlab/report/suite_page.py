@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from faultlab.private import redact_text, remember_env_secrets, write_private
+from faultlab.report.columns import columns
 from faultlab.report.html import render
 from faultlab.report.record import PAGE_FILE
-from faultlab.report.registry import columns, span
+from faultlab.report.registry import span
 from faultlab.report.sequence import PALETTE
 from faultlab.report.suite import headline, legend, scenarios, table
 

@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from faultlab.private import redact_text, remember_env_secrets, write_private
+from faultlab.report.bursts import Burst, bursts
+from faultlab.report.columns import summary_events
 from faultlab.report.record import describe_ending
-from faultlab.report.registry import summary_events
-from faultlab.report.sequence import Burst, bursts
+from faultlab.vocabulary import fault_spans
 
 if TYPE_CHECKING:
     from faultlab.result import RunResult
@@ -65,14 +66,14 @@ def render_summary(result: RunResult, picture: str | None = None) -> str:
     if picture:
         lines += ["", f"![the run's timeline]({picture})", "",
                   "Zoom, pan and every event's fields: `report.html`."]
-    applied = [e for e in result.events if e.name == "fault.applied"]
-    if applied:
+    spans = fault_spans(result.events)
+    if spans:
         lines += ["", "## Faults", "", "| t (s) | step | fault | trigger | applied in (ms) |",
                   "|---:|---|---|---|---:|"]
-        for e in applied:
-            f = e.fields
-            lines.append(f"| {e.t:.3f} | {f.get('step')} | {f.get('fault')} | "
-                         f"{f.get('trigger')} | {f.get('applied_in_ms')} |")
+        for span in spans:
+            a = span.applied
+            lines.append(f"| {span.t:.3f} | {a.step} | {a.fault} | {a.trigger} | "
+                         f"{a.applied_in_ms} |")
     if result.outcomes:
         lines += ["", "## Expectations", "", "| | expectation | seen |", "|---|---|---|"]
         for o in result.outcomes:

@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 
 from faultlab.events import Event, EventBus, RunClock
-from faultlab.mic import VirtualMic, write_clips
+from faultlab.mic import VirtualMic
 from faultlab.peers import BUILTINS
-from faultlab.scenarios.booking import user_told
+from faultlab.scenarios.booking.expectations import user_told
+from faultlab.speech import write_clips
 
 from ..conftest import REPO
 from ..emulator.conftest import RunningEmulator
@@ -154,7 +155,7 @@ def test_speaking_through_the_lab_microphone(start_emulator: Start, tmp_path: Pa
     assert ("uplink.keep_alive" in names(events)) is keep_alive
     frames = [json.loads(x) for x in emulator_events.read_text().splitlines()]
     audio = [f for f in frames if f["event"] == "emulator.frame" and f.get("audio_s")
-             and f["dir"] == "in"]
+             and f["from"] == "client"]
     assert audio and all(abs(f["audio_s"] - 0.1) < 1e-6 for f in audio[:-1])  # coalesced to 100 ms
     gaps = [b["ts"] - a["ts"] for a, b in itertools.pairwise(audio)]
     assert (max(gaps) > 1.5) is not keep_alive  # without the keep-alive, the stall is a hole

@@ -1,5 +1,5 @@
 """The audio keep-alive's key: the source's arrival (right) or the uplink's sends (the mistake of
-live-server-behaviour.md §8.10), against a session whose sends are held back for a while, as a
+docs/live-server-behaviour.md §8.10), against a session whose sends are held back for a while, as a
 congested uplink holds them. A fake session: this is the keep-alive's logic, not the network."""
 
 from __future__ import annotations

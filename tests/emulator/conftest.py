@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from faultlab.emulator.audio import RATE_IN, synthesise, write_wav
+from faultlab.speech import RATE_IN, read_wav, synthesise, write_wav
 
 from ..conftest import REPO
 
@@ -53,8 +53,6 @@ def utterances(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def clip(name: str, utterances: Path) -> bytes:
-    from faultlab.emulator.audio import read_wav
-
     pcm, _ = read_wav((utterances / f"{name}.wav").read_bytes())
     return pcm.astype("<i2").tobytes()
 

@@ -4,15 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from faultlab.emulator.audio import (
-    RATE_IN,
-    UTTERANCE_KEPT_S,
-    TranscriptRegistry,
-    Utterance,
-    Vad,
-    resample,
-    synthesise,
-)
+from faultlab.emulator.audio import UTTERANCE_KEPT_S, TranscriptRegistry, Utterance, Vad
+from faultlab.speech import RATE_IN, resample, synthesise
 
 BOOKING = "Book me the 3pm slot tomorrow, please."
 

@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 
 from faultlab.emulator.brain import CONTEXT_CHARS
+from faultlab.emulator.outbox import Action
 from faultlab.emulator.personality import PERSONALITIES, personality_with
-from faultlab.emulator.session import Action, Connection, Emulator
+from faultlab.emulator.session import Connection, Emulator
+from faultlab.scenarios.booking.brain import booking_assistant
 
 from ..conftest import slack
 from .test_session import closes, frames, setup
@@ -76,7 +78,7 @@ def answer_calls(conn: Connection, calls: list[dict[str, Any]], now: float) -> N
     ["Book me the slot", "at 3pm tomorrow, please.", " "],  # a request in pieces
 ])
 def test_a_request_in_parts_is_booked_once_and_confirmed_once(parts: list[str | None]) -> None:
-    em = Emulator(DEV, seed=1)
+    em = Emulator(DEV, seed=1, brain=booking_assistant())
     conn = connected(em)
     for i, part in enumerate(parts):
         conn.receive(content(part, done=i == len(parts) - 1), 1.0 + i * 0.1)
@@ -146,7 +148,7 @@ def test_a_second_text_turn_interrupts_the_first_and_turns_never_overlap(second:
 
 def test_text_turns_sent_while_the_answer_is_due_are_answered_together() -> None:
     """A turn sent before the answer to the previous one began joins it: one answer."""
-    em = Emulator(DEV, seed=6)
+    em = Emulator(DEV, seed=6, brain=booking_assistant())
     conn = connected(em)
     conn.receive(realtime_text("Hello"), 1.0)
     conn.receive(realtime_text("Book me the 3pm slot tomorrow, please."), 1.2)
@@ -168,7 +170,7 @@ def test_usage_metadata_rides_on_turn_complete() -> None:
 def test_the_conversation_survives_a_resume() -> None:
     """The session's turns are restored with it: a request sent before a drop is answered by a
     nudge after the resume."""
-    em = Emulator(DEV, seed=8)
+    em = Emulator(DEV, seed=8, brain=booking_assistant())
     conn = em.connect(0.0)
     conn.receive(setup(tools=TOOLS), 0.0)
     handle = next(f["sessionResumptionUpdate"]["newHandle"] for f in frames(conn.poll(2.0))
@@ -235,7 +237,7 @@ def test_a_function_without_behavior_gets_the_models_default(default: str, kept:
     """T5: an interruption drops a pending BLOCKING call; a NON_BLOCKING one survives it."""
     custom = personality_with("gemini-dev-2026-10", {"models": [
         {"pattern": "gemini-*", "default_behavior": default}]})
-    em = Emulator(custom, seed=12)
+    em = Emulator(custom, seed=12, brain=booking_assistant())
     conn = em.connect(0.0)
     conn.receive(setup(tools=[{"functionDeclarations": [{"name": "book_slot"}]}],
                        generationConfig={"responseModalities": ["AUDIO"]},
@@ -262,7 +264,8 @@ def test_a_session_keeps_the_latest_context_chars_of_its_conversation() -> None:
     """Memory: past CONTEXT_CHARS the oldest turns are forgotten (an event says how much), a
     longer turn keeps its end, and the model still answers the latest words."""
     events: list[dict[str, Any]] = []
-    em = Emulator(DEV, seed=2, emit=lambda name, **f: events.append({"event": name, **f}))
+    em = Emulator(DEV, seed=2, emit=lambda name, **f: events.append({"event": name, **f}),
+                  brain=booking_assistant())
     conn = connected(em)
     conn.receive(content("old words " * 30_000, False), 1.0)  # 300,000 characters
     conn.receive(content("x" * (CONTEXT_CHARS * 2) + " Did you book it?", True), 1.1)
@@ -318,7 +321,8 @@ def booking_pending(em: Emulator, modalities: str = "TEXT",
 def test_a_tool_result_is_spoken_after_the_turn_under_way() -> None:
     """R5 then T2: asked while the booking is pending, the model says it is in progress; the
     result that comes while it speaks is spoken after that turn, not inside it."""
-    conn, call = booking_pending(Emulator(DEV, seed=13), "AUDIO", outputAudioTranscription={})
+    conn, call = booking_pending(Emulator(DEV, seed=13, brain=booking_assistant()), "AUDIO",
+                                 outputAudioTranscription={})
     conn.receive(content("Did you book it?", done=True), 3.0)
     first = conn.poll(4.2)  # the in-progress sentence is playing
     assert spoken_text(first) == ["I'm booking it now; it's still in progress."]
@@ -330,7 +334,7 @@ def test_a_tool_result_is_spoken_after_the_turn_under_way() -> None:
 
 def test_a_result_and_a_question_due_together_are_two_turns_in_order() -> None:
     """The result is spoken of first (T2), then the question is answered, as the next turn."""
-    conn, call = booking_pending(Emulator(DEV, seed=14))
+    conn, call = booking_pending(Emulator(DEV, seed=14, brain=booking_assistant()))
     conn.receive(content("Did you book it?", done=True), 3.0)
     answer_calls(conn, [call], 3.01)
     out = conn.poll(10.0)
@@ -343,7 +347,7 @@ def test_parts_sent_after_a_turn_ended_wait_for_the_next_turn() -> None:
     """A turn ends with a question; a note sent right after with turnComplete false (a
     recovering client's status line) is not part of it: the question is answered, and the note
     waits for the next turn's end."""
-    em = Emulator(DEV, seed=22)
+    em = Emulator(DEV, seed=22, brain=booking_assistant())
     conn = connected(em)
     conn.receive(content("Hello there", done=True), 1.0)
     conn.receive(content("Book me the 3pm slot tomorrow, please.", done=False), 1.01)
@@ -356,7 +360,7 @@ def test_parts_sent_after_a_turn_ended_wait_for_the_next_turn() -> None:
 def test_a_result_while_a_turn_is_open_leaves_its_parts_unanswered() -> None:
     """A result spoken of while the user's parts wait for their turnComplete: those parts are
     still answered when it comes."""
-    conn, call = booking_pending(Emulator(DEV, seed=15))
+    conn, call = booking_pending(Emulator(DEV, seed=15, brain=booking_assistant()))
     conn.receive(content("Hello there", done=False), 3.0)
     answer_calls(conn, [call], 3.0)
     assert spoken(conn.poll(6.0)) == ["Done: your slot tomorrow at 3pm is booked."]
@@ -400,7 +404,7 @@ def test_speech_holds_back_an_answer_due_to_text() -> None:
 
 def test_functions_declared_by_context_update_keep_their_behavior() -> None:
     """A NON_BLOCKING function declared in a contextUpdate survives an interruption (T5)."""
-    em = Emulator(DEV, seed=18)
+    em = Emulator(DEV, seed=18, brain=booking_assistant())
     conn = em.connect(0.0)
     conn.receive(setup(generationConfig={"responseModalities": ["AUDIO"]},
                        outputAudioTranscription={}), 0.0)
@@ -421,7 +425,7 @@ def test_functions_declared_by_context_update_keep_their_behavior() -> None:
     ("Book me the 4pm slot tomorrow.", "tomorrow at 4pm"),
 ])
 def test_the_day_may_come_before_or_after_the_hour(words: str, slot: str) -> None:
-    em = Emulator(DEV, seed=19)
+    em = Emulator(DEV, seed=19, brain=booking_assistant())
     conn = connected(em)
     conn.receive(content(words, done=True), 1.0)
     assert tool_calls(conn.poll(3.0))[0]["args"] == {"slot": slot}

@@ -1,6 +1,6 @@
 """Conformance with the way framework clients drive the Live API, on the real SDK over TLS.
 
-Written from the protocol (live-wire-protocol.md) and from what the frameworks' Gemini Live
+Written from the protocol (docs/live-wire-protocol.md) and from what the frameworks' Gemini Live
 services send: pipecat's `historyConfig` and whitespace nudges (`realtimeInput.text = " "`),
 LiveKit Agents' request with `turnComplete: false` followed by a placeholder turn, text and
 audio interleaved in one session, and tools declared without `behavior`.

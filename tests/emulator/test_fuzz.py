@@ -24,9 +24,12 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from faultlab.emulator.personality import PERSONALITIES
+from faultlab.emulator.refusals import ProtocolError
 from faultlab.emulator.server import MAX_CLIENT_FRAME
 from faultlab.emulator.session import EMULATOR_BUG, Emulator
-from faultlab.emulator.wire import MAX_DEPTH, MAX_VALUES, ProtocolError, parse_frame
+from faultlab.emulator.strictjson import MAX_DEPTH, MAX_VALUES
+from faultlab.emulator.turns import Turns
+from faultlab.emulator.wire import parse_frame
 
 from .conftest import RunningEmulator
 from .test_setup_schema import everything, setup_as_sent
@@ -332,7 +335,7 @@ def test_an_emulator_bug_is_logged_and_closed_1011_with_its_own_reason(
     def broken(*args: Any) -> None:
         raise TypeError("a bug")
 
-    monkeypatch.setattr(type(conn), "_on_client_content", broken)
+    monkeypatch.setattr(Turns, "on_client_content", broken)
     with caplog.at_level(logging.ERROR):
         conn.receive(json.dumps(AFTER_SETUP[4]), 1.0)
         out = conn.poll(1.0)

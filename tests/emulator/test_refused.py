@@ -10,8 +10,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from websockets.client import ClientProtocol
 from websockets.exceptions import ConnectionClosed, InvalidMessage, RequestLineTooLong
+from websockets.frames import Close, Frame, Opcode
+from websockets.http11 import Response
 from websockets.sync.client import connect
+from websockets.uri import parse_uri
 
 from faultlab.emulator.server import refusal
 
@@ -26,12 +30,13 @@ def port_of(emulator: RunningEmulator) -> int:
     return int(emulator.env["GOOGLE_GEMINI_BASE_URL"].rsplit(":", 1)[1])
 
 
-def exchange(emulator: RunningEmulator, request: str) -> bytes:
-    """Send a raw HTTP request over TLS to the emulator; what it answers before it closes."""
+def exchange(emulator: RunningEmulator, request: str | bytes) -> bytes:
+    """Send a raw HTTP request (and what follows it) over TLS to the emulator; what it answers
+    before it closes."""
     context = ssl.create_default_context(cafile=emulator.env["SSL_CERT_FILE"])
     with socket.create_connection(("127.0.0.1", port_of(emulator)), timeout=5) as raw, \
             context.wrap_socket(raw, server_hostname="localhost") as sock:
-        sock.sendall(request.encode())
+        sock.sendall(request.encode() if isinstance(request, str) else request)
         answer = b""
         try:
             while chunk := sock.recv(4096):
@@ -84,6 +89,38 @@ def test_a_refused_http_request_leaves_an_event(
     (event,) = refused(emulator)
     assert {k: event.get(k) for k in fields} == fields
     assert KEY not in emulator.events.read_text()
+
+
+@pytest.mark.parametrize("after", [
+    pytest.param("junk", id="bytes-after-the-request"),
+    pytest.param("GET / HTTP/1.1\r\nHost: localhost\r\n\r\n", id="pipelined-request"),
+])
+def test_bytes_after_a_refused_request_do_not_cost_its_answer(start_emulator: Start,
+                                                               after: str) -> None:
+    """A request followed in the same write by more bytes (junk, a second request) still gets its
+    404, and websockets logs no traceback (it read those bytes as frames before answering)."""
+    emulator = start_emulator()
+    answer = exchange(emulator, f"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n{after}")
+    assert answer.startswith(b"HTTP/1.1 404 ")
+    (event,) = refused(emulator)
+    assert event["status"] == 404
+    assert "Traceback" not in emulator.log.read_text()
+
+
+def test_a_frame_sent_with_the_handshake_is_still_read(start_emulator: Start) -> None:
+    """A client that sends its setup in the same write as its handshake (RFC 6455 says to wait) is
+    answered as before the fix above: the frame is read once the 101 is out."""
+    emulator = start_emulator()
+    client = ClientProtocol(parse_uri(f"wss://localhost:{port_of(emulator)}{DEV}?key={KEY}"))
+    client.send_request(client.connect())
+    setup = json.dumps({"setup": {"model": "models/not-served"}}).encode()
+    eager = b"".join(client.data_to_send()) + Frame(Opcode.TEXT, setup).serialize(
+        mask=True, extensions=[])
+    client.receive_data(exchange(emulator, eager))
+    response, *frames = client.events_received()
+    assert isinstance(response, Response) and response.status_code == 101
+    (close,) = [f for f in frames if isinstance(f, Frame) and f.opcode is Opcode.CLOSE]
+    assert Close.parse(close.data).code == 1008  # the model is not served: the setup was read
 
 
 def test_a_websocket_without_identity_is_closed_1008_with_an_event(start_emulator: Start) -> None:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from faultlab.emulator.outbox import Action
 from faultlab.emulator.personality import PERSONALITIES
-from faultlab.emulator.session import Action, Connection, Emulator
+from faultlab.emulator.session import Connection, Emulator
+from faultlab.scenarios.booking.brain import booking_assistant
 
 DEV = PERSONALITIES["gemini-dev-2026-10"]
 
@@ -213,7 +215,7 @@ def test_manual_activity_signals_when_vad_is_disabled() -> None:
 def test_new_session_without_status_line_reissues_the_call() -> None:
     """A session restored from a transcript lacking the booking's status books again (new id,
     drifted slot) and says it is booking; with a status line it answers truthfully."""
-    em = Emulator(DEV, seed=10)
+    em = Emulator(DEV, seed=10, brain=booking_assistant())
     for status, expect_call in ((None, True), ("[status] book_slot tomorrow 3pm: committed", False)):
         conn = em.connect(0.0)
         conn.receive(setup(tools=BOOKING_TOOLS), 0.0)
@@ -253,7 +255,7 @@ def test_handles_expire_two_hours_after_the_session_ended() -> None:
 
 def test_context_update_declares_tools() -> None:
     """contextUpdate (the SDK's send_context_update) adds tools the model may call."""
-    em = Emulator(DEV, seed=12)
+    em = Emulator(DEV, seed=12, brain=booking_assistant())
     conn, _ = open_session(em, 0.0)
     conn.receive(json.dumps({"contextUpdate": {"tools": {"tools": [{"functionDeclarations": [
         {"name": "book_slot"}]}]}}}), 1.0)
@@ -287,7 +289,7 @@ def test_speech_cut_by_a_drop_is_partly_repeated_after_the_resume() -> None:
 
 def test_a_connection_whose_tcp_gave_up_keeps_the_session_locked_until_reaped() -> None:
     """L8: the server's TCP gives up (ETIMEDOUT): resumes are still refused (1011); once the
-    connection would have been reaped (L7), the handle is dead (1007)."""
+    connection would have been reaped (L7), the handle is dead (S5: 1011 or no answer)."""
     em = Emulator(DEV, seed=4)
     old, handle = open_session(em, 0.0)
     old.peer_closed(120.0, timed_out=True)
@@ -302,7 +304,7 @@ def test_a_status_line_alone_gets_the_model_to_say_where_the_job_stands() -> Non
     """A restored session told "[status] book_slot(...): pending" says it is still booking;
     "committed" that it is booked."""
     for status, words in (("pending", "still booking"), ("committed", "is booked")):
-        em = Emulator(DEV, seed=11)
+        em = Emulator(DEV, seed=11, brain=booking_assistant())
         conn = em.connect(0.0)
         conn.receive(setup(tools=BOOKING_TOOLS), 0.0)
         conn.poll(1.0)
@@ -324,12 +326,12 @@ def test_a_session_is_forgotten_when_its_handles_die_with_no_connection_after() 
     closes(reaped.poll(4.8))  # reaped: closed 1011 and dead
     assert em.next_due() == 4.8
     em.poll(4.8)
-    assert reaped_handle not in em.sessions and reaped_handle in em.dead_handles
-    assert kept_handle in em.sessions and em.next_due() == 73.0
+    assert reaped_handle not in em.handles.sessions and reaped_handle in em.handles.dead
+    assert kept_handle in em.handles.sessions and em.next_due() == 73.0
     em.poll(72.9)
-    assert kept_handle in em.sessions
+    assert kept_handle in em.handles.sessions
     em.poll(73.0)
-    assert not em.sessions and em.next_due() is None
+    assert not em.handles.sessions and em.next_due() is None
     assert dead_handle_answers(em, kept_handle, 80.0) <= {(1011, "Internal error encountered."), None}
 
 
@@ -338,12 +340,12 @@ def test_a_session_resumed_in_time_is_not_forgotten_at_the_old_deadline() -> Non
     em = Emulator(DEV, time_scale=0.01, seed=11)
     again, handle = resumed_in_time(em)
     em.poll(73.0)
-    assert em.sessions[handle].holder is again
+    assert em.handles.sessions[handle].holder is again
     again.peer_closed(60.0)
     em.poll(131.9)
-    assert handle in em.sessions
+    assert handle in em.handles.sessions
     em.poll(132.0)
-    assert handle not in em.sessions
+    assert handle not in em.handles.sessions
 
 
 def test_a_session_held_past_its_tcps_end_is_forgotten_once_reaped() -> None:
@@ -353,7 +355,7 @@ def test_a_session_held_past_its_tcps_end_is_forgotten_once_reaped() -> None:
     old.peer_closed(120.0, timed_out=True)
     assert em.next_due() == 480.0
     em.poll(480.0)
-    assert handle not in em.sessions and handle in em.dead_handles
+    assert handle not in em.handles.sessions and handle in em.handles.dead
 
 
 def test_manual_activity_holds_at_most_sixty_seconds_of_audio() -> None:
@@ -373,7 +375,7 @@ def test_manual_activity_holds_at_most_sixty_seconds_of_audio() -> None:
     for i in range(7):
         conn.receive(json.dumps({"realtimeInput": {"audio": {
             "data": base64.b64encode(tone).decode(), "mimeType": "audio/pcm;rate=16000"}}}), 1.1 + i)
-    assert conn._manual_audio is not None and len(conn._manual_audio) == 60 * 16000
+    assert conn.turns._manual_audio is not None and len(conn.turns._manual_audio) == 60 * 16000
     conn.receive(json.dumps({"realtimeInput": {"activityEnd": {}}}), 9.0)
     (heard,) = [e for e in events if e["event"] == "emulator.heard"]
     assert heard["audio_s"] == 60.0 and heard["dropped_s"] == 10.0

@@ -20,7 +20,8 @@ from google.genai import _transformers as t
 from google.genai.client import Client
 
 from faultlab.emulator import schema
-from faultlab.emulator.wire import ProtocolError, Setup, parse_frame
+from faultlab.emulator.refusals import ProtocolError
+from faultlab.emulator.wire import Setup, parse_frame
 
 MODEL = "gemini-3.8-live"
 DEPTH = 12

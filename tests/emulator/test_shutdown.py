@@ -77,7 +77,7 @@ def sent_bytes(emulator: RunningEmulator) -> dict[int, int]:
     port_of = {e["conn"]: e["client_port"] for e in events if e["event"] == "emulator.connect"}
     sent: Counter[int] = Counter()
     for e in events:
-        if e["event"] == "emulator.frame" and e["dir"] == "out":
+        if e["event"] == "emulator.frame" and e["from"] == "server":
             sent[port_of[e["conn"]]] += e["bytes"]
     return sent
 

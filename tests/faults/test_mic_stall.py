@@ -40,9 +40,9 @@ def test_bad_parameters_are_refused_by_name(params: dict[str, object],
 def test_it_stalls_the_microphone_once_and_reverts_nothing() -> None:
     """Applying stalls the microphone for `for` seconds; reverting does not touch it again."""
     mic = FakeMic()
-    details = apply_and_revert(build("mic_stall", {"for": "1.5s"}),
-                               FakeContext(mic=cast(VirtualMic, mic)))
-    assert details == {"for_s": 1.5}
+    stall = build("mic_stall", {"for": "1.5s"})
+    details = apply_and_revert(stall, FakeContext(mic=cast(VirtualMic, mic)))
+    assert details == {} and stall.lasts_s == 1.5  # its fault.applied says `for_s: 1.5`
     assert mic.stalls == [1.5]
 
 

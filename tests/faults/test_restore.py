@@ -141,7 +141,7 @@ def test_ids_the_run_does_not_hold_are_asked_of_the_proxy() -> None:
     assert run.last("fault.applied").fields == {
         "step": "heal_two", "fault": "restore", "layer": "packet", "trigger": "at 1s",
         "applied_in_ms": run.last("fault.applied").fields["applied_in_ms"],
-        "reverted": ["cut", "frz"],
+        "reverted": ["cut", "frz"], "ends": ["cut", "frz"], "for_s": 0.0,
     }
 
 

@@ -71,7 +71,7 @@ async def main(args: argparse.Namespace) -> None:
     handles: list[str] = []
     try:
         await session(url, headers, None, handles)
-        # The service refuses a resume right after an idle session's drop (R1: 1.5 s, scaled).
+        # The service refuses a resume right after an idle session's drop (R1, R2: for 1.5 s, scaled).
         await asyncio.sleep(0.5)
         await session(url, headers, handles[-1], handles)
     finally:

@@ -169,7 +169,7 @@ def test_inject_a_message_to_the_client(runs_dir: Path) -> None:
     got = [e for e in events(result, "client.message") if "goAway" in e.fields["text"]]
     assert len(got) == 1
     (injected,) = events(result, "proxy.frame", injected=True)
-    assert injected.fields["kind"] == "go_away" and injected.fields["dir"] == "server->client"
+    assert injected.fields["kind"] == "go_away" and injected.fields["from"] == "server"
 
 
 def test_drop_pongs_makes_a_healthy_path_look_dead(runs_dir: Path) -> None:
@@ -207,7 +207,7 @@ timeout: 30s
     applied = first(result, "fault.applied", step="ice")
     assert applied.source == "proxy" and applied.fields["trigger"].startswith("on frame")
     sent = [e.fields["kind"] for e in result.observed
-            if e.name == "emulator.frame" and e.fields.get("dir") == "out"]
+            if e.name == "emulator.frame" and e.fields.get("from") == "server"]
     assert "tool_call" in sent
     assert sent[sent.index("tool_call"):][:3] == [
         "tool_call", "server_content.generation_complete", "server_content.turn_complete"]
@@ -218,6 +218,6 @@ timeout: 30s
     # ...and the proxy relayed nothing from the toolCall on: it held the toolCall itself and what
     # came in the same read; later bytes never even reached its message hook.
     down = [e for e in result.observed
-            if e.name == "proxy.frame" and e.fields["dir"] == "server->client"]
+            if e.name == "proxy.frame" and e.fields["from"] == "server"]
     first_held = next(i for i, e in enumerate(down) if e.fields["kind"] == "tool_call")
     assert all(e.fields.get("dropped") for e in down[first_held:])

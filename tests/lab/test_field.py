@@ -1,4 +1,4 @@
-"""The field study as one command: every scenario of field-scenarios.md replays against the
+"""The field study as one command: every scenario of docs/field-scenarios.md replays against the
 emulator with the field's outcome, and the suite prints and writes its table."""
 
 from __future__ import annotations

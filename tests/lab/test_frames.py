@@ -47,9 +47,9 @@ def test_nth_counts_messages_not_log_lines(tmp_path: Path) -> None:
     (run_dir,) = runs.iterdir()
     evs = events(run_dir)
     turn_ends = [e["t"] for e in evs if e["event"] == "proxy.frame"
-                 and e["dir"] == "server->client" and "turn_complete" in str(e.get("kind"))]
+                 and e["from"] == "server" and "turn_complete" in str(e.get("kind"))]
     emulated = [e["t"] for e in evs if e["event"] == "emulator.frame"
-                and e["dir"] == "out" and "turn_complete" in str(e.get("kind"))]
+                and e["from"] == "server" and "turn_complete" in str(e.get("kind"))]
     assert len(turn_ends) == 2 and len(emulated) == 2
     (applied,) = [e for e in evs if e["event"] == "fault.applied"]
     assert applied["step"] == "second" and applied["trigger"].startswith("on frame")

@@ -19,8 +19,8 @@ def test_plain_websocket_frames_are_logged_both_ways(runs_dir: Path) -> None:
 expect:
   - {exit_code: 0}
   - {event: proxy.ws_start}
-  - {count: {event: proxy.frame, where: {dir: client->server}}, at_least: 5}
-  - {count: {event: proxy.frame, where: {dir: server->client}}, at_least: 5}
+  - {count: {event: proxy.frame, where: {from: client}}, at_least: 5}
+  - {count: {event: proxy.frame, where: {from: server}}, at_least: 5}
   - {event: proxy.ws_end, where: {code: 1000, closed_by_client: true}}
 """
     result = run_profile(text, runs_dir)
@@ -40,7 +40,7 @@ client:
   env: {{GOOGLE_API_KEY: not-a-real-key}}
 expect:
   - {{exit_code: 0}}
-  - {{event: proxy.frame, where: {{kind: setup, dir: client->server}}}}
+  - {{event: proxy.frame, where: {{kind: setup, from: client}}}}
   - {{event: proxy.frame, where: {{kind: setup_complete}}}}
   - {{event: proxy.frame, where: {{kind: session_resumption_update}}}}
   - {{event: proxy.frame, where: {{kind: server_content.model_turn}}}}

@@ -30,16 +30,16 @@ def a_view(**record: object) -> View:
     three expectations, one failed, one judged on no one moment."""
     events = [
         ev(1.0, "capture", "tcp.connect", k=1, client_port=40000, server="s", server_port=443),
-        ev(1.1, "target", "emulator.frame", conn=1, dir="in", kind="setup", bytes=300),
-        ev(1.3, "target", "emulator.frame", conn=1, dir="out", kind="setup_complete", bytes=20),
-        ev(2.0, "target", "emulator.frame", conn=1, dir="out", kind="tool_call", bytes=120),
+        ev(1.1, "target", "emulator.frame", conn=1, **{"from": "client"}, kind="setup", bytes=300),
+        ev(1.3, "target", "emulator.frame", conn=1, **{"from": "server"}, kind="setup_complete", bytes=20),
+        ev(2.0, "target", "emulator.frame", conn=1, **{"from": "server"}, kind="tool_call", bytes=120),
         ev(2.0, "client", "client.tool_call", name="book_slot", args={"slot": EVIL}),
         ev(3.0, "faultlab", "fault.applied", step="wifi-gone", fault="drop", layer="packet",
            applied_in_ms=4.0),
         ev(5.0, "client", "client.lost", why="pings unanswered"),
         *[ev(5.1 + n, "client", "resume.refused", n=n + 1, code=1011) for n in range(2)],
         ev(7.5, "client", "recovery.new_session"),
-        *[ev(8.0 + i * 0.02, "target", "emulator.frame", conn=2, dir="out",
+        *[ev(8.0 + i * 0.02, "target", "emulator.frame", conn=2, **{"from": "server"},
              kind="server_content.model_turn", bytes=6500, audio_s=0.1) for i in range(15)],
         ev(9.0, "faultlab", "fault.reverted", step="wifi-gone", fault="drop"),
     ]

@@ -127,7 +127,7 @@ def test_markup_in_a_client_s_events_is_drawn_as_text(page: Browser, tmp_path: P
 
     evil = "<img src=x onerror=\"document.title='pwned'\">"
     events = [ev(1.0, "client", "client.ask", text=evil),
-              ev(1.5, "target", "emulator.frame", conn=1, dir="out", kind=evil),
+              ev(1.5, "target", "emulator.frame", conn=1, **{"from": "server"}, kind=evil),
               ev(2.0, "faultlab", "fault.applied", step=evil, fault="drop", layer="packet"),
               ev(3.0, "client", "client.lost", why=evil)]
     path = write_run_page(build_view(events, a_record(profile="x")), tmp_path / PAGE_FILE)

@@ -20,23 +20,23 @@ from .test_sequence import a_record, ev
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def frame(t: float, direction: str, kind: str, conn: int = 1, **fields: object) -> Event:
-    return ev(t, "target", "emulator.frame", conn=conn, dir=direction, kind=kind, **fields)
+def frame(t: float, sender: str, kind: str, conn: int = 1, **fields: object) -> Event:
+    return ev(t, "target", "emulator.frame", conn=conn, **{"from": sender}, kind=kind, **fields)
 
 
 def a_loss() -> list[Event]:
     """A session, an utterance of 20 audio frames, a drop that loses it, a refused resume and a
     recovery."""
     return [
-        ev(0.5, "capture", "tcp.connect", k=1), frame(0.51, "in", "setup"),
-        frame(0.8, "out", "setup_complete"), ev(0.81, "client", "client.connected"),
-        *(frame(1.0 + i * 0.05, "in", "realtime_input.audio", audio_s=0.05) for i in range(20)),
-        frame(2.2, "out", "tool_call"),
+        ev(0.5, "capture", "tcp.connect", k=1), frame(0.51, "client", "setup"),
+        frame(0.8, "server", "setup_complete"), ev(0.81, "client", "client.connected"),
+        *(frame(1.0 + i * 0.05, "client", "realtime_input.audio", audio_s=0.05) for i in range(20)),
+        frame(2.2, "server", "tool_call"),
         ev(2.5, "faultlab", "fault.applied", step="cut", fault="drop", layer="packet",
            applied_in_ms=2.0),
         ev(4.5, "client", "client.lost", why="pings unanswered"),
         ev(4.6, "client", "resume.attempt", n=1), ev(4.61, "capture", "tcp.connect", k=2),
-        frame(4.62, "in", "setup", conn=2),
+        frame(4.62, "client", "setup", conn=2),
         ev(4.63, "target", "emulator.close", conn=2, code=1011),
         ev(5.2, "client", "resume.refused", n=1, code=1011),
         ev(5.2, "capture", "tcp.fin", k=2, **{"from": "server"}),
@@ -84,14 +84,14 @@ def test_a_run_with_nothing_in_it_is_still_a_picture(tmp_path: Path) -> None:
 def test_a_fifteen_minute_run_draws_quickly(tmp_path: Path) -> None:
     """Fifteen minutes of conversation (an utterance and an answer every 12 s, 14,000 frames)
     with a loss in the middle are drawn in well under a second."""
-    events = [ev(0.5, "capture", "tcp.connect", k=1), frame(0.51, "in", "setup")]
+    events = [ev(0.5, "capture", "tcp.connect", k=1), frame(0.51, "client", "setup")]
     for turn in range(74):
         t = 1.0 + turn * 12
-        events += [frame(t + i * 0.04, "in", "realtime_input.audio", audio_s=0.04)
+        events += [frame(t + i * 0.04, "client", "realtime_input.audio", audio_s=0.04)
                    for i in range(75)]
-        events += [frame(t + 3.6 + i * 0.02, "out", "server_content.model_turn", audio_s=0.02)
+        events += [frame(t + 3.6 + i * 0.02, "server", "server_content.model_turn", audio_s=0.02)
                    for i in range(100)]
-        events += [frame(t + 5.7, "out", "server_content.turn_complete"),
+        events += [frame(t + 5.7, "server", "server_content.turn_complete"),
                    ev(t + 5.8, "client", "client.answer")]
     events += [ev(450.0, "faultlab", "fault.applied", step="cut", fault="drop"),
                ev(452.0, "client", "client.lost"),

@@ -4,8 +4,9 @@ messages, faults as bands, and the moments expectations were judged on."""
 from __future__ import annotations
 
 from faultlab.events import Event
+from faultlab.report.bursts import BURST_GAP_S, bursts
 from faultlab.report.record import RunRecord
-from faultlab.report.sequence import BURST_GAP_S, build_view, bursts, category_of
+from faultlab.report.sequence import build_view, category_of
 
 
 def ev(t: float, source: str, name: str, **fields: object) -> Event:
@@ -24,7 +25,7 @@ def a_record(**changes: object) -> RunRecord:
 
 
 def audio(t: float, conn: int = 1) -> Event:
-    return ev(t, "target", "emulator.frame", conn=conn, dir="in", kind="realtime_input.audio",
+    return ev(t, "target", "emulator.frame", conn=conn, **{"from": "client"}, kind="realtime_input.audio",
               bytes=3200, audio_s=0.1)
 
 
@@ -39,9 +40,9 @@ def test_alike_events_in_a_row_are_one_run_and_a_pause_starts_another() -> None:
 
 def test_other_events_interleave_with_a_run_without_breaking_it() -> None:
     """A resumption update among a model turn's chunks does not split the turn."""
-    turn = [ev(2 + i * 0.02, "target", "emulator.frame", conn=1, dir="out",
+    turn = [ev(2 + i * 0.02, "target", "emulator.frame", conn=1, **{"from": "server"},
                kind="server_content.model_turn", audio_s=0.1) for i in range(15)]
-    update = ev(2.1, "target", "emulator.frame", conn=1, dir="out",
+    update = ev(2.1, "target", "emulator.frame", conn=1, **{"from": "server"},
                 kind="session_resumption_update")
     view = build_view([*turn[:5], update, *turn[5:]], a_record())
     messages = [i for i in view.items if i.to is not None]
@@ -61,8 +62,8 @@ def test_a_fifteen_minute_stream_is_a_handful_of_items() -> None:
 
 def test_the_proxy_log_is_the_messages_when_the_run_has_one() -> None:
     """With a proxy, its frames are the messages (not the emulator's too), and it has a lane."""
-    events = [ev(1.0, "proxy", "proxy.frame", k=1, dir="client->server", kind="setup"),
-              ev(1.01, "target", "emulator.frame", conn=1, dir="in", kind="setup"),
+    events = [ev(1.0, "proxy", "proxy.frame", k=1, **{"from": "client"}, kind="setup"),
+              ev(1.01, "target", "emulator.frame", conn=1, **{"from": "client"}, kind="setup"),
               ev(1.3, "proxy", "proxy.ws_end", k=1, code=1011, closed_by_client=False)]
     view = build_view(events, a_record())
     assert [lane.id for lane in view.lanes] == ["client", "proxy", "router", "server"]
@@ -72,21 +73,26 @@ def test_the_proxy_log_is_the_messages_when_the_run_has_one() -> None:
 
 
 def test_faults_are_bands_until_their_revert_and_instants_when_done_once_applied() -> None:
-    """A drop lasts until reverted; a freeze until thawed; an abort is an instant; a fault
-    never reverted lasts to the end of the run; applied_in_ms moves the start back."""
+    """A drop lasts until reverted; a freeze until the step that says it `ends` it; an abort
+    (`for_s: 0`) is an instant; a stall lasts its `for_s`; a fault never reverted lasts to the end
+    of the run; applied_in_ms moves the start back."""
     events = [
         ev(1.0, "faultlab", "fault.applied", step="cut", fault="drop", layer="packet",
            applied_in_ms=2.0),
         ev(3.0, "faultlab", "fault.reverted", step="cut", fault="drop"),
         ev(4.0, "proxy", "fault.applied", step="ice", fault="freeze", layer="app"),
-        ev(6.0, "proxy", "fault.applied", step="sun", fault="thaw", layer="app", thawed=["ice"]),
-        ev(7.0, "faultlab", "fault.applied", step="kill", fault="abort", layer="app"),
+        ev(6.0, "proxy", "fault.applied", step="sun", fault="thaw", layer="app", thawed=["ice"],
+           ends=["ice"], for_s=0),
+        ev(6.5, "faultlab", "fault.applied", step="hush", fault="mic_stall", layer="client",
+           for_s=1.5),
+        ev(7.0, "faultlab", "fault.applied", step="kill", fault="abort", layer="app", for_s=0),
         ev(8.0, "faultlab", "fault.applied", step="loss", fault="loss", layer="packet"),
         ev(9.0, "proxy", "proxy.start")]
     bands = {b.step: b for b in build_view(events, a_record()).bands}
     assert (bands["cut"].t, bands["cut"].t_end, bands["cut"].lane) == (0.998, 3.0, "router")
     assert (bands["ice"].t_end, bands["ice"].lane) == (6.0, "proxy")
     assert bands["sun"].t_end == bands["sun"].t == 6.0 and bands["sun"].instant
+    assert (bands["hush"].t_end, bands["hush"].lane, bands["hush"].instant) == (8.0, "client", False)
     assert bands["kill"].t_end == 7.0 and bands["kill"].instant and not bands["cut"].instant
     assert (bands["loss"].t_end, bands["loss"].reverted) == (9.0, False)
 
@@ -147,7 +153,7 @@ def test_events_that_say_different_things_are_never_folded_together() -> None:
     exits = [ev(9.0 + i * 0.01, "faultlab", "process.exit", role=role, code=code)
              for i, (role, code) in enumerate([("client", 0), ("target", -11), ("proxy", 0)])]
     assert [b.count for b in bursts(exits)] == [1, 1, 1]
-    sizes = [ev(1 + i * 0.02, "target", "emulator.frame", conn=1, dir="out",
+    sizes = [ev(1 + i * 0.02, "target", "emulator.frame", conn=1, **{"from": "server"},
                 kind="server_content.model_turn", bytes=100 + i, audio_s=0.1) for i in range(5)]
     (burst,) = bursts(sizes)
     assert burst.count == 5 and "bytes" not in burst.fields and "audio_s" not in burst.fields

@@ -1,6 +1,5 @@
-"""The booking assistant (the field study's scenario): the user asks an agent to book a slot, the
-model calls the booking tool, the backend (faultlab/clients/backend.py) records a job and then
-commits it; later the user asks "Did you book it?".
+"""What the booking pack judges and shows: whether the user was told the truth about the booking
+(against the backend's ledger, `backend`), and how many bookings were made.
 
 Registers the expectations `truthful` and `bookings`, the suite columns "bookings" and "user told",
 and the backend's events (`backend.*`) for the summary. Answers are read in English (`CLAIMS`).

@@ -2,8 +2,8 @@ import asyncio
 import json
 from pathlib import Path
 
-from faultlab.clients.backend import BookingBackend, business_key
 from faultlab.events import EventWriter
+from faultlab.scenarios.booking.backend import BookingBackend, business_key
 
 
 def test_business_key_ignores_wording() -> None:

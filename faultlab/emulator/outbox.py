@@ -1,0 +1,68 @@
+"""A connection's outbox: the frames and closes the sans-I/O core has scheduled, by when they are due."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+Frame = dict[str, Any]
+
+
+@dataclass(order=True)
+class Action:
+    """A frame to send (`frame`) or a close (`code`, `reason`), due at `at`; or, internal to the
+    core, the moment the model answers the user's turn (`think`)."""
+
+    at: float
+    seq: int
+    frame: Frame | None = field(default=None, compare=False)
+    code: int = field(default=0, compare=False)
+    reason: str = field(default="", compare=False)
+    turn: int = field(default=0, compare=False)
+    audio_s: float = field(default=0.0, compare=False)
+    think: bool = field(default=False, compare=False)
+
+
+class Outbox:
+    """Actions in the order they fall due; those due at the same time in the order scheduled."""
+
+    def __init__(self) -> None:
+        self._due: list[Action] = []  # a heap
+        self._seq = itertools.count()
+
+    def send(self, at: float, frame: Frame, turn: int = 0, audio_s: float = 0.0) -> None:
+        """`frame` at `at`, as part of the model's turn `turn` (0: no turn's)."""
+        heapq.heappush(self._due, Action(at, next(self._seq), frame, turn=turn, audio_s=audio_s))
+
+    def close(self, at: float, code: int, reason: str) -> None:
+        heapq.heappush(self._due, Action(at, next(self._seq), None, code, reason))
+
+    def think(self, at: float) -> Action:
+        """The moment the model answers, at `at` (withdrawn with `withdraw`)."""
+        action = Action(at, next(self._seq), think=True)
+        heapq.heappush(self._due, action)
+        return action
+
+    def withdraw(self, action: Action) -> None:
+        if action in self._due:
+            self._due.remove(action)
+            heapq.heapify(self._due)
+
+    def cut_turns(self) -> None:
+        """Every frame of a model's turn is dropped (a barge-in cut them); the rest stays."""
+        self._due = [a for a in self._due if a.turn == 0]
+        heapq.heapify(self._due)
+
+    def clear(self) -> None:
+        self._due.clear()
+
+    def next_at(self) -> float | None:
+        return self._due[0].at if self._due else None
+
+    def pop_due(self, now: float) -> Action | None:
+        """The first action due by `now`, if any, taken out."""
+        if self._due and self._due[0].at <= now:
+            return heapq.heappop(self._due)
+        return None

@@ -1,0 +1,31 @@
+"""The booking assistant (the field study's scenario), as one pack: the user asks an agent to book a
+slot, the model calls the booking tool, the backend records a job and then commits it; later the
+user asks "Did you book it?".
+
+- `brain`: the emulator's model of the assistant (a personality's `scenario: booking`, the default);
+- `backend`: the booking backend the clients hand each tool call to (the ledger, `backend.*`);
+- `conversation`: the client's side of it (book, answer the call, ask, status lines), which the
+  builtin clients `naive`, `field-recovery` and `racing-recovery` (faultlab/clients/) hold;
+- `expectations`: `truthful` and `bookings`, the suite columns "bookings" and "user told", and the
+  backend's events in each summary;
+- `PROBE`: what `faultlab calibrate` says to make a model call `book_slot`.
+"""
+
+from __future__ import annotations
+
+from faultlab.scenarios.booking import expectations
+from faultlab.scenarios.booking.brain import booking_assistant
+from faultlab.scenarios.pack import ProbeWords, ScenarioPack
+
+# The words of the field's booking scenario: the emulator's model calls book_slot for them, and
+# the instruction asks the real one to. (Words such as "booked" next to the tool's name would read
+# to the emulator's model as a status line saying the slot is taken.)
+PROBE = ProbeWords(
+    instruction="You book appointment slots with the book_slot tool: call it as soon as a slot is "
+                "asked for.",
+    request="Book me the 3pm slot tomorrow, please.", tool="book_slot",
+    description="Book an appointment slot.", parameter="slot")
+
+PACK = ScenarioPack("booking", brain=booking_assistant, probe=PROBE)
+
+__all__ = ["PACK", "PROBE", "expectations"]

@@ -1,0 +1,173 @@
+"""The client's side of the booking conversation, which the builtin clients (faultlab/clients/) hold.
+
+It asks for the booking (`--say`), hands each tool call to the backend (`backend`), and answers the
+call (by its id, on whatever connection of its session is up) when the backend commits. Once every
+booking has committed (or, with none, once the model has replied) it asks `--ask`; the user has
+been told once the model answers that. A new session is restored with the request and one status
+line per booking (`restore`), and a call its old session made is reported to the new one
+(`outlived`) when status notes are on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any, Protocol
+
+from faultlab.events import EventWriter
+from faultlab.scenarios.booking.backend import Booking, BookingBackend
+from faultlab.units import parse_duration
+
+TOOL = "book_slot"
+# A user's turn: (role, text).
+Turn = tuple[str, str]
+
+
+class Line(Protocol):
+    """What the conversation needs of the client: its connection's state, and a way to speak."""
+
+    up: asyncio.Event
+    lost: asyncio.Event
+    session: Any
+    generation: int  # which session is in use: a new session cannot answer an old one's calls
+
+    async def say(self, turns: list[Turn], turn_complete: bool) -> None: ...
+
+    async def drop(self, why: str) -> None: ...
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None: ...
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The conversation's options."""
+    p.add_argument("--say", default="Book me the 3pm slot tomorrow, please.")
+    p.add_argument("--ask", default="Did you book it?", help="the question ('' for none)")
+    p.add_argument("--ask-after", type=parse_duration, default=1.0,
+                   help="how long after the booking commits (or the model replies) to ask")
+    p.add_argument("--no-answer", dest="answer", action="store_false",
+                   help="never send the tool response (field R2)")
+    p.add_argument("--respond-delay", type=parse_duration, default=0.0,
+                   help="how long after the backend commits to send the tool response")
+
+
+def add_backend_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--commit", type=parse_duration, default=4.0, help="backend job length")
+    p.add_argument("--time-scale", type=float, default=1.0, help="factor on the backend's job")
+
+
+class BookingConversation:
+    def __init__(self, line: Line, args: argparse.Namespace, events: EventWriter,
+                 status_notes: bool = False) -> None:
+        self.line = line
+        self.args = args
+        self.events = events
+        self.status_notes = status_notes
+        run_dir = os.environ.get("FAULTLAB_RUN_DIR")
+        self.backend = BookingBackend(args.commit, args.time_scale,
+                                      Path(run_dir) / "ledger.json" if run_dir else None, events)
+        self.answered = asyncio.Event()
+        self.asked = False
+        self.replied = False
+
+    def tools(self) -> list[Any]:
+        """The function the model may call: book_slot(slot), NON_BLOCKING."""
+        from google.genai import types
+
+        return [types.Tool(function_declarations=[types.FunctionDeclaration(
+            name=TOOL, behavior=types.Behavior.NON_BLOCKING,
+            parameters=types.Schema(type=types.Type.OBJECT,
+                                    properties={"slot": types.Schema(type=types.Type.STRING)}))])]
+
+    def opening(self) -> list[Turn]:
+        return [("user", self.args.say)]
+
+    def on_call(self, call_id: str, name: str, args: dict[str, Any]) -> None:
+        """A tool call: the backend books (or joins) at once; the call is answered on commit."""
+        booking = self.backend.book(call_id, str(args.get("slot", "")))
+        self.line.spawn(self._respond(call_id, name, booking))
+
+    def on_reply(self) -> None:
+        """The model finished a turn with words: a reply, and the answer if the user had asked."""
+        self.replied = True
+        if self.asked:
+            self.answered.set()
+
+    async def _respond(self, call_id: str, name: str, booking: Booking) -> None:
+        """Answer a call by its id once the backend has committed, on whatever connection of its
+        session is up; a call whose session is gone is `outlived`."""
+        from google.genai import types
+
+        born = self.line.generation
+        await self.backend.committed(booking)
+        if not self.args.answer:
+            return
+        await asyncio.sleep(self.args.respond_delay)
+        while True:
+            await self.line.up.wait()
+            if self.line.generation != born:
+                await self.outlived(booking)
+                return
+            try:
+                await self.line.session.send_tool_response(function_responses=[
+                    types.FunctionResponse(id=call_id, name=name,
+                                           response={"status": booking.status,
+                                                     "booking": booking.id})])
+                self.events.emit("client.tool_response", id=call_id, booking=booking.id)
+                return
+            except Exception:
+                await self.line.drop("send failed")
+
+    async def outlived(self, booking: Booking) -> None:
+        """A call's session was replaced by a new one, which cannot answer it: with status notes,
+        the new session is told what happened (the update note)."""
+        if self.status_notes:
+            with contextlib.suppress(Exception):
+                await self.line.say([("user", booking.status_line())], turn_complete=False)
+                self.events.emit("client.status_note", booking=booking.id, status=booking.status)
+
+    def restore(self) -> tuple[list[Turn], bool, int]:
+        """What a new session is told: the request, one status line per booking (with status
+        notes), and the question when its answer is known. Returns the turns, whether the user
+        asked, and how many status lines there are."""
+        lines = self.backend.status_lines() if self.status_notes else []
+        turns = [("user", self.args.say), *(("user", line) for line in lines)]
+        ask = self.ask_due(speaking=False)
+        if ask:
+            turns.append(("user", self.args.ask))
+        return turns, ask, len(lines)
+
+    def ask_due(self, speaking: bool) -> bool:
+        """Time to ask: the model is not speaking, and every booking has committed, or (none
+        asked for) the model has replied."""
+        if self.asked or not self.args.ask or speaking:
+            return False
+        bookings = self.backend.ledger.bookings
+        if bookings:
+            return all(b.status == "committed" for b in bookings)
+        return self.replied
+
+    def mark_asked(self) -> None:
+        self.asked = True
+        self.answered.clear()
+        self.events.emit("client.ask", text=self.args.ask)
+
+    async def ask(self, speaking: Callable[[], bool]) -> None:
+        """Ask `--ask-after` from now, unless the connection is lost meanwhile (handled first);
+        `speaking()` says whether a model turn is under way then."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.line.lost.wait(), self.args.ask_after)
+        if self.line.up.is_set() and self.ask_due(speaking()):
+            with contextlib.suppress(Exception):
+                await self.line.say([("user", self.args.ask)], turn_complete=True)
+                self.mark_asked()
+
+    def done(self) -> bool:
+        """The user has the answer (or, asking nothing, the model's reply)."""
+        return self.answered.is_set() or (self.replied and not self.args.ask)
+
+    def close(self) -> None:
+        self.backend.close()

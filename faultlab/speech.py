@@ -1,0 +1,85 @@
+"""Speech: espeak-ng's voice as 16-bit mono PCM, resampling, and clips (WAV files with their text).
+
+The lab's virtual microphone (`faultlab.mic`) and the emulator share it: the microphone speaks a
+profile's lines into clips, a folder of NAME.wav + NAME.txt, and the emulator's transcript
+registry (`faultlab.emulator.audio`) loads that folder to "hear" those words; the emulator speaks
+its answers with the same voice. The Live API hears 16 kHz (`RATE_IN`) and speaks 24 kHz
+(`RATE_OUT`).
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import shutil
+import subprocess
+import wave
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+RATE_IN = 16000
+RATE_OUT = 24000
+ESPEAK = shutil.which("espeak-ng")
+
+Samples = npt.NDArray[np.int16]
+
+
+def resample(pcm: Samples, rate_from: int, rate_to: int) -> Samples:
+    """Linear-interpolation resampling (good enough for VAD, recognition and playback)."""
+    if rate_from == rate_to or len(pcm) == 0:
+        return pcm
+    n = max(1, round(len(pcm) * rate_to / rate_from))
+    x = np.linspace(0, len(pcm) - 1, n)
+    return np.interp(x, np.arange(len(pcm)), pcm.astype(np.float32)).astype(np.int16)
+
+
+def read_wav(data: bytes) -> tuple[Samples, int]:
+    """16-bit PCM samples (first channel) and the rate of a WAV file."""
+    with wave.open(io.BytesIO(data)) as w:
+        if w.getsampwidth() != 2:
+            raise ValueError("only 16-bit WAV is supported")
+        frames = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2")
+        channels = w.getnchannels()
+        return frames[::channels].astype(np.int16), w.getframerate()
+
+
+def write_wav(pcm: Samples, rate: int) -> bytes:
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(pcm.astype("<i2").tobytes())
+    return buf.getvalue()
+
+
+# A reply is at most a few hundred KiB of speech (370 KiB for the longest echo); most replies
+# are a rule's fixed sentences, and every echo differs, so a small cache holds what repeats
+# (256 entries of echoes held about 90 MiB).
+@functools.lru_cache(maxsize=32)
+def synthesise(text: str, rate: int = RATE_OUT) -> Samples:
+    """Speech for `text` from espeak-ng at `rate` Hz; a tone of a plausible length without it."""
+    if ESPEAK is not None:
+        done = subprocess.run([ESPEAK, "-v", "en-us", "-s", "170", "--stdout", text],
+                              capture_output=True, timeout=30, check=False)
+        if done.returncode == 0 and done.stdout:
+            pcm, source_rate = read_wav(done.stdout)
+            return resample(pcm, source_rate, rate)
+    seconds = max(0.5, 0.065 * len(text))
+    t = np.arange(int(seconds * rate)) / rate
+    return (np.sin(2 * np.pi * 220 * t) * 6000).astype(np.int16)
+
+
+def write_clips(lines: Sequence[str], folder: Path) -> list[Samples]:
+    """Speak each line into `folder` as NN.wav + NN.txt at RATE_IN (what the emulator loads)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    clips = []
+    for i, text in enumerate(lines, 1):
+        pcm = synthesise(text, RATE_IN)
+        (folder / f"{i:02d}.wav").write_bytes(write_wav(pcm, RATE_IN))
+        (folder / f"{i:02d}.txt").write_text(text + "\n", encoding="utf-8")
+        clips.append(pcm)
+    return clips

@@ -1,0 +1,57 @@
+"""Target kinds: what the client talks to, behind one interface (`faultlab.targets.base`).
+
+A profile's `target` is a program the lab runs in the server's namespace (`program`: a command, a
+builtin, or an image's own command in a container), faultlab's Live API emulator (`emulator`),
+or a service outside the lab reached through an uplink (`remote`). Each kind is one module; a
+new kind is its module, its field below and its line in `Target.kind`.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field, model_validator
+
+from faultlab.model import Duration
+from faultlab.targets.base import Surroundings, TargetKind
+from faultlab.targets.emulator import Emulator, EmulatorTarget
+from faultlab.targets.program import Program, ProgramTarget, program_argv
+from faultlab.targets.remote import HOST_LOOPBACK_NAME, Remote, RemoteTarget
+
+
+class Target(Program):
+    """The server the client talks to: a command, a builtin or the emulator, run in the server
+    namespace (the emulator listens on 443 unless `port` says otherwise), or a `remote` service
+    outside the lab."""
+
+    emulator: EmulatorTarget | None = None
+    remote: RemoteTarget | None = None
+    port: int | None = Field(default=None, ge=1, le=65535)
+    ready_timeout: Duration = 5.0
+    KINDS: ClassVar[tuple[str, ...]] = ("command", "builtin", "emulator", "remote")
+
+    @model_validator(mode="after")
+    def _fits_its_kind(self) -> Target:
+        misfit = self.kind.misfit()
+        if misfit is not None:
+            raise ValueError(misfit)
+        return self
+
+    @property
+    def kind(self) -> TargetKind:
+        """What the run needs of it, by its kind."""
+        if self.emulator is not None:
+            return Emulator(self.emulator, self.port, self.image)
+        if self.remote is not None:
+            return Remote(self.remote, {k: getattr(self, k)
+                                        for k in ("image", "port", "args", "env", "pass_env")})
+        return ProgramTarget(self, self.port)
+
+    @property
+    def listen_port(self) -> int:
+        """The port the client connects to."""
+        return self.kind.listen_port
+
+
+__all__ = ["HOST_LOOPBACK_NAME", "Emulator", "EmulatorTarget", "Program", "ProgramTarget", "Remote",
+           "RemoteTarget", "Surroundings", "Target", "TargetKind", "program_argv"]

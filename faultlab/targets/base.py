@@ -1,0 +1,109 @@
+"""What a run needs of its target, whatever kind it is.
+
+A kind answers, for the launcher, the runner and the profile's checks: the command line and the
+variables it runs with, whether it runs in the server's namespace, the port the client connects
+to, the names the client resolves to it and the address they resolve to, the trust the client
+(and the proxy, upstream) needs, whether the lab needs an uplink, and whether it writes a frame
+log of its own. None of them asks which kind a target is.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Collection, Mapping, Sequence
+from ipaddress import IPv4Address, IPv4Network
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar, Protocol
+
+from faultlab.errors import LabError
+
+if TYPE_CHECKING:
+    from faultlab.lab.base import Lab
+    from faultlab.lab.uplink import UplinkSpec
+    from faultlab.problems import Loc
+    from faultlab.tls import LabCA
+
+
+class Surroundings(Protocol):
+    """What a kind reads of the run that starts it (the launcher)."""
+
+    @property
+    def lab(self) -> Lab: ...
+
+    @property
+    def run_dir(self) -> Path: ...
+
+    @property
+    def ca(self) -> LabCA:
+        """The run's own CA: the emulator's and the proxy's certificates, the client's trust."""
+
+    @property
+    def speech(self) -> Path | None:
+        """The microphone's clips, when the run has a microphone."""
+
+    def profile_path(self, path: Path) -> Path:
+        """A path the profile gives, relative to the profile's folder."""
+
+
+class TargetKind(ABC):
+    """One kind of target, as the run meets it."""
+
+    # Its name, as a profile's `target` names it (`emulator`, `remote`) or `program`.
+    name: ClassVar[str]
+    # Whether it runs in the server's namespace: started there, and waited for on its port.
+    in_lab: ClassVar[bool] = True
+    # Whether it writes a frame log of its own, which frame triggers follow without the proxy.
+    frame_log: ClassVar[bool] = False
+
+    @property
+    @abstractmethod
+    def listen_port(self) -> int:
+        """The port the client connects to."""
+
+    def misfit(self) -> str | None:
+        """Why the target's other fields do not go with this kind, if they do not."""
+        return None
+
+    def argv(self, run: Surroundings) -> list[str]:
+        """Its command line in the server's namespace."""
+        raise LabError(f"a {self.name} target runs nothing in the lab")
+
+    def env(self, run: Surroundings) -> dict[str, str]:
+        """Its own variables, over faultlab's and the profile's `env`."""
+        return {}
+
+    def address(self, lab: Lab) -> str | None:
+        """The address its names resolve to in the lab; None: the client asks DNS."""
+        return str(lab.server_address)
+
+    def host(self, lab: Lab) -> str:
+        """What the programs are told the target's host is (`FAULTLAB_TARGET_HOST`)."""
+        return str(lab.server_address)
+
+    def client_names(self) -> list[str]:
+        """The names the client resolves to its address, beside the profile's `hosts`."""
+        return []
+
+    def client_env(self, run: Surroundings, proxied: bool) -> dict[str, str]:
+        """What the client needs in its environment to reach it (trust, a base URL), on the
+        direct path or, `proxied`, through the proxy (whose certificates the run's CA issues)."""
+        return {}
+
+    def resolver(self) -> IPv4Address | None:
+        """The name server the client asks, if the client needs one (its `resolv.conf`)."""
+        return None
+
+    def upstream_ca(self, run: Surroundings) -> Path | None:
+        """What the proxy verifies its certificate with; None: the proxy does not verify."""
+        return None
+
+    @property
+    def uplink(self) -> UplinkSpec | None:
+        """The uplink the lab needs to reach it, if it is outside the lab."""
+        return None
+
+    def profile_problems(self, hosts: Sequence[str], sysctl: Collection[str],
+                         subnets: Mapping[str, IPv4Network], folder: Path) -> list[tuple[Loc, str]]:
+        """What does not go with it in the rest of the profile: its `hosts`, the places its
+        `network.sysctl` sets, its `network.subnets` by side; `folder` is the profile's."""
+        return []
