@@ -52,7 +52,6 @@ from pcap_peers import (
 )
 from table import NEEDS_ROOT, Measure, Row, alone, skipped, versus
 
-from faultlab.capture.live import ConnectionTable
 from faultlab.capture.pcap import (
     ACK,
     PSH,
@@ -63,13 +62,14 @@ from faultlab.capture.pcap import (
     write_record,
 )
 from faultlab.capture.tshark import find_tshark
+from faultlab.connections import ConnectionTable
 from faultlab.errors import LabError
 from faultlab.events import EventBus, RunClock
-from faultlab.faults.iptables import chain_name, uninstall
 from faultlab.injector import FaultRuntime
 from faultlab.lab.base import Image
 from faultlab.lab.docker import DockerLab
 from faultlab.lab.engine import CLIENTS_IMAGE, engine_images
+from faultlab.lab.netfilter import chain_name, uninstall
 from faultlab.lab.netns import NetnsLab
 from faultlab.profile import parse_profile
 from faultlab.timeline import Due
@@ -185,7 +185,7 @@ async def fault_rows(n: int) -> list[Row]:
     bus = EventBus(RunClock())
     rows: list[Row] = []
     async with NetnsLab() as lab:
-        runtime = FaultRuntime(lab, ConnectionTable(str(lab.server_address)), bus, None, None,
+        runtime = FaultRuntime(lab, ConnectionTable(address=str(lab.server_address)), bus, None, None,
                                steps, on_failure=print)
         no_netem = await fault_peers.netem_missing(lab)
         # step id -> (peer, its commands, the commands that undo them or None: the fault's chain)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from types import SimpleNamespace
 from typing import Any
 
-from faultlab.capture.live import ConnectionTable
+from faultlab.connections import ConnectionTable
 from faultlab.faults import FAULTS
 from faultlab.faults.impairment import as_path, egress_links
 from faultlab.lab.netns import NetnsLab
@@ -42,7 +42,7 @@ async def iptables_calls(lab: NetnsLab, step: Step) -> list[list[str]]:
     recorder = _Recorder()
     stand_in = SimpleNamespace(router=recorder, client=recorder, client_link=lab.client_link,
                                client_iface=lab.client_iface, target_link=lab.target_link)
-    ctx = SimpleNamespace(lab=stand_in, connections=ConnectionTable(str(lab.server_address)),
+    ctx = SimpleNamespace(lab=stand_in, connections=ConnectionTable(address=str(lab.server_address)),
                           proxy=None, mic=None)
     await FAULTS[step.fault](step.id, step.params).apply(ctx)
     calls = []

@@ -30,10 +30,10 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+import measure
 import table
 from table import NEEDS_ROOT, Measure, Row, alone, skipped
 
-from faultlab.impair import measure
 from faultlab.lab.netns import NetnsLab
 
 

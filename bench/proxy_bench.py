@@ -32,7 +32,7 @@ import table
 from table import NEEDS_ROOT, Measure, Row, skipped, versus
 
 from faultlab.events import EventBus, RunClock
-from faultlab.faults.iptables import redirect
+from faultlab.lab.netfilter import redirect
 from faultlab.lab.netns import NetnsLab
 from faultlab.lab.process import listening, terminate
 from faultlab.proxy.launch import READY_S, launch_proxy

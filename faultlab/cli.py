@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 def main() -> None:
     """The `faultlab` command: click's, with SIGINT and SIGTERM answered at any moment (the
-    script's first call; importing this module does not touch signals)."""
+    entry, faultlab.__main__, catches them before importing this module, which does not)."""
     interrupt.catch()
     code: Any = 0
     try:
@@ -43,10 +43,8 @@ def main() -> None:
         interrupt.note_only()
     except interrupt.Interrupted:
         interrupt.announce()
-    code = interrupt.exit_code(code)
     # A signal noted once the work was done (its reports being written) still gives the code.
-    interrupt.announce("it came as the command ended; what it wrote is whole")
-    sys.exit(code)
+    interrupt.finish(code)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -228,7 +226,7 @@ _capture_path = click.argument("path", type=click.Path(path_type=Path), metavar=
 _keylog_option = click.option(
     "--keylog", "keylogs", multiple=True, type=click.Path(path_type=Path), metavar="FILE",
     help="TLS key log (NSS format, as SSLKEYLOGFILE writes) to read wss:// with; repeatable. "
-         "A run folder's key logs are used by themselves.")
+         "A run's key logs (in its folder, beside its capture) are used by themselves.")
 _json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 
 
@@ -270,7 +268,7 @@ def inspect(path: Path, keylogs: tuple[Path, ...], as_json: bool) -> None:
 
     PATH is a pcap or a run folder (its capture.pcap). Per flow: packets, bytes, FIN/RST,
     retransmissions, keepalives, silences, and every frame each way; frames inside TLS need
-    key logs (a run folder's are found by themselves) and tshark."""
+    key logs (a run's, in its folder or beside the capture, are found by themselves) and tshark."""
     _show_capture(path, keylogs, as_json, server_side=False)
 
 

@@ -1,8 +1,9 @@
 """The one numbering of a run's connections, and the one way to choose among them.
 
 Connection k is the k-th TCP connection the client opened toward the target, counted from 1 in the
-order the router first saw its SYN (a retransmitted SYN is the same connection). The capture gives
-the numbers (`tcp.connect` k) and every other part takes them by the client's port: packet faults
+order the router first saw its SYN (a retransmitted SYN is the same connection). The run's
+`ConnectionTable` holds them: the capture (faultlab.capture.live) feeds it the SYNs it sees and
+records the numbers (`tcp.connect` k), and every other part takes them by the client's port: packet faults
 (`connection: k`), the proxy (the run tells it each number as the SYN is seen) and frame triggers
 (the proxy's and the emulator's frames are mapped by port). A connection whose SYN the path
 dropped still has its number, though no server ever saw it.
@@ -11,6 +12,7 @@ dropped still has its number, though no server ever saw it.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from pydantic import Field
@@ -30,3 +32,49 @@ def choose[T](connections: Sequence[T], which: ConnectionChoice) -> T | None:
     if isinstance(which, int) and 1 <= which <= len(connections):
         return connections[which - 1]
     return None
+
+
+@dataclass(frozen=True)
+class Connection:
+    """A TCP connection from the client to the target, numbered as this module says."""
+
+    k: int
+    client: str
+    client_port: int
+    server: str
+    server_port: int
+    t: float
+
+
+class ConnectionTable:
+    """The client's connections to the target, as the capture saw their SYNs: to `port` and
+    `address` when given (a remote target's client may open others, for a token or telemetry;
+    one resolved by DNS has no address known beforehand)."""
+
+    def __init__(self, port: int | None = None, address: str | None = None) -> None:
+        self.port = port
+        self.address = address
+        self.connections: list[Connection] = []
+        self._by_ports: dict[tuple[int, int], Connection] = {}
+
+    def observe_syn(self, client: str, client_port: int, server: str, server_port: int,
+                    t: float) -> Connection | None:
+        """Record a client SYN; None when it is a retransmission of a known one, or not toward
+        the target."""
+        if (client_port, server_port) in self._by_ports:
+            return None
+        if server_port != (self.port or server_port) or server != (self.address or server):
+            return None
+        # The address the SYN went to: the lab's server, or a remote service's (from DNS).
+        conn = Connection(len(self.connections) + 1, client, client_port, server,
+                          server_port, t)
+        self.connections.append(conn)
+        self._by_ports[(client_port, server_port)] = conn
+        return conn
+
+    def lookup(self, client_port: int, server_port: int) -> Connection | None:
+        return self._by_ports.get((client_port, server_port))
+
+    def select(self, which: ConnectionChoice) -> Connection | None:
+        """`first`, `latest`, or connection k; None if not seen yet."""
+        return choose(self.connections, which)

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from faultlab.capture.live import ConnectionTable
+from faultlab.connections import ConnectionTable
 from faultlab.errors import FaultlabError
 from faultlab.events import Event, EventBus
 from faultlab.faults import FAULTS, Fault

@@ -1,8 +1,9 @@
 """SIGINT and SIGTERM at any moment of a command: what exists is torn down, and the command exits
 128 + the signal's number (130 for SIGINT, 143 for SIGTERM).
 
-`catch` is the command's first instruction (before click, asyncio and the runner are imported:
-the runner alone takes ~1.7 s). From then on the first signal is noted, and what it does depends
+`catch` is the command's first instruction (faultlab.__main__, the installed command's entry and
+`python -m faultlab`'s, calls it before click, asyncio and the runner are imported: the runner
+alone takes ~1.7 s). From then on the first signal is noted, and what it does depends
 on the moment:
 
 - before a run's event loop nothing needs tearing down: it raises `Interrupted`, which unwinds the
@@ -12,19 +13,24 @@ on the moment:
   `uncancelled`, so it is never cut halfway, and later signals change nothing;
 - after, it is only noted, so that a report being written is written whole.
 
-`exit_code` is the command's last instruction: from there both signals are ignored (one that comes
-later is too late to change anything), and it gives the code to exit with, the signal's if one
-came; `announce` says so once on stderr, wherever the signal fell (one noted while the reports
-were written exits with its code too). Light to import on purpose: only `signal`, `sys` and
-`contextlib` at the top.
+`finish` is the command's last instruction. Python's exit callbacks still run (signals noted), then
+the process ends in the last of them, registered by `catch`: with the command's code, or the
+signal's if one came by then, and without the interpreter's finalization, which tears modules
+down for about half a second with both signals back at their default action or ignored (a
+signal then killed the process, or was lost and the command exited 0). After its last look a
+signal ends the process by its default action: never 0 or 1. `announce` says so once on stderr,
+wherever the signal fell (one noted while the reports were written exits with its code too).
+Light to import on purpose: only `atexit`, `contextlib`, `os`, `signal` and `sys` at the top.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import os
 import signal
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
     import asyncio
@@ -38,6 +44,8 @@ _received: int | None = None
 _announced = False
 _raising = False
 _cancel: Callable[[], None] | None = None
+_ending = False  # `_end` is registered
+_finished: tuple[str | int | None] | None = None  # the code `finish` was given
 
 
 class Interrupted(BaseException):
@@ -79,9 +87,14 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
 def catch() -> None:
     """Take SIGINT and SIGTERM over; from now on a signal is noted (also one held across the
     re-exec into a user namespace, delivered here). Calling it again changes nothing."""
+    global _ending
     for sig in SIGNALS:
         signal.signal(sig, _on_signal)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
+    if not _ending:
+        # The first exit callback registered is the last called: the others run before it.
+        atexit.register(_end)
+        _ending = True
 
 
 def raise_from_now() -> None:
@@ -103,24 +116,40 @@ def hold() -> None:
     signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
 
 
-def exit_code[T](code: T) -> T | int:
-    """The code to exit with: 128 + the first signal's number if one came, else `code`.
-
-    Both signals are ignored from here on: Python's finalization would give them back their
-    default action, and one delivered to another thread (numpy's BLAS starts its own) would kill
-    the process. The wakeup socket tells any delivered until the kernel ignores them; holding
-    them in this thread runs the handlers of those delivered before it was set."""
-    global _received
+def finish(code: str | int | None) -> NoReturn:
+    """End the command with `code` (as `sys.exit` takes it), or with 128 + the first signal's
+    number if one comes before the process is gone (see the module's docstring)."""
+    global _finished
     note_only()
+    _finished = (code,)
+    sys.exit(code)
+
+
+def _end() -> None:
+    """The last exit callback: exit with `finish`'s code, or the signal's, here and now; does
+    nothing when the command did not end through `finish` (a Python of a test's own)."""
+    global _received
+    if _finished is None:
+        return
+    code = _finished[0]
+    status = 0 if code is None else code if isinstance(code, int) else 1
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # closed, or a pipe whose reader has gone
+            stream.flush()
     with _wakeup() as wake:
-        hold()
+        # From here a signal takes its default action, ending the process. One delivered to
+        # another thread before (numpy's BLAS starts its own) may not have reached its Python
+        # handler: the wakeup socket tells it.
         for sig in SIGNALS:
-            signal.signal(sig, signal.SIG_IGN)
+            signal.signal(sig, signal.SIG_DFL)
         with contextlib.suppress(OSError):
             late = [n for n in wake.recv(512) if n in SIGNALS]
             if _received is None and late:
                 _received = late[0]
-    return code if _received is None else 128 + _received
+    if _received is not None:
+        status = 128 + _received
+        announce("it came as the command ended; what it wrote is whole")
+    os._exit(status)
 
 
 async def cancel_on_signal[T](work: Awaitable[T]) -> T:

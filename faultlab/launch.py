@@ -18,7 +18,7 @@ import os
 from contextlib import AsyncExitStack
 from pathlib import Path
 
-from faultlab.capture.live import ConnectionTable
+from faultlab.connections import ConnectionTable
 from faultlab.events import EventBus
 from faultlab.lab.base import Image, Lab, Role
 from faultlab.lab.process import LabProcess, wait_listening

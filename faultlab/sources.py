@@ -13,7 +13,7 @@ import asyncio
 import math
 from pathlib import Path
 
-from faultlab.capture.live import ConnectionTable
+from faultlab.connections import ConnectionTable
 from faultlab.events import Event, EventBus, EventFileTail
 from faultlab.frames import Frame
 from faultlab.private import create_private

@@ -1,7 +1,7 @@
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from faultlab.connections import ConnectionChoice, choose
+from faultlab.connections import ConnectionChoice, ConnectionTable, choose
 
 
 def test_choose_first_latest_and_k() -> None:
@@ -21,8 +21,6 @@ def test_a_connection_is_first_latest_or_a_number_from_one(bad: object) -> None:
 def test_only_connections_toward_the_target_are_numbered() -> None:
     """A client's other connections (a token fetch, telemetry through a remote target's uplink)
     get no number: only SYNs to the target's port, and its address when known."""
-    from faultlab.capture.live import ConnectionTable
-
     table = ConnectionTable(443, "10.0.2.2")
     assert table.observe_syn("198.18.0.2", 40001, "10.0.2.2", 8080, 0.0) is None
     assert table.observe_syn("198.18.0.2", 40002, "203.0.113.9", 443, 0.1) is None

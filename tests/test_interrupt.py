@@ -3,9 +3,13 @@ a Python of its own, since it takes the process's signals over."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import textwrap
+import tomllib
+
+import pytest
 
 from .conftest import REPO
 
@@ -32,9 +36,11 @@ def test_before_the_loop_a_signal_raises_interrupted_and_exits_with_its_code() -
             print("not interrupted")
         except interrupt.Interrupted as exc:
             print("interrupted", exc.signum)
-        sys.exit(interrupt.exit_code(0))
+            interrupt.announce()
+        interrupt.finish(0)
     """)
-    assert (done.returncode, done.stdout, done.stderr) == (130, "interrupted 2\n", "")
+    assert (done.returncode, done.stdout) == (130, "interrupted 2\n")
+    assert done.stderr == "faultlab: interrupted by SIGINT\n"  # once
 
 
 def test_a_signal_noted_before_raise_mode_raises_when_it_begins() -> None:
@@ -46,7 +52,7 @@ def test_a_signal_noted_before_raise_mode_raises_when_it_begins() -> None:
             interrupt.raise_from_now()
         except interrupt.Interrupted:
             print("raised")
-        sys.exit(interrupt.exit_code(0))
+        interrupt.finish(0)
     """)
     assert (done.returncode, done.stdout) == (143, "raised\n")
 
@@ -72,7 +78,7 @@ def test_in_the_loop_the_first_signal_cancels_once_and_teardown_runs_whole() -> 
             asyncio.run(interrupt.cancel_on_signal(run()))
         except asyncio.CancelledError:
             print("cancelled")
-        sys.exit(interrupt.exit_code(0))
+        interrupt.finish(0)
     """)
     assert (done.returncode, done.stdout) == (143, "teardown ran whole\ncancelled\n"), done.stderr
 
@@ -104,22 +110,105 @@ def test_after_the_loop_a_signal_only_changes_the_exit_code() -> None:
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(0.05)
         print("report written")
-        sys.exit(interrupt.exit_code(0))
+        interrupt.finish(0)
     """)
     assert (done.returncode, done.stdout) == (143, "report written\n")
 
 
-def test_after_the_exit_code_is_decided_no_thread_lets_a_signal_kill_the_process() -> None:
-    """From `exit_code` on both signals are ignored process-wide: one delivered to another
-    thread (numpy's BLAS starts its own) while Python finalizes does not kill the process."""
+def test_a_signal_as_the_process_ends_gives_its_code_also_from_another_thread() -> None:
+    """After `finish`, while Python's exit callbacks run, a signal delivered to another thread
+    (numpy's BLAS starts its own) neither kills the process nor is lost: exit 143, said once."""
     done = python("""
-        worker = threading.Thread(target=time.sleep, args=(0.3,))
-        worker.start()
-        code = interrupt.exit_code(0)
-        assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
-        signal.pthread_kill(worker.ident, signal.SIGTERM)
-        signal.pthread_kill(worker.ident, signal.SIGINT)
-        worker.join()
-        sys.exit(code)
+        import atexit
+        go = threading.Event()
+
+        def worker():
+            go.wait()
+            signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+
+        thread = threading.Thread(target=worker, daemon=True)
+        thread.start()
+        atexit.register(lambda: (go.set(), thread.join()))
+        print("written")
+        interrupt.finish(0)
     """)
-    assert (done.returncode, done.stderr) == (0, "")
+    assert (done.returncode, done.stdout) == (143, "written\n")
+    assert done.stderr == ("faultlab: interrupted by SIGTERM; it came as the command ended; what it "
+                           "wrote is whole\n")
+
+
+def test_finish_exits_with_the_code_it_is_given_when_no_signal_came() -> None:
+    """Without a signal, `finish` exits with its code as `sys.exit` would (None 0, a message 1)."""
+    for code, expected in (("3", 3), ("None", 0), ("'no good'", 1)):
+        done = python(f"print('written')\ninterrupt.finish({code})\n")
+        assert (done.returncode, done.stdout) == (expected, "written\n"), done.stderr
+        assert done.stderr == ("no good\n" if expected == 1 else "")
+
+
+def console_script() -> str:
+    """The code of the installed `faultlab` command, as pip writes it from pyproject's
+    [project.scripts] (the venv's own script runs the checkout it was installed from)."""
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    module, function = scripts["faultlab"].split(":")
+    return f"import sys\nfrom {module} import {function}\nsys.exit({function}())\n"
+
+
+def signal_at(moment: str, signum: int, at_exit: bool = False) -> str:
+    """Code to run before the command that sends `signum` to its process at `moment`: "import"
+    (as the CLI begins to import click, its first heavy import) or "verdict" (as a run's verdict
+    line is printed); with `at_exit`, at the process's end instead (by an exit callback registered
+    then: after faultlab's own, so called before its last)."""
+    return textwrap.dedent(f"""\
+        import atexit, os, re, sys
+
+        def send():
+            if {at_exit!r}:
+                atexit.register(os.kill, os.getpid(), {int(signum)})
+            else:
+                os.kill(os.getpid(), {int(signum)})
+
+        class AtImport:
+            def find_spec(self, name, path=None, target=None):
+                if name == "click":
+                    sys.meta_path.remove(self)
+                    send()
+
+        class AtVerdict:
+            def __init__(self, stream):
+                self.stream = stream
+
+            def write(self, text):
+                written = self.stream.write(text)
+                if re.match(r"== \\S+: (PASS|FAIL|ERROR) in ", text):
+                    self.stream.flush()
+                    send()
+                return written
+
+            def __getattr__(self, name):
+                return getattr(self.stream, name)
+
+        if {moment!r} == "import":
+            sys.meta_path.insert(0, AtImport())
+        else:
+            sys.stdout = AtVerdict(sys.stdout)
+        """)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
+@pytest.mark.parametrize("at_exit", [False, True], ids=["as the CLI is imported", "at the end"])
+def test_the_installed_command_exits_with_the_signals_code_from_start_to_end(
+        signum: signal.Signals, at_exit: bool) -> None:
+    """The `faultlab` console script takes the signals over before it imports click (one that
+    comes then unwinds it at once: no output, no traceback), and keeps them to the process's
+    very end (one that comes after the command, as the interpreter ends, still counts): exit
+    128 + the signal, said once."""
+    script = signal_at("import", signum, at_exit) + console_script()
+    done = subprocess.run([sys.executable, "-c", script, "--version"], cwd=REPO,
+                          capture_output=True, text=True, timeout=30, check=False)
+    said = f"faultlab: interrupted by {signum.name}"
+    if at_exit:
+        assert done.stdout.startswith("faultlab, version ")
+        said += "; it came as the command ended; what it wrote is whole"
+    else:
+        assert done.stdout == ""
+    assert (done.returncode, done.stderr) == (128 + signum, said + "\n")

@@ -14,6 +14,7 @@ import pytest
 
 from faultlab.capture.flows import analyse
 from faultlab.capture.pcap import ACK, PSH, SYN, build_tcp_packet, write_header, write_record
+from faultlab.capture.source import locate
 from faultlab.capture.synthetic import REAPING_CLOSE, SessionPlan, record
 from faultlab.capture.tshark import (
     TSHARK_HINT,
@@ -146,7 +147,8 @@ def test_without_tshark_flows_are_still_reported_with_one_hint(
     """With no tshark on PATH the flow statistics print and one line says how to get the frames
     inside TLS; without a key log, the line also says to give one."""
     path = fake_tls(tmp_path / "tls.pcap")
-    keylog = tmp_path / "keys.log"
+    keylog = tmp_path / "elsewhere" / "keys.log"  # not beside the capture: only when given
+    keylog.parent.mkdir()
     keylog.write_text("")
     monkeypatch.setenv("PATH", str(tmp_path))
     done = faultlab("pcap", "inspect", str(path), "--keylog", str(keylog))
@@ -177,6 +179,23 @@ def test_a_tshark_failure_is_one_line_and_exit_3(
     done = faultlab("pcap", "inspect", str(fake_tls(tmp_path / "tls.pcap")), "--keylog", str(keylog))
     assert done.returncode == 3, (done.stdout, done.stderr)
     assert done.stderr == "faultlab: tshark failed (exit 1): tshark: something broke\n"
+
+
+def test_the_key_logs_beside_a_capture_file_come_with_it(tmp_path: Path) -> None:
+    """A capture file is read with the run's key logs that lie beside it (a run folder's
+    capture.pcap as the folder is), then the key logs given that are not among them; a file
+    with none beside it has only those given."""
+    run = tmp_path / "run"
+    run.mkdir()
+    pcap = fake_tls(run / "capture.pcap")
+    for name in ("client-keys.log", "keys.log", "notes.log"):
+        (run / name).write_text("")
+    other = tmp_path / "other.log"
+    other.write_text("")
+    beside = [run / "keys.log", run / "client-keys.log"]
+    assert locate(pcap).keylogs == beside == locate(run).keylogs
+    assert locate(pcap, [run / ".." / "run" / "keys.log", other]).keylogs == [*beside, other]
+    assert locate(fake_tls(tmp_path / "bare.pcap"), [other]).keylogs == [other]
 
 
 @pytest.mark.parametrize("case", ["missing key log", "key log is a folder", "missing capture",
@@ -274,7 +293,8 @@ def test_the_server_report_gives_the_close_after_the_clients_silence(reaped: Pat
 def test_key_logs_given_for_a_capture_file(reaped: Path, tmp_path: Path) -> None:
     """`--keylog` decrypts a bare capture file; a key log of other connections decrypts nothing,
     and the output says so."""
-    pcap = reaped / "capture.pcap"
+    pcap = tmp_path / "capture.pcap"  # away from the run's key logs
+    shutil.copyfile(reaped / "capture.pcap", pcap)
     done = faultlab("pcap", "inspect", str(pcap), "--keylog", str(reaped / "client-keys.log"),
                     "--json")
     (flow,) = json.loads(done.stdout)["flows"]
@@ -289,6 +309,21 @@ def test_key_logs_given_for_a_capture_file(reaped: Path, tmp_path: Path) -> None
             "connections") in done.stdout
     assert "(TLS, not decrypted: no key for it)" in done.stdout
     assert "WebSocket frames" not in done.stdout
+
+
+@pytest.mark.lab
+@needs_tshark
+def test_a_run_folders_capture_file_is_read_with_the_key_logs_beside_it(reaped: Path) -> None:
+    """`pcap inspect RUN_DIR/capture.pcap`, no `--keylog`: the run's key logs beside the file
+    decrypt it, and the report is the run folder's."""
+    done = faultlab("pcap", "inspect", str(reaped / "capture.pcap"), "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["keylogs"] == [str(reaped / "emulator-keys.log"), str(reaped / "client-keys.log")]
+    assert report["notes"] == []
+    (flow,) = report["flows"]
+    assert flow["decrypted"] is True and len(flow["websocket_frames"]) == 15
+    assert report == json.loads(faultlab("pcap", "inspect", str(reaped), "--json").stdout)
 
 
 @pytest.mark.lab

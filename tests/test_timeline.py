@@ -1,4 +1,4 @@
-from faultlab.capture.live import ConnectionTable
+from faultlab.connections import ConnectionTable
 from faultlab.events import Event
 from faultlab.frames import Frame
 from faultlab.profile import parse_profile

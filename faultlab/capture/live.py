@@ -16,13 +16,12 @@ import re
 import shutil
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
 
 from faultlab.capture.pcap import ACK, FIN, RST, SYN, PcapStream, decode_tcp
-from faultlab.connections import ConnectionChoice, choose
+from faultlab.connections import ConnectionTable
 from faultlab.errors import MechanismError
 from faultlab.events import EventBus
 from faultlab.interrupt import uncancelled
@@ -34,52 +33,6 @@ from faultlab.private import open_private
 READY_TIMEOUT_S = 5.0
 DRAIN_QUIET_S = 0.1
 DRAIN_MAX_S = 1.0
-
-
-@dataclass(frozen=True)
-class Connection:
-    """A TCP connection from the client to the target, numbered as faultlab.connections says."""
-
-    k: int
-    client: str
-    client_port: int
-    server: str
-    server_port: int
-    t: float
-
-
-class ConnectionTable:
-    """The client's connections to the target, as the capture saw their SYNs: to `port` and
-    `address` when given (a remote target's client may open others, for a token or telemetry;
-    one resolved by DNS has no address known beforehand)."""
-
-    def __init__(self, port: int | None = None, address: str | None = None) -> None:
-        self.port = port
-        self.address = address
-        self.connections: list[Connection] = []
-        self._by_ports: dict[tuple[int, int], Connection] = {}
-
-    def observe_syn(self, client: str, client_port: int, server: str, server_port: int,
-                    t: float) -> Connection | None:
-        """Record a client SYN; None when it is a retransmission of a known one, or not toward
-        the target."""
-        if (client_port, server_port) in self._by_ports:
-            return None
-        if server_port != (self.port or server_port) or server != (self.address or server):
-            return None
-        # The address the SYN went to: the lab's server, or a remote service's (from DNS).
-        conn = Connection(len(self.connections) + 1, client, client_port, server,
-                          server_port, t)
-        self.connections.append(conn)
-        self._by_ports[(client_port, server_port)] = conn
-        return conn
-
-    def lookup(self, client_port: int, server_port: int) -> Connection | None:
-        return self._by_ports.get((client_port, server_port))
-
-    def select(self, which: ConnectionChoice) -> Connection | None:
-        """`first`, `latest`, or connection k; None if not seen yet."""
-        return choose(self.connections, which)
 
 
 class Tcpdump:

@@ -43,13 +43,14 @@ class CaptureSource:
 
 
 def locate(path: Path, keylogs: Sequence[Path] = (), server_side: bool = False) -> CaptureSource:
-    """The capture that PATH names, a file or a run folder (whose key logs come along); a run
-    folder's `server.pcap` is preferred when `server_side`, its `capture.pcap` otherwise."""
+    """The capture that PATH names, a file or a run folder, with the run's key logs that lie
+    beside it and those given; a run folder's `server.pcap` is preferred when `server_side`, its
+    `capture.pcap` otherwise."""
     for keylog in keylogs:
         if not keylog.is_file():
             raise CaptureInputError(f"{keylog}: no such key log file")
     if path.is_file():
-        return CaptureSource(path, list(keylogs))
+        return CaptureSource(path, _with_run_keylogs(path.parent, keylogs))
     if not path.is_dir():
         raise CaptureInputError(f"{path}: no such capture file or run folder")
     order = (SERVER_CAPTURE, CLIENT_CAPTURE) if server_side else (CLIENT_CAPTURE, SERVER_CAPTURE)
@@ -57,7 +58,6 @@ def locate(path: Path, keylogs: Sequence[Path] = (), server_side: bool = False) 
     if pcap is None:
         raise CaptureInputError(f"{path}: no {CLIENT_CAPTURE} or {SERVER_CAPTURE} in this folder "
                                 "(a run folder's capture is off when the profile says so)")
-    found = [path / name for name in RUN_KEYLOGS if (path / name).is_file()]
     notes = []
     if server_side and pcap.name == CLIENT_CAPTURE and (path / PROXY_KEYLOG).is_file():
         notes.append(f"no {SERVER_CAPTURE}: read {CLIENT_CAPTURE}, the client's leg, where the "
@@ -67,7 +67,15 @@ def locate(path: Path, keylogs: Sequence[Path] = (), server_side: bool = False) 
                      "WebSocket frames are the service's, but the TCP there (retransmissions, "
                      "keepalives, resets, giving up) is the uplink's own stack (slirp4netns), "
                      "not the service's")
-    return CaptureSource(pcap, [*found, *(k for k in keylogs if k not in found)], notes)
+    return CaptureSource(pcap, _with_run_keylogs(path, keylogs), notes)
+
+
+def _with_run_keylogs(folder: Path, given: Sequence[Path]) -> list[Path]:
+    """The key logs a run writes (RUN_KEYLOGS) that are in `folder`, then those `given` that
+    are not among them."""
+    found = [folder / name for name in RUN_KEYLOGS if (folder / name).is_file()]
+    seen = {keylog.resolve() for keylog in found}
+    return [*found, *(keylog for keylog in given if keylog.resolve() not in seen)]
 
 
 def _through_uplink(run_dir: Path) -> bool:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 from faultlab.model import Model
 
 if TYPE_CHECKING:
-    from faultlab.capture.live import ConnectionTable
+    from faultlab.connections import ConnectionTable
     from faultlab.lab.base import Lab
     from faultlab.mic import VirtualMic
 

@@ -6,8 +6,8 @@ from typing import Any, ClassVar, Literal
 
 from faultlab.faults.base import Fault, FaultContext, Layer, register
 from faultlab.faults.flows import Direction, FlowParams, iptables_matches
-from faultlab.faults.iptables import chain_name, install, uninstall
 from faultlab.lab.namespace import Namespace
+from faultlab.lab.netfilter import chain_name, install, uninstall
 
 
 class DropParams(FlowParams):

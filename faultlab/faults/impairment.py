@@ -24,7 +24,6 @@ from faultlab.faults.flows import (
     hurt_directions,
     iptables_matches,
 )
-from faultlab.faults.iptables import chain_name, install, uninstall
 from faultlab.impair.core import Shape
 from faultlab.impair.engine import (
     QUEUE_TABLE,
@@ -36,6 +35,7 @@ from faultlab.impair.engine import (
 )
 from faultlab.lab.base import Lab
 from faultlab.lab.namespace import Namespace
+from faultlab.lab.netfilter import chain_name, install, uninstall
 from faultlab.lab.process import terminate
 from faultlab.model import Model
 

@@ -6,7 +6,7 @@ from typing import Any, ClassVar, Literal
 
 from faultlab.faults.base import Fault, FaultContext, Layer, register
 from faultlab.faults.flows import Direction, FlowParams, iptables_matches
-from faultlab.faults.iptables import chain_name, install, uninstall
+from faultlab.lab.netfilter import chain_name, install, uninstall
 
 # A rejected packet resets its sender: resetting the client means rejecting what it sends.
 _HURT: dict[str, Direction] = {"both": "both", "client": "to_server", "server": "to_client"}

@@ -26,6 +26,7 @@ from faultlab.errors import MechanismError
 from faultlab.impair.core import Shape
 from faultlab.impair.nfqueue import QueueSocket
 from faultlab.interrupt import uncancelled
+from faultlab.lab import netfilter
 from faultlab.lab.base import Lab
 from faultlab.lab.process import terminate
 
@@ -159,17 +160,15 @@ def _probe_here() -> Probe:
                                      limit=15_000))
         attempt(lambda: ipr.tc("del", index=index, parent=TC_H_ROOT))
         netem = attempt(lambda: ipr.tc("add", "netem", index=index, delay=1000)) is None
-    from faultlab.faults.iptables import _restore as iptables_batch
-
-    statistic = attempt(lambda: iptables_batch(
+    statistic = attempt(lambda: netfilter.commit(
         ["-A FORWARD -m statistic --mode random --probability 0.5 -j DROP"]))
 
     def bind_and_queue() -> None:
         queue = QueueSocket()
         try:
             (number,) = queue.bind_free(FIRST_QUEUE, 1, copy_payload=False, whole_gso=True)
-            iptables_batch([f"-A FORWARD -j NFQUEUE --queue-num {number} --queue-bypass"],
-                           QUEUE_TABLE)
+            netfilter.commit([f"-A FORWARD -j NFQUEUE --queue-num {number} --queue-bypass"],
+                             QUEUE_TABLE)
         finally:
             queue.close()
 

@@ -29,6 +29,7 @@ from typing import Any
 
 from faultlab.errors import LabError, MechanismError
 from faultlab.lab.namespace import Namespace, write_sysctl
+from faultlab.lab.netfilter import masquerade
 
 IFACE = "up0"
 NETWORK = IPv4Network("10.0.2.0/24")
@@ -134,8 +135,6 @@ class Uplink:
 
 def _route_out() -> None:
     """In the router: the client's packets leave behind the router's uplink address."""
-    from faultlab.faults.iptables import masquerade
-
     masquerade(IFACE)
     # A connection's packets that conntrack finds out of its window (after a long drop, say) would
     # be marked INVALID and leave un-NATed, which slirp drops: let the ends' TCP judge them.

@@ -8,8 +8,8 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 
 from faultlab.events import EventBus
-from faultlab.faults.iptables import redirect
 from faultlab.lab.base import Lab
+from faultlab.lab.netfilter import redirect
 from faultlab.lab.process import LabProcess, wait_listening
 from faultlab.private import create_private
 from faultlab.proxy.control import ProxyControl

@@ -23,15 +23,15 @@ from mitmproxy.test import tflow
 from pydantic import ValidationError
 from wsproto.frame_protocol import Opcode
 
-from faultlab.capture.live import ConnectionTable
+from faultlab.connections import ConnectionTable
 from faultlab.errors import MechanismError, ProfileError
 from faultlab.events import EventBus, EventWriter, RunClock
 from faultlab.faults import FAULTS, Fault, FaultParams
 from faultlab.faults.app import AppFault, ProxyView
-from faultlab.faults.iptables import _restore
 from faultlab.injector import FaultRuntime
 from faultlab.lab.base import Lab, LabSpec, Role
 from faultlab.lab.namespace import Namespace
+from faultlab.lab.netfilter import commit
 from faultlab.livewire import describe
 from faultlab.mic import VirtualMic
 from faultlab.profile import Profile, parse_profile
@@ -73,7 +73,7 @@ class FakeNamespace(Namespace):
         anything else."""
         out = []
         for fn, args in self.calls:
-            assert fn is _restore, f"{fn!r} ran in {self.role}, not an iptables-restore batch"
+            assert fn is commit, f"{fn!r} ran in {self.role}, not an iptables-restore batch"
             batch, table = args
             assert table == "filter", f"a batch of the {table} table ran in {self.role}"
             out.append(list(cast(list[str], batch)))

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from faultlab.faults.impairment import Impairment
-from faultlab.faults.iptables import _restore
 from faultlab.impair import nfqueue
 from faultlab.impair.engine import Plan, add_tbf, remove_tbf
+from faultlab.lab.netfilter import commit
 
 from .conftest import FakeContext, apply_and_revert, build, params_of, refusal, with_connections
 
@@ -123,7 +123,7 @@ def test_rate_shapes_the_link_each_hurt_direction_leaves_by(direction: str,
     apply_and_revert(build("rate", {"rate_kbps": 1000, "direction": direction}), ctx)
     calls = ctx.lab.ns("router").calls
     assert [(fn, args[0]) for fn, args in calls] == [(add_tbf, links), (remove_tbf, links)]
-    assert all(fn is not _restore for fn, _ in calls)
+    assert all(fn is not commit for fn, _ in calls)
 
 
 def nlmsg(data: bytes) -> tuple[int, int, int, int, int]:
@@ -210,7 +210,7 @@ def test_an_apply_that_fails_midway_removes_what_it_installed(
     with pytest.raises(MechanismError, match="did not start"):
         asyncio.run(fault.apply(ctx))
     calls = ctx.lab.ns("router").calls
-    assert [fn for fn, _ in calls] == [add_tbf, _restore, _restore, remove_tbf]
+    assert [fn for fn, _ in calls] == [add_tbf, commit, commit, remove_tbf]
     assert calls[2][1][0] == ["-D FORWARD -j FL-midway", "-F FL-midway", "-X FL-midway"]
     again = build("latency", {"latency_ms": 5, "direction": "to_server"}, step="again")
     with pytest.raises(MechanismError, match="did not start"):  # not "already queues"

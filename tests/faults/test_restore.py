@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from faultlab.capture.live import ConnectionTable
+from faultlab.connections import ConnectionTable
 from faultlab.events import Event, EventBus, RunClock
 from faultlab.injector import FaultRuntime
 from faultlab.profile import Step, parse_profile

@@ -17,9 +17,9 @@ import pytest
 
 from faultlab.errors import MechanismError
 from faultlab.faults.impairment import Impairment
-from faultlab.impair import measure
 from faultlab.lab.netns import NetnsLab
 
+from ..bench.conftest import bench_module
 from ..conftest import faultlab, slack
 from .helpers import (
     LONG,
@@ -35,6 +35,7 @@ from .helpers import (
 )
 
 pytestmark = pytest.mark.lab
+measure = bench_module("measure")
 
 
 def impairment(name: str, step: str = "imp", **params: Any) -> Impairment[Any]:

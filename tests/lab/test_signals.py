@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ import pytest
 from faultlab.lab.netns import LAB_NAME, LEASE_DIR, ROOT_NETNS_DIR, lease_path
 
 from ..conftest import PROFILES, REPO, slack
+from ..test_interrupt import console_script, signal_at
 from .helpers import host_network_state, lab_traces
 
 pytestmark = pytest.mark.lab
@@ -153,12 +154,14 @@ class Trial:
         return self.work / "tmp"
 
     @classmethod
-    def start(cls, profile: Path, work: Path) -> Trial:
+    def start(cls, profile: Path, work: Path, command: Sequence[str] = ("-m", "faultlab")
+              ) -> Trial:
+        """`faultlab run PROFILE`, the command being `python COMMAND...`."""
         (work / "tmp").mkdir(parents=True)
         env = dict(os.environ, TMPDIR=str(work / "tmp"))
         with (work / "out").open("wb") as out, (work / "err").open("wb") as err:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "faultlab", "run", "--runs-dir", str(work / "runs"),
+                [sys.executable, *command, "run", "--runs-dir", str(work / "runs"),
                  str(profile)], cwd=REPO, env=env, stdout=out, stderr=err)
         trial = cls(profile, work, proc)
         trial._watcher = threading.Thread(target=trial._watch_leases, daemon=True)
@@ -351,7 +354,11 @@ def test_sigint_and_sigterm_at_any_moment_tear_down_and_exit_with_the_signal(
         phases[trial.phase()] += 1
         assert "Traceback" not in trial.output, what
         verdicts = VERDICT.findall(trial.output)
-        if not sent or code != 128 + signum:
+        if sent and code == -signum:
+            # In the process's last instant, after faultlab's last look, the signal's default
+            # action ends it (a shell says 128 + the signal too).
+            assert verdicts and trial.at("run.end") is not None, what
+        elif not sent or code != 128 + signum:
             # Only a run that had decided, reported and exited (or was exiting with its
             # signals held) before the signal came.
             assert verdicts and code == VERDICT_CODES[verdicts[-1][1]], what
@@ -370,6 +377,28 @@ def test_sigint_and_sigterm_at_any_moment_tear_down_and_exit_with_the_signal(
             assert not verdicts or verdicts[-1][1] != "PASS", what
         assert trial.leftovers(namespaces, host) == [], what
     print(f"\n{SIGNAL_RUNS} runs; where the signal fell: {dict(phases)}")
+
+
+@pytest.mark.parametrize(("signum", "at_exit"), [(signal.SIGINT, False), (signal.SIGTERM, True)],
+                         ids=["SIGINT at the verdict line", "SIGTERM as the process ends"])
+def test_a_signal_after_the_verdict_line_exits_with_its_code(
+        profiles: dict[str, Path], tmp_path: Path, signum: signal.Signals, at_exit: bool) -> None:
+    """The installed command, sent a signal as the run's verdict line is printed, or after it as
+    the process ends (the interpreter's last half second, where it was once ignored and the
+    command exited 0): exit 128 + the signal, said on stderr; the verdict and the run's record
+    stand, and nothing is left."""
+    namespaces, host = faultlab_namespaces(), host_network_state()
+    script = signal_at("verdict", signum, at_exit) + console_script()
+    trial = Trial.start(profiles["emulated"], tmp_path, ("-c", script))
+    code = trial.wait()
+    what = f"{signum.name}, at exit: {at_exit}: exit {code}\n{trial.output[-3000:]}"
+    assert code == 128 + signum, what
+    assert [v for _, v in VERDICT.findall(trial.output)] == ["PASS"], what
+    assert (f"faultlab: interrupted by {signum.name}; it came as the command ended; what it "
+            "wrote is whole\n") in trial.output, what
+    assert "Traceback" not in trial.output, what
+    assert [e["verdict"] for e in trial.events if e["event"] == "run.end"] == ["PASS"], what
+    assert trial.leftovers(namespaces, host) == [], what
 
 
 @pytest.mark.timeout(900)

@@ -1,8 +1,10 @@
-"""The one way faults change iptables: a chain per fault, applied and removed in one atomic batch.
+"""The lab's netfilter layer, the one way anything changes iptables: atomic batches.
 
 `iptables-restore --noflush` commits a batch in one netlink transaction (measured 1.5-4 ms to add
-a chain and its jump; 14-30 ms to remove one, which nobody waits for). The fault's chain is jumped to
-from the head of the hook chain, ahead of any stateful ACCEPT.
+a chain and its jump; 14-30 ms to remove one, which nobody waits for). A fault's rules are a chain
+of its own (`install`, `uninstall`), jumped to from the head of the hook chain, ahead of any
+stateful ACCEPT; the lab adds its NAT (`redirect` to the proxy, `masquerade` behind an uplink);
+`commit` runs any other batch (the impairment engine's probe).
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ def chain_name(step_id: str) -> str:
     return f"FL-{step_id}"[:28]
 
 
-def _restore(batch: list[str], table: str = "filter") -> None:
+def commit(batch: Sequence[str], table: str = "filter") -> None:
+    """Commit `batch` (iptables-restore lines, without the table and COMMIT) to `table` of the
+    calling thread's namespace, all or nothing."""
     text = "\n".join([f"*{table}", *batch, "COMMIT", ""])
     done = subprocess.run(
         [_restore_binary(), "--noflush"], input=text.encode(), capture_output=True, check=False
@@ -48,14 +52,14 @@ async def install(ns: Namespace, hooks: Sequence[str], chain: str, rules: Sequen
     `table`)."""
     batch = [f":{chain} - [0:0]", *(f"-A {chain} {rule}" for rule in rules)]
     batch += [f"-I {hook} 1 -j {chain}" for hook in hooks]
-    await ns.run(_restore, batch, table)
+    await ns.run(commit, batch, table)
 
 
 async def uninstall(ns: Namespace, hooks: Sequence[str], chain: str,
                     table: str = "filter") -> None:
     """Remove the jumps to `chain` and the chain itself (of `table`)."""
     batch = [f"-D {hook} -j {chain}" for hook in hooks] + [f"-F {chain}", f"-X {chain}"]
-    await ns.run(_restore, batch, table)
+    await ns.run(commit, batch, table)
 
 
 async def redirect(ns: Namespace, iface: str, port: int, to_port: int) -> None:
@@ -65,11 +69,11 @@ async def redirect(ns: Namespace, iface: str, port: int, to_port: int) -> None:
     client connects (a REDIRECT added mid-flow does not capture an existing connection, and can
     reset it when tracking was off).
     """
-    await ns.run(_restore, [f"-A PREROUTING -i {iface} -p tcp --dport {port} "
+    await ns.run(commit, [f"-A PREROUTING -i {iface} -p tcp --dport {port} "
                             f"-j REDIRECT --to-ports {to_port}"], "nat")
 
 
 def masquerade(iface: str) -> None:
     """In the calling thread's namespace (the router's, being built): what leaves by `iface`
     leaves behind that interface's own address. Added before any connection, like `redirect`."""
-    _restore([f"-A POSTROUTING -o {iface} -j MASQUERADE"], "nat")
+    commit([f"-A POSTROUTING -o {iface} -j MASQUERADE"], "nat")

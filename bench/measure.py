@@ -1,5 +1,6 @@
-"""Real traffic through a lab's router, for the impairments' tests and bench: one-way delays of
-timestamped datagrams, a counted stream, a bulk transfer.
+"""Real traffic through a lab's router, for the impairments' bench (impair_bench.py) and lab tests
+(tests/lab/test_impairments.py, which load it from this file): one-way delays of timestamped
+datagrams, a counted stream, a bulk transfer.
 
 The sockets are made in the client's and server's namespaces (each by that namespace's thread)
 and used from this process, which reads one monotonic clock on both ends: a one-way delay is
