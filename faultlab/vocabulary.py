@@ -267,7 +267,7 @@ class ProcessExit(Record):
 
     NAME: ClassVar[str] = "process.exit"
     role: str
-    code: int | None
+    code: int | None = None
     signal: str | None = None
     stopped_by_run: bool | None = None
     stop_s: float | None = None

@@ -29,6 +29,7 @@ from faultlab.lab.base import Lab
 from faultlab.lab.privilege import in_user_namespace
 from faultlab.lab.process import terminate
 from faultlab.private import open_private
+from faultlab.vocabulary import TcpConnect, TcpFin, TcpRst
 
 READY_TIMEOUT_S = 5.0
 DRAIN_QUIET_S = 0.1
@@ -171,18 +172,16 @@ class LiveCapture:
         if from_client and flags & SYN and not flags & ACK:
             conn = self.table.observe_syn(src, sport, dst, dport, t)
             if conn is not None:
-                self.bus.record("capture", "tcp.connect", t, {
-                    "k": conn.k, "client_port": conn.client_port, "server": conn.server,
-                    "server_port": conn.server_port})
+                connect = TcpConnect(conn.k, conn.client_port, conn.server, conn.server_port)
+                self.bus.record("capture", connect.name, t, connect.fields())
             return
         conn = self.table.lookup(sport, dport) if from_client else self.table.lookup(dport, sport)
         if conn is None:
             return
         side = "client" if from_client else "server"
-        if flags & RST:
-            self.bus.record("capture", "tcp.rst", t, {"k": conn.k, "from": side})
-        elif flags & FIN:
-            self.bus.record("capture", "tcp.fin", t, {"k": conn.k, "from": side})
+        if flags & (RST | FIN):
+            end = TcpRst(conn.k, side) if flags & RST else TcpFin(conn.k, side)
+            self.bus.record("capture", end.name, t, end.fields())
 
     async def _stop(self) -> None:
         sides = [s for s in (self.client_side, self.server_side) if s is not None]

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from faultlab.events import Event
 from faultlab.model import Model
+from faultlab.vocabulary import ProcessStart
 
 
 @dataclass(frozen=True)
@@ -22,8 +23,8 @@ class RunFacts:
     def start(self) -> float:
         """When the client started (run clock; 0 when it never did): "the start" of windows,
         as of time triggers, so that neither moves with how long the lab took to build."""
-        return next((e.t for e in self.events
-                     if e.matches("process.start", {"role": "client"})), 0.0)
+        return next((e.t for e, start in ProcessStart.all(self.events) if start.role == "client"),
+                    0.0)
 
 
 @dataclass(frozen=True)

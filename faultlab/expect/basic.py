@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 from faultlab.expect.base import Expectation, Outcome, RunFacts
 from faultlab.expect.registry import register
 from faultlab.model import Duration, EventMatch
+from faultlab.vocabulary import ProcessExit
 
 ProcessRole = Literal["client", "target"]
 
@@ -27,8 +28,8 @@ class ExitCode(Expectation):
         code = facts.exit_codes.get(self.process)
         seen = "never started" if self.process not in facts.exit_codes else (
             "still running at the end" if code is None else f"exit code {code}")
-        exit_at = next((e.t for e in facts.events
-                        if e.matches("process.exit", {"role": self.process})), None)
+        exit_at = next((e.t for e, end in ProcessExit.all(facts.events)
+                        if end.role == self.process), None)
         return self._outcome(code == self.exit_code, seen, exit_at)
 
 
