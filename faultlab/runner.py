@@ -134,7 +134,7 @@ class Run:
                 self.run_dir / "server.pcap" if p.capture.server_pcap else None,
                 launcher.connection_table()))
             self._frames = FrameSource.for_run(
-                proxy is not None, p.target is not None and p.target.kind.frame_log,
+                proxy is not None, p.target.kind.frame_log if p.target is not None else None,
                 capture.table, p.target.listen_port if p.target else 0)
             self._faults = faults = FaultRuntime(lab, capture.table, self.bus, proxy, mic,
                                                  p.timeline, self._fail)

@@ -52,9 +52,9 @@ class EventTails:
             await asyncio.sleep(TAIL_POLL_S)
 
 
-# Each frame log's source and the event by which it tells a connection's client port, under the
-# key (`conn`) its frames name the connection by.
-LOGS = {"proxy": "proxy.ws_start", "target": "emulator.connect"}
+# The event by which the proxy's frame log tells a connection's client port, under the key
+# (`conn`) its frames name the connection by; a target's log names its own (TargetKind.frame_log).
+PROXY_LOG_OPENS = "proxy.ws_start"
 
 
 class FrameSource:
@@ -62,20 +62,24 @@ class FrameSource:
     its connections its own way (`conn`), and tells their client ports, which the capture
     numbered."""
 
-    def __init__(self, source: str, connections: ConnectionTable, target_port: int) -> None:
+    def __init__(self, source: str, opened: str, connections: ConnectionTable,
+                 target_port: int) -> None:
         self.source = source
-        self._opened = LOGS[source]
+        self._opened = opened
         self._connections = connections
         self._target_port = target_port
         self._client_ports: dict[object, int] = {}
 
     @classmethod
-    def for_run(cls, proxy: bool, emulator: bool, connections: ConnectionTable,
+    def for_run(cls, proxy: bool, target_log: str | None, connections: ConnectionTable,
                 target_port: int) -> FrameSource | None:
-        """The proxy's log when the run has a proxy, else the emulator's, else none."""
-        if not (proxy or emulator):
-            return None
-        return cls("proxy" if proxy else "target", connections, target_port)
+        """The proxy's log when the run has a proxy, else the target's own (`target_log`: the
+        event by which it tells a connection's client port), else none."""
+        if proxy:
+            return cls("proxy", PROXY_LOG_OPENS, connections, target_port)
+        if target_log is not None:
+            return cls("target", target_log, connections, target_port)
+        return None
 
     def frame(self, event: Event) -> Frame | None:
         """The frame `event` logs, if it is one of this log's."""

@@ -88,7 +88,6 @@ class Timeline:
         return out
 
 
-
 def _triggers(step: Step, event: Event) -> bool:
     when = step.when
     if when.step is not None:

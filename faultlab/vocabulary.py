@@ -177,11 +177,16 @@ class FrameLogged(Record):
 
     @property
     def name(self) -> str:
-        return f"{self.log}.frame"
+        return self.event_name(self.log)
+
+    @staticmethod
+    def event_name(log: str) -> str:
+        """The frame event of one log (`proxy.frame`, `emulator.frame`)."""
+        return f"{log}.frame"
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
-        return tuple(f"{log}.frame" for log in cls.LOGS)
+        return tuple(cls.event_name(log) for log in cls.LOGS)
 
     def fields(self) -> dict[str, Any]:
         # `k` and `kind` where the log knows them (a binary message has no Live API kind).
@@ -195,10 +200,13 @@ class FrameLogged(Record):
         if event.name not in cls.names():
             return None
         d = event.fields
-        own = {"from", "conn", "k", "kind", "bytes"}
-        conn = d.get("conn")
+        # Runs made before the one format wrote `dir` (client->server, in) and the proxy's `flow`:
+        # read too, so `faultlab report` draws an older run folder as it was.
+        own = {"from", "conn", "k", "kind", "bytes", "dir", "flow"}
+        conn = d.get("conn", d.get("flow"))
+        sent = d.get("from") or {"client->server": "client", "in": "client"}.get(str(d.get("dir")))
         return cls(log=event.name.removesuffix(".frame"),
-                   sender="client" if d.get("from") == "client" else "server",
+                   sender="client" if sent == "client" else "server",
                    conn=conn if isinstance(conn, str | int) else None,
                    kind=str(d.get("kind") or ""), bytes=_int(d.get("bytes")) or 0,
                    k=_int(d.get("k")), extra={k: v for k, v in d.items() if k not in own})

@@ -67,7 +67,7 @@ def test_an_emulator_serves_the_services_names_with_the_runs_ca(tmp_path: Path) 
     assert argv[argv.index("--ca-dir") + 1] == str(tmp_path / "ca")
     assert [argv[i + 1] for i, a in enumerate(argv) if a == "--utterances"] == [
         "/profiles/said", str(tmp_path / "speech")]
-    assert (kind.in_lab, kind.frame_log, kind.uplink) == (True, True, None)
+    assert (kind.in_lab, kind.frame_log, kind.uplink) == (True, "emulator.connect", None)
     assert kind.address(FakeLab()) == str(SERVER) and kind.client_names() == list(GEMINI.hosts)
     env = kind.client_env(run, proxied=False)
     assert env["SSL_CERT_FILE"] == str(tmp_path / "ca" / "ca.pem")
@@ -87,7 +87,7 @@ def test_a_program_target_runs_in_the_lab_and_needs_nothing_of_the_client(tmp_pa
     kind = kind_of("{builtin: ws-echo-server, port: 8765, args: [-v]}")
     run = FakeRun(tmp_path, tmp_path)
     assert kind.argv(run)[-1] == "-v" and kind.listen_port == 8765
-    assert (kind.in_lab, kind.frame_log, kind.uplink, kind.resolver()) == (True, False, None, None)
+    assert (kind.in_lab, kind.frame_log, kind.uplink, kind.resolver()) == (True, None, None, None)
     assert kind.client_names() == [] and kind.client_env(run, proxied=True) == {}
     assert kind.upstream_ca(run) is None and kind.address(FakeLab()) == str(SERVER)
 

@@ -85,7 +85,7 @@ def test_one_frame_log_per_run_so_nth_counts_messages_not_log_lines() -> None:
     t = Timeline(parse_profile(FRAMES.replace("nth: 2", "nth: 2, connection: 1")).timeline)
     table = ConnectionTable()
     table.observe_syn("198.18.0.2", 40001, "198.18.0.6", 443, 0.0)
-    source = FrameSource.for_run(True, True, table, 443)
+    source = FrameSource.for_run(True, "emulator.connect", table, 443)
     assert source is not None
     assert source.frame(Event(0.5, "proxy", "proxy.ws_start",
                               {"conn": "f1", "k": 0, "client_port": 40001})) is None
@@ -108,7 +108,7 @@ def test_emulator_frames_are_numbered_as_the_router_saw_the_connections() -> Non
     table = ConnectionTable()
     for port in (40001, 40002, 40003):
         table.observe_syn("198.18.0.2", port, "198.18.0.6", 443, 0.0)
-    source = FrameSource.for_run(False, True, table, 443)
+    source = FrameSource.for_run(False, "emulator.connect", table, 443)
     assert source is not None
     source.frame(Event(0.1, "target", "emulator.connect", {"conn": 1, "client_port": 40001}))
     source.frame(Event(0.5, "target", "emulator.connect", {"conn": 2, "client_port": 40003}))

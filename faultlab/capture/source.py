@@ -22,6 +22,7 @@ from faultlab.capture.tshark import (
     find_tshark,
     merge_keylogs,
 )
+from faultlab.vocabulary import LabReady
 
 CLIENT_CAPTURE = "capture.pcap"
 SERVER_CAPTURE = "server.pcap"
@@ -84,7 +85,7 @@ def _through_uplink(run_dir: Path) -> bool:
         with (run_dir / "events.jsonl").open() as events:
             for line in itertools.islice(events, 20):
                 event = json.loads(line)
-                if event.get("event") == "lab.ready":
+                if event.get("event") == LabReady.NAME:
                     return bool(event.get("uplink"))
     except (OSError, ValueError):
         pass

@@ -16,7 +16,7 @@ import json
 import logging
 import re
 import ssl
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -30,12 +30,12 @@ from websockets.exceptions import (
 )
 from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
-from websockets.protocol import Protocol, State
-from websockets.server import ServerProtocol
 
+from faultlab.emulator import wsinternals
 from faultlab.emulator.refusals import close_reason
 from faultlab.emulator.session import Emulator
 from faultlab.livewire import kind_of
+from faultlab.vocabulary import FrameLogged
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +133,7 @@ class EmulatorServer:
             self._handle, self.host, self.port, ssl=self.ssl_context, ping_interval=None,
             max_size=MAX_CLIENT_FRAME, max_queue=MAX_QUEUED_FRAMES, compression=None,
             process_request=self._check_path, close_timeout=2,
-            create_connection=_reporting(self._report_refusal),
+            create_connection=wsinternals.reporting(self._report_refusal),
         )
         sock = next(iter(self._server.sockets))
         self.port = sock.getsockname()[1]
@@ -236,9 +236,10 @@ class EmulatorServer:
                     if action.frame is not None:
                         text = json.dumps(action.frame, separators=(",", ":"))
                         await ws.send(text)
-                        self.emit("emulator.frame", conn=conn.number, **{"from": "server"},
-                                  kind=kind_of(action.frame), bytes=len(text),
-                                  **({"audio_s": round(action.audio_s, 4)} if action.audio_s else {}))
+                        frame = FrameLogged(
+                            "emulator", "server", conn.number, kind_of(action.frame), len(text),
+                            extra={"audio_s": round(action.audio_s, 4)} if action.audio_s else {})
+                        self.emit(frame.name, **frame.fields())
                     else:
                         await ws.close(action.code, action.reason)
         except ConnectionClosed:
@@ -248,56 +249,6 @@ class EmulatorServer:
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, ConnectionClosed):
                 await reader
-
-
-class _FramesAfterTheAnswer(Protocol):
-    """Frames are read once the request is answered (RFC 6455 4.1: a client waits for the
-    answer before it sends any).
-
-    websockets' server reads the bytes that follow a request as frames at once, before the
-    request is answered. Bytes that are no frame (`GET / HTTP/1.1\r\n\r\njunk`, or a second
-    request pipelined behind the first) failed the connection there, which ended the stream; the
-    404 answered afterwards then tripped websockets' `assert not self.eof_sent`: a traceback in
-    the log, and no 404 for the client. Now such bytes wait: a refusal discards them, as
-    websockets does with what follows any request it refuses."""
-
-    def parse(self) -> Generator[None, None, None]:
-        while self.state is State.CONNECTING:
-            yield
-        yield from super().parse()
-
-
-class _AnsweringFirst(ServerProtocol, _FramesAfterTheAnswer):
-    """websockets' server protocol, reading frames only after its answer (the MRO puts
-    `_FramesAfterTheAnswer.parse` where `ServerProtocol.parse` goes on to read frames)."""
-
-    def send_response(self, response: Response) -> None:
-        super().send_response(response)
-        if self.state is State.OPEN:
-            # Frames an eager client sent with its request are read now, as they were before.
-            next(self.parser)
-
-
-def _reporting(report: Callable[[ServerConnection], None]) -> type[ServerConnection]:
-    """websockets' connection, reading frames only after it answered the request
-    (`_FramesAfterTheAnswer`), and calling `report` once its handshake is over (a refused
-    request never reaches the handler; one websockets could not parse does not even reach
-    `process_response`)."""
-
-    class Reporting(ServerConnection):
-        def __init__(self, protocol: ServerProtocol, *args: Any, **kwargs: Any) -> None:
-            # websockets' `serve` builds the protocol itself: it only gains the override.
-            protocol.__class__ = _AnsweringFirst
-            super().__init__(protocol, *args, **kwargs)
-
-        async def handshake(self, *args: Any, **kwargs: Any) -> None:
-            await super().handshake(*args, **kwargs)
-            # What `send_response` read after a 101, handled as `data_received` would have.
-            for event in self.protocol.events_received():
-                self.process_event(event)
-            report(self)
-
-    return Reporting
 
 
 def _timed_out(ws: ServerConnection) -> bool:

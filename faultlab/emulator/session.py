@@ -45,6 +45,7 @@ from faultlab.emulator.wire import (
     ToolResponse,
     parse_frame,
 )
+from faultlab.vocabulary import FrameLogged
 
 log = logging.getLogger(__name__)
 TRANSPARENT_REFUSED = ('Invalid JSON payload received. Unknown name "transparent" at '
@@ -137,8 +138,9 @@ class Connection:
         self.last_client_msg = now
         try:
             parsed = parse_frame(raw)
-            self.em.emit("emulator.frame", conn=self.number, **{"from": "client"}, kind=parsed.raw_kind,
-                         bytes=len(raw), **self._audio_note(parsed.message))
+            frame = FrameLogged("emulator", "client", self.number, parsed.raw_kind, len(raw),
+                                extra=self._audio_note(parsed.message))
+            self.em.emit(frame.name, **frame.fields())
             if self.session is None and not isinstance(parsed.message, Setup):
                 raise ProtocolError("The first message must be a setup message.")
             if isinstance(parsed.message, Setup):

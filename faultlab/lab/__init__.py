@@ -1,7 +1,7 @@
 """Network labs: where the client, the router and the target live (see `faultlab.lab.base`).
 
 A backend is a `Lab` class registered here by the name a profile's `network.backend` gives; it
-says what it is needed for (`Lab.runs_images`) and what `lab gc` removes of it (`Lab.garbage`).
+says what it is needed for (`Lab.runs_images`) and what `lab gc` removes of it (`Lab.leftovers`).
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from faultlab.errors import LabError
 
 if TYPE_CHECKING:
     from docker import DockerClient
+    from docker.models.containers import Container
 
 # faultlab's own images (`make images`): the reference clients, and the whole lab.
 CLIENTS_IMAGE = "faultlab-clients:latest"
@@ -157,3 +158,17 @@ def remove_containers(slot: int) -> list[str]:
             except engine_exceptions() as exc:
                 report.append(f"could not remove container {c.name}: {_reason(exc)}")
     return report
+
+
+def has_path(container: Container, path: str) -> bool:
+    """Whether the container's filesystem has `path`, asked of a created container (no start):
+    a HEAD of its archive, which answers with the file's stat only (2 ms; a GET, 60 ms). The
+    docker SDK has no call for it; its low-level client builds its versioned URLs with `_url`
+    (private, and left out of typeshed): the one private name of the SDK faultlab uses."""
+    assert container.client is not None
+    api = container.client.api
+    url = api._url("/containers/{0}/archive", container.id)  # type: ignore[attr-defined]
+    answer = api.head(url, params={"path": path})
+    if answer.status_code not in (200, 404):
+        answer.raise_for_status()
+    return answer.status_code == 200

@@ -159,7 +159,7 @@ def _check_needs(raw: RawProfile, steps: Sequence[Step], problems: Problems) -> 
     """Every step's needs can be met, and frame triggers have a frame log to follow: the proxy's,
     or else the target's own (the emulator's)."""
     proxy = raw.proxy or any("proxy" in s.needs for s in steps)
-    target_log = raw.target is not None and raw.target.kind.frame_log
+    target_log = raw.target is not None and raw.target.kind.frame_log is not None
     if raw.proxy and raw.target is None:
         problems.add(("proxy",), "the proxy stands in front of a target: give the profile a "
                      "'target'")

@@ -64,7 +64,7 @@ class Burst:
     @property
     def fields(self) -> dict[str, Any]:
         """The first event's fields; a burst's measures are its sum (`audio_s`), not the first's."""
-        hidden = ("argv", "flow") if self.count == 1 else ("argv", "flow", *MEASURED)
+        hidden = ("argv",) if self.count == 1 else ("argv", *MEASURED)
         return {k: v for k, v in self.first.fields.items() if k not in hidden}
 
 

@@ -58,7 +58,7 @@ CLIENT_MARKERS: dict[str, str] = {
 }
 CLIENT_PREFIXES = ("client.", "resume.", "recovery.", "mic.", "uplink.")
 # The emulator's own account: its connections and frames are drawn as messages and TCP marks.
-SERVER_SKIP = {"emulator.frame", "emulator.listening", "emulator.connect", "emulator.close",
+SERVER_SKIP = {FrameLogged.event_name("emulator"), "emulator.listening", "emulator.connect", "emulator.close",
                "emulator.disconnect"}
 # A connection's two FINs (or RSTs) this close together are one mark, "both ways".
 TCP_PAIR_S = 0.1
@@ -193,11 +193,11 @@ def _messages(events: Sequence[Event]) -> list[Item]:
             fields=burst.fields))
     # Closes, with their code, from the same log's side.
     for e in events:
-        if e.name == "emulator.close" and log == "emulator.frame":
+        if e.name == "emulator.close" and log == FrameLogged.event_name("emulator"):
             items.append(Item(t=e.t, lane="server", to="client", name=e.name,
                               label=f"close {e.fields.get('code')}", category="close",
                               conn=connection_of(e), fields=Burst((e,)).fields))
-        elif e.name == "proxy.ws_end" and log == "proxy.frame" and e.fields.get("code"):
+        elif e.name == "proxy.ws_end" and log == FrameLogged.event_name("proxy") and e.fields.get("code"):
             by_client = bool(e.fields.get("closed_by_client"))
             items.append(Item(t=e.t, lane="client" if by_client else "server",
                               to="server" if by_client else "client", name=e.name,

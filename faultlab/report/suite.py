@@ -13,12 +13,11 @@ from typing import TYPE_CHECKING
 
 from faultlab.private import redact_text, remember_env_secrets, write_private
 from faultlab.report.columns import columns
-from faultlab.report.registry import register_column
 
 if TYPE_CHECKING:
     from faultlab.report.record import RunRecord
 
-__all__ = ["headline", "legend", "register_column", "render_suite", "scenarios", "table",
+__all__ = ["headline", "legend", "render_suite", "scenarios", "table",
            "write_suite"]
 
 LEGEND = ("Times are seconds from the first fault applied: detected (client.lost), resumed "

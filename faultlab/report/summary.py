@@ -11,7 +11,7 @@ from faultlab.private import redact_text, remember_env_secrets, write_private
 from faultlab.report.bursts import Burst, bursts
 from faultlab.report.columns import summary_events
 from faultlab.report.record import describe_ending
-from faultlab.vocabulary import fault_spans
+from faultlab.vocabulary import LabReady, ProcessExit, ProcessStart, fault_spans
 
 if TYPE_CHECKING:
     from faultlab.result import RunResult
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 TIMELINE_ROWS = 200
 # Events worth a line in the summary's timeline (the rest stay in events.jsonl); scenario packs
 # add their own (faultlab.report.registry.register_summary_events).
-NOTABLE = ("lab.ready", "target.ready", "process.start", "process.exit", "fault.", "tcp.",
+NOTABLE = (LabReady.NAME, "target.ready", ProcessStart.NAME, ProcessExit.NAME, "fault.", "tcp.",
            "client.", "server.", "run.", "resume.", "recovery.", "mic.", "uplink.")
 
 

@@ -52,8 +52,9 @@ class TargetKind(ABC):
     name: ClassVar[str]
     # Whether it runs in the server's namespace: started there, and waited for on its port.
     in_lab: ClassVar[bool] = True
-    # Whether it writes a frame log of its own, which frame triggers follow without the proxy.
-    frame_log: ClassVar[bool] = False
+    # Whether it writes a frame log of its own, which frame triggers follow without the proxy:
+    # the event by which that log tells each connection's client port (None: it writes none).
+    frame_log: ClassVar[str | None] = None
 
     @property
     @abstractmethod

@@ -54,7 +54,7 @@ class Emulator(TargetKind):
     """The emulator, listening on `port` (443 when the profile gives none)."""
 
     name: ClassVar[str] = "emulator"
-    frame_log: ClassVar[bool] = True
+    frame_log: ClassVar[str | None] = "emulator.connect"
 
     def __init__(self, settings: EmulatorTarget, port: int | None, image: str | None) -> None:
         self.settings = settings

@@ -22,7 +22,8 @@ from faultlab.expect.registry import register
 from faultlab.profile import parse_profile
 from faultlab.report import registry
 from faultlab.report.record import RunRecord
-from faultlab.report.suite import register_column, render_suite
+from faultlab.report.registry import register_column
+from faultlab.report.suite import render_suite
 from faultlab.report.summary import render_summary
 from faultlab.result import RunResult
 from faultlab.scenarios import PackError, ScenarioPack, brain_of, packs
