@@ -27,7 +27,11 @@ class Target(Program):
     emulator: EmulatorTarget | None = None
     remote: RemoteTarget | None = None
     port: int | None = Field(default=None, ge=1, le=65535)
-    ready_timeout: Duration = 5.0
+    # How long the target may take to listen. A target that exits is reported at once, so a
+    # long wait costs nothing when it works; measured: the emulator imports google-genai in
+    # 1.5 s on an idle 2-core machine and took over 5 s on a fresh CI machine with eight labs
+    # starting at once.
+    ready_timeout: Duration = 30.0
     KINDS: ClassVar[tuple[str, ...]] = ("command", "builtin", "emulator", "remote")
 
     @model_validator(mode="after")

@@ -170,6 +170,21 @@ timeout: 10s
     assert events[-1]["event"] == "run.end"
 
 
+def test_target_that_is_slow_to_listen_fails_at_its_ready_timeout(runs_dir: Path) -> None:
+    """A target still alive but not listening at `ready_timeout` is a lab error naming the port,
+    the wait and its log."""
+    text = """\
+name: slowtarget
+target: {command: [sleep, "30"], port: 8765, ready_timeout: 0.5s}
+client: {builtin: ws-client}
+timeout: 10s
+"""
+    result = run_profile(text, runs_dir)
+    assert result.exit_code == 3
+    assert "did not listen on port 8765 within 0.5s" in (result.error or ""), result.error
+    assert "target.log" in (result.error or "")
+
+
 def test_timeout_stops_the_client(runs_dir: Path) -> None:
     """A client still running at `timeout` is stopped; the run records it and goes on to judge."""
     text = """\
