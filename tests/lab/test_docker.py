@@ -35,7 +35,7 @@ from .helpers import (
 if TYPE_CHECKING:
     from docker import DockerClient
 
-pytestmark = [pytest.mark.lab, pytest.mark.docker]
+pytestmark = [pytest.mark.lab, pytest.mark.docker, pytest.mark.alone]
 
 
 def containers_of(engine: DockerClient, slot: int) -> list[str]:

@@ -10,7 +10,7 @@ import pytest
 
 from ..conftest import slack
 
-pytestmark = pytest.mark.lab
+pytestmark = [pytest.mark.lab, pytest.mark.alone]
 PARALLEL = 8
 
 

@@ -27,7 +27,7 @@ from faultlab.lab.privilege import userns_available
 from ..conftest import REPO, slack
 from .remote import remote_echo
 
-pytestmark = pytest.mark.rootless
+pytestmark = [pytest.mark.rootless, pytest.mark.alone]
 
 USER = "nobody"
 

@@ -77,6 +77,7 @@ SHIPPED = ["silent-loss-restore", "reset", "cable-pull", "app-freeze", "clean-cl
            "slow-server", "abort-on-toolcall"]
 
 
+@pytest.mark.alone
 def test_shipped_profiles_pass(tmp_path: Path) -> None:
     """Each shipped profile's expectations hold (run four at a time, as a user's suite would:
     one after another took eight lab start-ups in a row)."""

@@ -11,7 +11,7 @@ import pytest
 
 from ..conftest import PROFILES, faultlab, slack
 
-pytestmark = pytest.mark.lab
+pytestmark = [pytest.mark.lab, pytest.mark.alone]
 
 VOICE_PATHS = ["mobile-3g", "lossy-wifi", "congested-uplink", "audio-jitter",
                "audio-jitter-uplink-keepalive"]
@@ -20,8 +20,8 @@ VOICE_PATHS = ["mobile-3g", "lossy-wifi", "congested-uplink", "audio-jitter",
 def test_the_voice_path_profiles_pass(tmp_path: Path) -> None:
     """Each profile's expectations hold (the turn heard and answered, the delivered-audio ratio,
     no false loss; and with the uplink-keyed keep-alive, silence in the speech and a ratio above
-    1), three labs at once; the suite table shows the ratios."""
-    done = faultlab("run", "-q", "--jobs", "3", "--runs-dir", str(tmp_path),
+    1), all five labs at once; the suite table shows the ratios."""
+    done = faultlab("run", "-q", "--jobs", "5", "--runs-dir", str(tmp_path),
                     *(str(PROFILES / f"{name}.yaml") for name in VOICE_PATHS),
                     timeout=slack(180))
     failed = [line for line in done.stdout.splitlines() if "FAIL" in line or "ERROR" in line]

@@ -21,7 +21,7 @@ from ..lab.helpers import failed, run_loaded
 from .browser import Browser, png_size, unavailable
 from .test_page import a_view
 
-pytestmark = pytest.mark.lab
+pytestmark = [pytest.mark.lab, pytest.mark.alone]
 
 VIEWPORT = (1400, 900)
 
