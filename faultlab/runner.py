@@ -128,17 +128,19 @@ class Run:
             if p.target is not None and p.target.kind.in_lab:
                 processes["target"] = await launcher.start_target()
             proxy = await self._start_proxy(lab, launcher, stack) if "proxy" in p.needs else None
-            capture = await stack.enter_async_context(LiveCapture(
+            table = launcher.connection_table()
+            self._faults = faults = FaultRuntime(lab, table, self.bus, proxy, mic, p.timeline,
+                                                 self._fail)
+            # The faults are reverted after the capture has stopped: it shows the path as the
+            # run left it, not a server's retransmission that the teardown's revert let through.
+            stack.push_async_callback(faults.close)
+            await stack.enter_async_context(LiveCapture(
                 lab, self.run_dir / "capture.pcap" if p.capture.pcap else None,
                 p.capture.snaplen_bytes, self.bus,
-                self.run_dir / "server.pcap" if p.capture.server_pcap else None,
-                launcher.connection_table()))
+                self.run_dir / "server.pcap" if p.capture.server_pcap else None, table))
             self._frames = FrameSource.for_run(
                 proxy is not None, p.target.kind.frame_log if p.target is not None else None,
-                capture.table, p.target.listen_port if p.target else 0)
-            self._faults = faults = FaultRuntime(lab, capture.table, self.bus, proxy, mic,
-                                                 p.timeline, self._fail)
-            stack.push_async_callback(faults.close)
+                table, p.target.listen_port if p.target else 0)
             await faults.arm(self.timeline.armed)
             processes["client"] = client = await launcher.start_client(proxy is not None)
             self._schedule(self.timeline.start(client.started_at))
