@@ -205,7 +205,7 @@ def profiles() -> None:
 @cli.command()
 def doctor() -> None:
     """Show what faultlab can use on this machine, and how to fix what is missing."""
-    from faultlab.doctor import diagnose
+    from faultlab.doctor import diagnose, fault_catalogue
 
     ok = True
     for check in diagnose():
@@ -214,6 +214,9 @@ def doctor() -> None:
         if not check.ok and check.fix:
             click.echo(f"     {'':<16} fix: {check.fix}")
         ok = ok and (check.ok or check.optional)
+    click.echo("\nfaults (name, layer, mechanism):")
+    for fault in fault_catalogue():
+        click.echo(f"  {fault.name:<14} {fault.layer:<7} {fault.mechanism}")
     sys.exit(0 if ok else 1)
 
 

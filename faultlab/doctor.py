@@ -10,8 +10,10 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from faultlab.capture.tshark import TSHARK_HINT, find_tshark
+from faultlab.faults import FAULTS, Fault
 from faultlab.lab.netns import leftover_namespaces
 from faultlab.lab.privilege import in_user_namespace, userns_available
 
@@ -112,6 +114,11 @@ def impairments() -> Check:
     return Check("impairments", not broken, "; ".join(parts),
                  f"a kernel with {', '.join(broken)} (sch_tbf, xt_statistic, nfnetlink_queue)",
                  optional=True)
+
+
+def fault_catalogue() -> list[type[Fault[Any]]]:
+    """Every fault a profile can name, by name: each says its layer and its mechanism."""
+    return [FAULTS[name] for name in sorted(FAULTS)]
 
 
 def diagnose() -> list[Check]:

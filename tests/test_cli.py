@@ -6,6 +6,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
+from faultlab.faults import FAULTS
+
 from .conftest import PROFILES, faultlab
 from .test_pcap import conversation
 
@@ -62,9 +64,11 @@ def test_pcap_inspect_rejects_a_non_pcap(tmp_path: Path) -> None:
 
 
 def test_doctor_names_every_mechanism() -> None:
-    """doctor lists the mechanisms with a verdict each, and the fix under each that is not ok."""
+    """doctor lists the mechanisms with a verdict each, and the fix under each that is not ok;
+    then every fault with its layer and mechanism."""
     done = faultlab("doctor")
-    lines = done.stdout.splitlines()
+    lines, _, faults = done.stdout.partition("\nfaults (name, layer, mechanism):\n")
+    lines = lines.splitlines()
     verdicts = {line.split()[1]: line.split()[0] for line in lines if not line.startswith(" ")}
     assert set(verdicts) >= {"python", "privileges", "iptables-restore", "tcpdump", "pyroute2",
                              "mitmproxy", "espeak-ng", "slirp4netns", "impairments", "docker"}
@@ -72,6 +76,9 @@ def test_doctor_names_every_mechanism() -> None:
     for line, after in zip(lines, [*lines[1:], ""], strict=True):
         if line.startswith(("warn", "FAIL")):
             assert after.split()[0] == "fix:", f"no fix under {line!r}"
+    listed = {line.split()[0]: line.split(None, 2)[1:] for line in faults.splitlines()}
+    assert listed == {name: [cls.layer, cls.mechanism] for name, cls in FAULTS.items()}
+    assert all(cls.mechanism for cls in FAULTS.values())
 
 
 # shutil.which itself, for doctor_without to hide programs from.

@@ -58,6 +58,7 @@ class AppFault[P: AppParams](Fault[P]):
     """A fault the proxy applies, holds and reverts; the run only asks."""
 
     layer: ClassVar[Layer] = "app"
+    mechanism: ClassVar[str] = "the mitmproxy addon in the router, on WebSocket messages"
     needs: ClassVar[frozenset[Need]] = frozenset({"proxy"})
 
     async def apply(self, ctx: FaultContext) -> dict[str, Any]:

@@ -62,6 +62,8 @@ class Fault[P: FaultParams](ABC):
     name: ClassVar[str]
     # Where it hurts, for the catalogue and the `fault.applied` event; the core never branches on it.
     layer: ClassVar[Layer]
+    # How it hurts, in a few words (`faultlab doctor` lists every fault with it).
+    mechanism: ClassVar[str]
     Params: ClassVar[type[FaultParams]]
     # What the run starts for it (the proxy, the microphone); a profile that cannot provide it is
     # refused.

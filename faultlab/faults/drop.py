@@ -23,6 +23,7 @@ class Drop(Fault[DropParams]):
     """Silently discard the selected packets until reverted."""
 
     name: ClassVar[str] = "drop"
+    mechanism: ClassVar[str] = "iptables DROP at the router (or in the client's namespace)"
     layer: ClassVar[Layer] = "packet"
     Params = DropParams
 

@@ -17,6 +17,7 @@ class LinkDown(Fault[LinkDownParams]):
     address and routes, and every packet either way is lost until the link comes back."""
 
     name: ClassVar[str] = "link_down"
+    mechanism: ClassVar[str] = "the router's end of the client link set down"
     layer: ClassVar[Layer] = "packet"
     Params = LinkDownParams
 

@@ -21,4 +21,5 @@ class Loss(Impairment[LossParams]):
     queue's Gilbert-Elliott chain for bursts."""
 
     name: ClassVar[str] = "loss"
+    mechanism: ClassVar[str] = "iptables statistic (bursts: NFQUEUE userspace queue) at the router"
     Params = LossParams

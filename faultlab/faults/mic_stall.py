@@ -23,6 +23,7 @@ class MicStall(Fault[MicStallParams]):
     network is untouched: only a client that carries pauses as silence keeps the turn going."""
 
     name: ClassVar[str] = "mic_stall"
+    mechanism: ClassVar[str] = "the lab's virtual microphone pauses"
     layer: ClassVar[Layer] = "client"
     needs: ClassVar[frozenset[Need]] = frozenset({"mic"})
     Params = MicStallParams

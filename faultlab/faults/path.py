@@ -14,4 +14,5 @@ class Path(Impairment[PathParams]):
     """Every impairment the step names, at the router, until reverted."""
 
     name: ClassVar[str] = "path"
+    mechanism: ClassVar[str] = "tbf, iptables statistic and the NFQUEUE userspace queue at the router"
     Params = PathParams

@@ -19,4 +19,5 @@ class Rate(Impairment[RateParams]):
     """Shape the router's egress toward the hurt end with a token bucket (tbf)."""
 
     name: ClassVar[str] = "rate"
+    mechanism: ClassVar[str] = "tbf on the router's egress link"
     Params = RateParams

@@ -23,6 +23,7 @@ class Reject(Fault[RejectParams]):
     """Answer every selected TCP packet with a TCP reset toward its sender until reverted."""
 
     name: ClassVar[str] = "reject"
+    mechanism: ClassVar[str] = "iptables REJECT with tcp-reset at the router"
     layer: ClassVar[Layer] = "packet"
     Params = RejectParams
 

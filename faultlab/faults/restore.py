@@ -24,6 +24,7 @@ class Restore(Fault[RestoreParams]):
     """Return the path to health by reverting faults applied by earlier steps."""
 
     name: ClassVar[str] = "restore"
+    mechanism: ClassVar[str] = "reverts earlier steps"
     layer: ClassVar[Layer] = "packet"
     Params = RestoreParams
     reversible: ClassVar[bool] = False
