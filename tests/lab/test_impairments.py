@@ -17,7 +17,7 @@ import pytest
 
 from faultlab.errors import MechanismError
 from faultlab.faults.impairment import Impairment
-from faultlab.lab.netns import NetnsLab
+from faultlab.lab.netns import LAB_NAME, NetnsLab
 
 from ..bench.conftest import bench_module
 from ..conftest import faultlab, slack
@@ -296,14 +296,18 @@ def queue_processes(netns: str) -> list[int]:
 
 def test_doctor_says_which_mechanism_each_impairment_uses() -> None:
     """`faultlab doctor` probes tbf, statistic and NFQUEUE in a throwaway namespace and names the
-    mechanism of each impairment (this kernel: no netem)."""
-    before = set(os.listdir("/run/netns"))
+    mechanism of each impairment (this kernel: no netem), and leaves no named namespace (labs
+    of other runs may come and go meanwhile)."""
+    def namespaces() -> set[str]:
+        return {n for n in os.listdir("/run/netns") if not LAB_NAME.match(n)}
+
+    before = namespaces()
     done = faultlab("doctor")
     (line,) = [x for x in done.stdout.splitlines() if " impairments " in x]
     assert line.startswith("ok ")
     assert "rate: tbf" in line and "loss: iptables statistic" in line
     assert "corrupt: NFQUEUE userspace queue" in line
-    assert set(os.listdir("/run/netns")) - before == set()
+    assert namespaces() - before == set()
 
 
 def test_a_drop_applied_over_a_queue_still_drops() -> None:
