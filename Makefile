@@ -32,14 +32,13 @@ $(STAMP): pyproject.toml Makefile
 demo: install
 	$(BIN)/faultlab run $(PROFILE)
 
-# Three lanes: the pure tests two at a time (one per core); the lab tests that build one lab two at
-# a time (each judges only what it made, as with other runs on the machine); then, one at a time,
-# those marked `alone`: several labs at once, a browser, a non-root user, or Docker, which changes
-# the host's own network that other lab tests compare before and after.
-LAB_TESTS := lab or rootless or docker
+# Two lanes: every test but those marked `alone` two at a time (one per core; a lab test judges
+# only what it made, as with other runs on the machine; worksteal: the long ones do not leave one
+# core idle at the end); then, one at a time, those marked `alone`: several labs at once, a
+# browser, a non-root user, or Docker, which changes the host's own network that other lab tests
+# compare before and after.
 test: install
-	$(BIN)/pytest -q -n 2 -m "not ($(LAB_TESTS))"
-	$(BIN)/pytest -q -n 2 -m "($(LAB_TESTS)) and not alone"
+	$(BIN)/pytest -q -n 2 --dist worksteal -m "not alone"
 	$(BIN)/pytest -q -m "alone"
 
 test-pure: install

@@ -13,8 +13,8 @@ from ..conftest import PROFILES, faultlab, slack
 
 pytestmark = [pytest.mark.lab, pytest.mark.alone]
 
-# The bound for the whole suite on a 2-core machine (about 6 minutes one run after another, 2.2
-# with six at once), scaled for slower ones.
+# The bound for the whole suite on a 2-core machine (about 6 minutes one run after another, 2
+# with eight at once), scaled for slower ones.
 SUITE_TIMEOUT_S = slack(600)
 # Every row of the field table, plus the variants the issue asks for.
 SCENARIOS = ["R0", "R1", "R2", "R3", "R4", "P1", "P2", "P3", "P4", "N1", "N2", "N3", "B1", "B2",
@@ -24,12 +24,12 @@ SCENARIOS = ["R0", "R1", "R2", "R3", "R4", "P1", "P2", "P3", "P4", "N1", "N2", "
 
 @pytest.mark.timeout(SUITE_TIMEOUT_S + 60)
 def test_the_field_suite_reproduces_every_scenario(tmp_path: Path) -> None:
-    """`faultlab run --jobs 6 profiles/field/` passes every profile's expectations (each encodes
+    """`faultlab run --jobs 8 profiles/field/` passes every profile's expectations (each encodes
     the field's outcome: refusal codes, lockout until close, one booking, truthful or not) with
-    six labs at once, and ends with a table: one row per scenario with its outcome and latency
+    eight labs at once, and ends with a table: one row per scenario with its outcome and latency
     ranges, as one run after another draws it."""
     assert sorted(p.stem for p in (PROFILES / "field").glob("*.yaml")) == sorted(SCENARIOS)
-    done = faultlab("run", "-q", "--jobs", "6", "--runs-dir", str(tmp_path),
+    done = faultlab("run", "-q", "--jobs", "8", "--runs-dir", str(tmp_path),
                     str(PROFILES / "field"), timeout=SUITE_TIMEOUT_S)
     failed = re.findall(r"== (\S+): (?:FAIL|ERROR)", done.stdout)
     problems = [line for line in done.stdout.splitlines()
