@@ -25,7 +25,7 @@ from faultlab.faults.flows import (
     hurt_directions,
     iptables_matches,
 )
-from faultlab.faults.legs import LegChain, LegMatch, leg_matches, proxied
+from faultlab.faults.legs import LEGS, LegChain, LegMatch, leg_matches, proxied
 from faultlab.impair.core import DUPLICATE_MARK, Shape
 from faultlab.impair.engine import (
     QUEUE_TABLE,
@@ -231,7 +231,8 @@ class Impairment[P: ImpairFlow](Fault[P]):
         except BaseException:
             await self.revert(ctx)
             raise
-        legs = {"legs": sorted({m.leg for m in on_legs})} if on_legs else {}
+        hurt = [leg for leg in LEGS if any(leg in chain.legs for chain in self._legs.values())]
+        legs = {"legs": hurt} if hurt else {}
         return {"direction": p.direction, "connection": p.connection,
                 "mechanisms": plan.mechanisms(), "queues": queues, **legs,
                 **p.model_dump(exclude={"direction", "connection"}, exclude_unset=True)}

@@ -114,6 +114,8 @@ class LegChain:
         self.chain = legs_chain(step_id)
         self.table = table
         self.installed = False
+        # The legs its rules hurt (or will, once the upstream is reported).
+        self.legs: set[Leg] = set()
         self._cancel: Callable[[], None] | None = None
         self._adding: asyncio.Task[None] | None = None
 
@@ -126,6 +128,7 @@ class LegChain:
                                                   for i, m in enumerate(matches) if m.match],
                       self.table)
         self.installed = True
+        self.legs = {m.leg for m in matches}
         waiting = [(i, m) for i, m in enumerate(matches) if m.match is None]
         if not waiting or conn is None:
             return
