@@ -86,7 +86,7 @@ def leg_matches(ctx: FaultContext, direction: Direction, connection: ConnectionC
     chosen connection (None: all flows)."""
     conn = selected(ctx, connection)
     port = ctx.connections.port
-    to_port = f" -p tcp -m conntrack --ctorigdstport {port}" if port else " -p tcp"
+    to_port = " -p tcp -m conntrack" + (f" --ctorigdstport {port}" if port else "")
     out: list[LegMatch] = []
     for leg in legs:
         for way in hurt_directions(direction):
