@@ -6,11 +6,14 @@ leg of one connection once the proxy reports its upstream, and the reverts."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from dataclasses import replace
 from typing import cast
 
 import pytest
+from mitmproxy.connection import Client, Server
+from mitmproxy.proxy.server_hooks import ServerConnectionHookData
 
 from faultlab.connections import ConnectionTable, Upstream
 from faultlab.events import EventBus, RunClock
@@ -18,6 +21,7 @@ from faultlab.faults.impairment import Impairment
 from faultlab.impair.core import Impairer, Shape
 from faultlab.injector import FaultRuntime
 from faultlab.lab.netfilter import commit
+from faultlab.proxy.framelog import FrameLog
 from faultlab.vocabulary import ProxyUpstream
 
 from .conftest import (
@@ -27,6 +31,7 @@ from .conftest import (
     FakeContext,
     FakeNamespace,
     FakeProxyChannel,
+    Proxy,
     apply_and_revert,
     build,
     with_connections,
@@ -281,6 +286,21 @@ def test_the_run_keeps_the_upstreams_the_proxy_reports() -> None:
     bus.announce("proxy", ProxyUpstream(40001, ROUTER_IP, 51000, SERVER, SERVER_PORT))
     bus.emit("client", "proxy.upstream", client_port=40002)  # not the proxy's: ignored
     assert table.upstreams == {40001: UPSTREAM}
+
+
+def test_the_proxy_reports_each_upstream_as_it_connects(proxy: Proxy) -> None:
+    """mitmproxy's `server_connected` hook: the client's port, the proxy's own socket, the
+    server's address, as one `proxy.upstream` event."""
+    data = ServerConnectionHookData(
+        client=Client(peername=(CLIENT, 40001), sockname=(SERVER, 443), timestamp_start=0.0),
+        server=Server(address=(SERVER, 443), peername=(SERVER, 443),
+                      sockname=(ROUTER_IP, 51000)))
+    FrameLog(proxy.state).server_connected(data)
+    proxy.state.events.close()
+    (line,) = [json.loads(x) for x in proxy.events_path.read_text().splitlines()]
+    assert {k: v for k, v in line.items() if k not in ("t", "ts", "source")} == {
+        "event": "proxy.upstream", "client_port": 40001, "upstream": ROUTER_IP,
+        "upstream_port": 51000, "server": SERVER, "server_port": 443}
 
 
 def test_lanes_may_have_shapes_of_their_own() -> None:
