@@ -141,7 +141,9 @@ def rtts(segments: list[Segment], client_port: int) -> list[tuple[float, float]]
             continue
         end = (sent.seq + len(sent.payload)) & 0xFFFFFFFF
         for reply in segments[i + 1:]:
-            if reply.dport == client_port and reply.flags & ACK and reply.ack == end:
+            # The first acknowledgement at or past its end (ACKs are cumulative).
+            if (reply.dport == client_port and reply.flags & ACK
+                    and (reply.ack - end) & 0xFFFFFFFF < 1 << 31):
                 out.append((sent.ts, reply.ts - sent.ts))
                 break
     return out
