@@ -12,6 +12,7 @@ OUTPUT (a proxied connection's legs) let pass, so it is never queued again.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import select
@@ -39,7 +40,10 @@ class Link:
         self.raw = (socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
                     if duplicates else None)
         if self.raw is not None:
-            self.raw.setsockopt(socket.SOL_SOCKET, socket.SO_MARK, DUPLICATE_MARK)
+            # Needs CAP_NET_ADMIN, which the router's processes have; without it only the
+            # queue rules in OUTPUT (a proxied path's) would see the copies again.
+            with contextlib.suppress(OSError):
+                self.raw.setsockopt(socket.SOL_SOCKET, socket.SO_MARK, DUPLICATE_MARK)
 
     def deliver(self, verdicts: Sequence[Verdict]) -> None:
         if not verdicts:
