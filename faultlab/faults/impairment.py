@@ -272,11 +272,15 @@ class Impairment[P: ImpairFlow](Fault[P]):
         # leaving; the worker then lets what it holds go before it exits. Each part is undone
         # even when one before it failed (the first failure is raised after).
         try:
-            for legs in self._legs.values():
-                await legs.uninstall(ctx)
-            while self._tables:
-                await uninstall(router, ["FORWARD"], chain_name(self.step_id),
-                                table=self._tables.pop())
+            try:
+                await self._legs["filter"].uninstall(ctx)
+            finally:
+                try:
+                    await self._legs[QUEUE_TABLE].uninstall(ctx)
+                finally:
+                    while self._tables:
+                        await uninstall(router, ["FORWARD"], chain_name(self.step_id),
+                                        table=self._tables.pop())
         finally:
             try:
                 if self._worker is not None:
