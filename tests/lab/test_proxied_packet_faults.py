@@ -124,8 +124,9 @@ def run(tmp_path: Path, target: str, fault: str, proxied: bool) -> Seen:
     if proxied:
         upstream = first(result, "proxy.upstream", client_port=client_port)
         leg_port = int(upstream.fields["upstream_port"])
-        if fault != "latency":  # the delay is the client leg's alone
-            assert "server" in applied.fields["legs"], applied.fields
+        # The delay is the client leg's alone; a reject toward the client resets it there.
+        legs = ["client"] if fault in ("latency", "reject") else ["client", "server"]
+        assert applied.fields["legs"] == legs, applied.fields
     else:
         assert "legs" not in applied.fields
     return Seen(result, applied.t, float(first(result, "run.start").fields["unix_time"]),
@@ -133,13 +134,19 @@ def run(tmp_path: Path, target: str, fault: str, proxied: bool) -> Seen:
 
 
 def rtts(segments: list[Segment], client_port: int) -> list[tuple[float, float]]:
-    """(when sent, round trip) of each client segment with data: until the far end's first
-    segment acknowledging it."""
+    """(when sent, round trip) of each client segment with new data: until the far end's first
+    segment acknowledging it. Retransmissions are left out: a round trip 300 ms longer than the
+    200 ms minimum RTO makes the client retransmit spuriously, and the original's ACK then
+    answers the copy early."""
     out = []
+    sent_up_to: int | None = None
     for i, sent in enumerate(segments):
         if sent.sport != client_port or not sent.payload:
             continue
         end = (sent.seq + len(sent.payload)) & 0xFFFFFFFF
+        if sent_up_to is not None and not 0 < (end - sent_up_to) & 0xFFFFFFFF < 1 << 31:
+            continue  # it ends at or before data already sent: a retransmission
+        sent_up_to = end
         for reply in segments[i + 1:]:
             # The first acknowledgement at or past its end (ACKs are cumulative).
             if (reply.dport == client_port and reply.flags & ACK
