@@ -7,11 +7,15 @@ records the numbers (`tcp.connect` k), and every other part takes them by the cl
 (`connection: k`), the proxy (the run tells it each number as the SYN is seen) and frame triggers
 (the proxy's and the emulator's frames are mapped by port). A connection whose SYN the path
 dropped still has its number, though no server ever saw it.
+
+With the proxy in the path a connection has two legs: the client's, which ends in the proxy, and
+the proxy's own connection to the server (`Upstream`), which the proxy reports once connected
+(`proxy.upstream`) and the table keeps by the client's port, for the packet faults that hurt both.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
@@ -46,6 +50,17 @@ class Connection:
     t: float
 
 
+@dataclass(frozen=True)
+class Upstream:
+    """The proxy's connection to the server for one client connection: its own address and
+    port, and the server's."""
+
+    address: str
+    port: int
+    server: str
+    server_port: int
+
+
 class ConnectionTable:
     """The client's connections to the target, as the capture saw their SYNs: to `port` and
     `address` when given (a remote target's client may open others, for a token or telemetry;
@@ -56,6 +71,9 @@ class ConnectionTable:
         self.address = address
         self.connections: list[Connection] = []
         self._by_ports: dict[tuple[int, int], Connection] = {}
+        # The proxy's upstream of each client connection, and who waits for one, by client port.
+        self.upstreams: dict[int, Upstream] = {}
+        self._awaiting: dict[int, list[Callable[[Upstream], None]]] = {}
 
     def observe_syn(self, client: str, client_port: int, server: str, server_port: int,
                     t: float) -> Connection | None:
@@ -78,3 +96,26 @@ class ConnectionTable:
     def select(self, which: ConnectionChoice) -> Connection | None:
         """`first`, `latest`, or connection k; None if not seen yet."""
         return choose(self.connections, which)
+
+    def observe_upstream(self, client_port: int, upstream: Upstream) -> None:
+        """The proxy connected upstream for the client's connection from `client_port` (before
+        or after the capture numbered it: the two reports travel apart)."""
+        self.upstreams[client_port] = upstream
+        for callback in self._awaiting.pop(client_port, []):
+            callback(upstream)
+
+    def when_upstream(self, conn: Connection, callback: Callable[[Upstream], None]
+                      ) -> Callable[[], None]:
+        """Call `callback` with `conn`'s upstream once the proxy reports it (at once when it
+        has); returns what cancels the wait."""
+        known = self.upstreams.get(conn.client_port)
+        if known is not None:
+            callback(known)
+            return lambda: None
+        waiting = self._awaiting.setdefault(conn.client_port, [])
+        waiting.append(callback)
+
+        def cancel() -> None:
+            if callback in waiting:
+                waiting.remove(callback)
+        return cancel

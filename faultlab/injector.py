@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from faultlab.connections import ConnectionTable
+from faultlab.connections import ConnectionTable, Upstream
 from faultlab.errors import FaultlabError
 from faultlab.events import Event, EventBus
 from faultlab.faults import FAULTS, Fault
@@ -23,7 +23,13 @@ from faultlab.mic import VirtualMic
 from faultlab.profile import Step
 from faultlab.proxy.control import ArmedStep, ProxyControl
 from faultlab.timeline import Due
-from faultlab.vocabulary import FaultApplied, FaultFailed, FaultReverted, FaultRevertFailed
+from faultlab.vocabulary import (
+    FaultApplied,
+    FaultFailed,
+    FaultReverted,
+    FaultRevertFailed,
+    ProxyUpstream,
+)
 
 
 class FaultRuntime:
@@ -55,6 +61,11 @@ class FaultRuntime:
     def _watch_proxy(self, event: Event) -> None:
         if self._closed or event.source != "proxy":
             return
+        upstream = ProxyUpstream.read(event)
+        if upstream is not None:
+            # The server leg of a proxied connection, for the packet faults that hurt it.
+            self.connections.observe_upstream(upstream.client_port, Upstream(
+                upstream.upstream, upstream.upstream_port, upstream.server, upstream.server_port))
         failed = FaultFailed.read(event)
         if failed is not None:
             # A step the proxy fired on a frame could not be applied: the lab failed.

@@ -224,6 +224,20 @@ class TcpConnect(Record):
 
 
 @dataclass(frozen=True)
+class ProxyUpstream(Record):
+    """The proxy connected upstream for the client's connection from `client_port`: its own
+    socket `upstream`:`upstream_port` toward `server`:`server_port` (the proxied connection's
+    server leg, which packet faults on that connection hurt too)."""
+
+    NAME: ClassVar[str] = "proxy.upstream"
+    client_port: int
+    upstream: str
+    upstream_port: int
+    server: str
+    server_port: int
+
+
+@dataclass(frozen=True)
 class TcpFin(Record):
     """A FIN on connection `k`, `from` client or server (`both` once paired in a report)."""
 

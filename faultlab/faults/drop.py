@@ -1,4 +1,10 @@
-"""drop: packets silently vanish, like a phone leaving Wi-Fi; neither end is told."""
+"""drop: packets silently vanish, like a phone leaving Wi-Fi; neither end is told.
+
+With the proxy in the path it drops on both legs of the proxied connections too
+(faultlab.faults.legs): the client's packets vanish before the proxy, and the server hears nothing
+from the proxy for them (nor does the proxy hear the server). `at: client` drops the client leg in
+the client's namespace, and the server leg at the router.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ from typing import Any, ClassVar, Literal
 
 from faultlab.faults.base import Fault, FaultContext, Layer, register
 from faultlab.faults.flows import Direction, FlowParams, iptables_matches
+from faultlab.faults.legs import LEGS, LegChain, leg_matches, proxied
 from faultlab.lab.namespace import Namespace
 from faultlab.lab.netfilter import chain_name, install, uninstall
 
@@ -27,6 +34,10 @@ class Drop(Fault[DropParams]):
     layer: ClassVar[Layer] = "packet"
     Params = DropParams
 
+    def __init__(self, step_id: str, params: DropParams) -> None:
+        super().__init__(step_id, params)
+        self._legs = LegChain(step_id)
+
     def _where(self, ctx: FaultContext) -> tuple[Namespace, list[str]]:
         if self.params.at == "client":
             return ctx.lab.client, ["OUTPUT", "INPUT"]
@@ -37,8 +48,22 @@ class Drop(Fault[DropParams]):
         ns, hooks = self._where(ctx)
         matches = iptables_matches(ctx, p.direction, p.connection, p.at == "client")
         await install(ns, hooks, chain_name(self.step_id), [f"{m} -j DROP" for m in matches])
-        return {"direction": p.direction, "at": p.at, "connection": p.connection}
+        details: dict[str, Any] = {"direction": p.direction, "at": p.at,
+                                   "connection": p.connection}
+        if proxied(ctx):
+            legs = LEGS if p.at == "router" else LEGS[1:]
+            try:
+                on_legs, conn = leg_matches(ctx, p.direction, p.connection, legs)
+                await self._legs.install(ctx, on_legs, conn, lambda i: "-j DROP")
+            except BaseException:
+                await uninstall(ns, hooks, chain_name(self.step_id))
+                raise
+            details["legs"] = list(legs)
+        return details
 
     async def revert(self, ctx: FaultContext) -> None:
         ns, hooks = self._where(ctx)
-        await uninstall(ns, hooks, chain_name(self.step_id))
+        try:
+            await self._legs.uninstall(ctx)
+        finally:
+            await uninstall(ns, hooks, chain_name(self.step_id))

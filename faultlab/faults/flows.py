@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from faultlab.connections import ConnectionChoice
+from faultlab.connections import Connection, ConnectionChoice
 from faultlab.errors import MechanismError
 from faultlab.faults.base import FaultContext, FaultParams
 
@@ -27,6 +27,18 @@ class FlowParams(FaultParams):
     )
 
 
+def selected(ctx: FaultContext, connection: ConnectionChoice | None) -> Connection | None:
+    """The chosen connection (None: all flows); one not seen yet fails the fault."""
+    if connection is None:
+        return None
+    conn = ctx.connections.select(connection)
+    if conn is None:
+        raise MechanismError(
+            f"no TCP connection {connection!r} from client to target has been seen yet"
+        )
+    return conn
+
+
 def iptables_matches(
     ctx: FaultContext, direction: Direction, connection: ConnectionChoice | None, at_client: bool,
     tcp_only: bool = False,
@@ -37,12 +49,8 @@ def iptables_matches(
     to_server = f"-o {lab.client_iface}" if at_client else f"-i {lab.client_link}"
     to_client = f"-i {lab.client_iface}" if at_client else f"-o {lab.client_link}"
     flow_up = flow_down = " -p tcp" if tcp_only else ""
-    if connection is not None:
-        conn = ctx.connections.select(connection)
-        if conn is None:
-            raise MechanismError(
-                f"no TCP connection {connection!r} from client to target has been seen yet"
-            )
+    conn = selected(ctx, connection)
+    if conn is not None:
         flow_up = (f" -p tcp -s {conn.client} --sport {conn.client_port}"
                    f" -d {conn.server} --dport {conn.server_port}")
         flow_down = (f" -p tcp -s {conn.server} --sport {conn.server_port}"

@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Literal, Self
 
 from pydantic import Field, model_validator
 
+from faultlab.connections import Connection
 from faultlab.errors import MechanismError
 from faultlab.faults.base import Fault, FaultContext, Layer
 from faultlab.faults.flows import (
@@ -24,7 +25,8 @@ from faultlab.faults.flows import (
     hurt_directions,
     iptables_matches,
 )
-from faultlab.impair.core import Shape
+from faultlab.faults.legs import LEGS, LegChain, LegMatch, leg_matches, proxied
+from faultlab.impair.core import DUPLICATE_MARK, Shape
 from faultlab.impair.engine import (
     QUEUE_TABLE,
     WORKER_GRACE_S,
@@ -189,6 +191,8 @@ class Impairment[P: ImpairFlow](Fault[P]):
         self._worker: asyncio.subprocess.Process | None = None
         self._shaped: list[str] = []
         self._tables: list[str] = []
+        # The proxied path's legs (faultlab.faults.legs): loss rules, queue rules.
+        self._legs = {table: LegChain(step_id, table) for table in ("filter", QUEUE_TABLE)}
 
     async def apply(self, ctx: FaultContext) -> dict[str, Any]:
         p, plan, router = self.path, self.plan, ctx.lab.router
@@ -204,6 +208,8 @@ class Impairment[P: ImpairFlow](Fault[P]):
             # Taken at once: another step applied meanwhile (both at 0 s) must see it.
             queued[self.step_id] = ways
         chain = chain_name(self.step_id)
+        on_legs, conn = (leg_matches(ctx, p.direction, p.connection) if proxied(ctx)
+                         else ([], None))
         try:
             if plan.rate_bytes_s is not None:
                 links = egress_links(ctx.lab, p)
@@ -215,22 +221,50 @@ class Impairment[P: ImpairFlow](Fault[P]):
                     f"{m} -m statistic --mode random --probability "
                     f"{plan.loss_probability:.6f} -j DROP" for m in matches])
                 self._tables.append("filter")
+                if on_legs:
+                    await self._legs["filter"].install(
+                        ctx, on_legs, conn, lambda i: f"-m statistic --mode random --probability "
+                        f"{plan.loss_probability:.6f} -j DROP")
             queues: list[int] = []
             if plan.shape is not None:
-                self._worker, queues = await start_worker(ctx.lab, plan.shape, len(matches))
-                # In the security table, whose FORWARD chain runs after filter's: another step's
-                # drop or reject still acts on what a queue would accept. --queue-bypass: should
-                # the worker die, packets pass instead of piling up.
-                await install(router, ["FORWARD"], chain, [
-                    f"{m} -j NFQUEUE --queue-num {q} --queue-bypass"
-                    for m, q in zip(matches, queues, strict=True)], table=QUEUE_TABLE)
-                self._tables.append(QUEUE_TABLE)
+                queues = await self._queue(ctx, matches, on_legs, conn, plan.shape)
         except BaseException:
             await self.revert(ctx)
             raise
+        hurt = [leg for leg in LEGS if any(leg in chain.legs for chain in self._legs.values())]
+        legs = {"legs": hurt} if hurt else {}
         return {"direction": p.direction, "connection": p.connection,
-                "mechanisms": plan.mechanisms(), "queues": queues,
+                "mechanisms": plan.mechanisms(), "queues": queues, **legs,
                 **p.model_dump(exclude={"direction", "connection"}, exclude_unset=True)}
+
+    async def _queue(self, ctx: FaultContext, matches: list[str], on_legs: list[LegMatch],
+                     conn: Connection | None, shape: Shape) -> list[int]:
+        """The userspace queue: a lane per match, on the direct path and on the legs; the
+        delay is the client leg's alone (on both legs it would count twice end to end), the
+        rest of the shape acts on both legs."""
+        leg_shapes = {"client": shape, "server": shape.undelayed()}
+        queued = [m for m in on_legs if leg_shapes[m.leg] is not None]
+        shapes = [shape] * len(matches) + [s for m in queued
+                                           if (s := leg_shapes[m.leg]) is not None]
+        self._worker, queues = await start_worker(ctx.lab, shape, len(shapes),
+                                                  shapes if queued else None)
+        # In the security table, whose FORWARD chain runs after filter's: another step's
+        # drop or reject still acts on what a queue would accept. --queue-bypass: should
+        # the worker die, packets pass instead of piling up.
+        await install(ctx.lab.router, ["FORWARD"], chain_name(self.step_id), [
+            f"{m} -j NFQUEUE --queue-num {q} --queue-bypass"
+            for m, q in zip(matches, queues[:len(matches)], strict=True)], table=QUEUE_TABLE)
+        self._tables.append(QUEUE_TABLE)
+        on_legs_queues = queues[len(matches):]
+
+        def target(i: int) -> str:
+            # What the proxy sends crosses OUTPUT, as the worker's own duplicates do.
+            unmarked = "" if queued[i].inbound else f"-m mark ! --mark {DUPLICATE_MARK:#x} "
+            return f"{unmarked}-j NFQUEUE --queue-num {on_legs_queues[i]} --queue-bypass"
+
+        if queued:
+            await self._legs[QUEUE_TABLE].install(ctx, queued, conn, target)
+        return queues
 
     async def revert(self, ctx: FaultContext) -> None:
         router = ctx.lab.router
@@ -238,9 +272,15 @@ class Impairment[P: ImpairFlow](Fault[P]):
         # leaving; the worker then lets what it holds go before it exits. Each part is undone
         # even when one before it failed (the first failure is raised after).
         try:
-            while self._tables:
-                await uninstall(router, ["FORWARD"], chain_name(self.step_id),
-                                table=self._tables.pop())
+            try:
+                await self._legs["filter"].uninstall(ctx)
+            finally:
+                try:
+                    await self._legs[QUEUE_TABLE].uninstall(ctx)
+                finally:
+                    while self._tables:
+                        await uninstall(router, ["FORWARD"], chain_name(self.step_id),
+                                        table=self._tables.pop())
         finally:
             try:
                 if self._worker is not None:

@@ -13,13 +13,17 @@ import heapq
 import math
 import random
 from collections import deque
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 # A packet held back for reordering waits for `reorder_gap` later packets to leave, but no
 # longer than this past its due time: on a quiet flow (a ping every 500 ms) it would else wait
 # for the next ping, which is loss, not reordering.
 REORDER_HOLD_S = 0.02
+# The mark of the duplicates the worker sends itself (through OUTPUT): the queue rules in OUTPUT
+# let them pass, or each would be queued, and maybe duplicated, again.
+DUPLICATE_MARK = 0xFA17
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,13 @@ class Shape:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    def undelayed(self) -> Shape | None:
+        """This shape without its delay (for a proxied connection's server leg: the delay is
+        the client leg's, once); None when nothing else is left."""
+        if not (self.loss or self.duplicate or self.reorder or self.corrupt):
+            return None
+        return replace(self, latency_s=0.0, jitter_s=0.0)
 
 
 class GilbertElliott:
@@ -200,9 +211,12 @@ class Lane:
 class Impairer:
     """Every lane of one step's userspace queue."""
 
-    def __init__(self, shape: Shape, queues: list[int], rng: random.Random | None = None) -> None:
+    def __init__(self, shape: Shape, queues: list[int], rng: random.Random | None = None,
+                 lane_shapes: Sequence[Shape] | None = None) -> None:
+        """`lane_shapes`: each queue's own shape (all `shape` when None)."""
         rng = rng or random.Random()
-        self.lanes = {q: Lane(q, shape, rng) for q in queues}
+        shapes = lane_shapes if lane_shapes is not None else [shape] * len(queues)
+        self.lanes = {q: Lane(q, s, rng) for q, s in zip(queues, shapes, strict=True)}
 
     def receive(self, queue: int, packet_id: int, now: float, payload: bytes | None) -> None:
         """A packet the kernel queued at `now`."""

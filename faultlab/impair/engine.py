@@ -91,11 +91,17 @@ def remove_tbf(links: list[str]) -> None:
                 ipr.tc("del", index=index, parent=TC_H_ROOT)
 
 
-async def start_worker(lab: Lab, shape: Shape, lanes: int
+async def start_worker(lab: Lab, shape: Shape, lanes: int,
+                       lane_shapes: list[Shape] | None = None
                        ) -> tuple[asyncio.subprocess.Process, list[int]]:
-    """The userspace queue's process in the router, once it has bound its queues."""
-    spec = json.dumps({"shape": shape.to_json(), "lanes": lanes, "first_queue": FIRST_QUEUE})
-    proc = await lab.spawn("router", [sys.executable, "-m", "faultlab.impair.worker", spec],
+    """The userspace queue's process in the router, once it has bound its queues (each lane
+    with its own shape from `lane_shapes`, when given)."""
+    spec: dict[str, object] = {"shape": shape.to_json(), "lanes": lanes,
+                               "first_queue": FIRST_QUEUE}
+    if lane_shapes is not None:
+        spec["shapes"] = [one.to_json() for one in lane_shapes]
+    proc = await lab.spawn("router", [sys.executable, "-m", "faultlab.impair.worker",
+                                      json.dumps(spec)],
                            os.environ, stdout=asyncio.subprocess.PIPE,
                            stderr=asyncio.subprocess.STDOUT)
     assert proc.stdout is not None

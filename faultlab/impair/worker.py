@@ -2,14 +2,17 @@
 
     python -m faultlab.impair.worker '{"shape": {...}, "lanes": 2, "first_queue": 1000}'
 
-It binds `lanes` free queues, prints `ready Q1 [Q2]` (the run installs the NFQUEUE rules only
-then, so no packet ever waits on nobody), gives each packet its verdict when due, and on SIGTERM
+(with `"shapes": [{...}, ...]`, each lane's own shape). It binds `lanes` free queues, prints
+`ready Q1 [Q2]` (the run installs the NFQUEUE rules only then, so no packet ever waits on
+nobody), gives each packet its verdict when due, and on SIGTERM
 lets every waiting packet go and unbinds. Duplicates leave through a raw socket: a packet this
-process sends crosses OUTPUT, not FORWARD, so it is never queued again.
+process sends crosses OUTPUT, not FORWARD, and carries DUPLICATE_MARK, which the queue rules in
+OUTPUT (a proxied connection's legs) let pass, so it is never queued again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import select
@@ -20,7 +23,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from faultlab.impair.core import Impairer, Shape, Verdict
+from faultlab.impair.core import DUPLICATE_MARK, Impairer, Shape, Verdict
 from faultlab.impair.nfqueue import QueueSocket, verdict_message
 
 PR_SET_TIMERSLACK = 29
@@ -36,6 +39,11 @@ class Link:
         self.queue = queue
         self.raw = (socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
                     if duplicates else None)
+        if self.raw is not None:
+            # Needs CAP_NET_ADMIN, which the router's processes have; without it only the
+            # queue rules in OUTPUT (a proxied path's) would see the copies again.
+            with contextlib.suppress(OSError):
+                self.raw.setsockopt(socket.SOL_SOCKET, socket.SO_MARK, DUPLICATE_MARK)
 
     def deliver(self, verdicts: Sequence[Verdict]) -> None:
         if not verdicts:
@@ -58,7 +66,8 @@ def serve(spec: dict[str, Any]) -> int:
         print(f"error {exc}", flush=True)
         return 1
     ctypes.CDLL(None).prctl(PR_SET_TIMERSLACK, TIMER_SLACK_NS, 0, 0, 0)
-    core = Impairer(shape, queues)
+    lane_shapes = [Shape(**one) for one in spec["shapes"]] if "shapes" in spec else None
+    core = Impairer(shape, queues, lane_shapes=lane_shapes)
     link = Link(queue, shape.duplicate > 0)
     wake_r, wake_w = socket.socketpair()
     wake_r.setblocking(False)

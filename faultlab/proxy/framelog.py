@@ -3,7 +3,8 @@
 Frames (`proxy.frame`, faultlab.vocabulary.FrameLogged, as the emulator writes them) name their
 connection by the flow (`conn`) and carry the run's connection number `k`
 (faultlab.connections) once the run has told it; `proxy.ws_start` gives the flow's client port,
-by which the run numbers them in any case. The proxy's own
+by which the run numbers them in any case; `proxy.upstream` gives the proxy's own socket toward
+the server for each client connection, as soon as it is connected. The proxy's own
 message history is trimmed as it goes (mitmproxy keeps every message of a flow otherwise), so
 memory stays flat over long runs. The event writer redacts the client's credentials (the path's
 `?key=`), which the proxy also remembers, so they are redacted wherever else they appear.
@@ -12,12 +13,13 @@ memory stays flat over long runs. The event writer redacts the client's credenti
 from __future__ import annotations
 
 from mitmproxy import http
+from mitmproxy.proxy.server_hooks import ServerConnectionHookData
 
 from faultlab.livewire import describe
 from faultlab.private import credentials, remember_secrets
 from faultlab.proxy import internals
 from faultlab.proxy.state import ProxyState
-from faultlab.vocabulary import FrameLogged
+from faultlab.vocabulary import FrameLogged, ProxyUpstream
 
 KEEP_MESSAGES = 1
 
@@ -26,6 +28,14 @@ class FrameLog:
     def __init__(self, state: ProxyState) -> None:
         self.state = state
         self.events = state.events
+
+    def server_connected(self, data: ServerConnectionHookData) -> None:
+        # The server leg of the client's connection: packet faults on that connection hurt it
+        # too (faultlab.faults.legs), so the run learns its ports as soon as it exists.
+        client, own, server = data.client.peername, data.server.sockname, data.server.peername
+        if client and own and server:
+            self.events.announce(ProxyUpstream(int(client[1]), str(own[0]), int(own[1]),
+                                               str(server[0]), int(server[1])))
 
     def websocket_start(self, flow: http.HTTPFlow) -> None:
         # The key the client sent is redacted wherever this process writes it, path included.

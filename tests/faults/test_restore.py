@@ -38,8 +38,12 @@ timeline:
   - {id: heal_two, when: {at: 4s}, do: {fault: restore, faults: [cut, frz]}}
   - {id: heal_all, when: {at: 5s}, do: {fault: restore}}
 """
-DROP_GONE = ["-D FORWARD -j FL-cut", "-F FL-cut", "-X FL-cut"]
-REJECT_GONE = ["-D FORWARD -j FL-rst", "-F FL-rst", "-X FL-rst"]
+# With the proxy in the path a packet fault also has a chain on the proxied legs
+# (faultlab.faults.legs), removed first: two batches to apply, two to revert.
+DROP_GONE = [["-D INPUT -j FLP-cut", "-D OUTPUT -j FLP-cut", "-F FLP-cut", "-X FLP-cut"],
+             ["-D FORWARD -j FL-cut", "-F FL-cut", "-X FL-cut"]]
+REJECT_GONE = [["-D INPUT -j FLP-rst", "-D OUTPUT -j FLP-rst", "-F FLP-rst", "-X FLP-rst"],
+               ["-D FORWARD -j FL-rst", "-F FL-rst", "-X FL-rst"]]
 
 
 class Run:
@@ -94,7 +98,7 @@ def test_restore_one_reverts_just_that_one() -> None:
         await run.apply("heal_cut")
 
     asyncio.run(go())
-    assert run.router_batches()[2:] == [DROP_GONE]
+    assert run.router_batches()[4:] == DROP_GONE
     assert list(run.runtime.active) == ["rst"]
     assert run.events("fault.reverted") == [{"step": "cut", "fault": "drop"}]
     assert run.last("fault.applied").fields["reverted"] == ["cut"]
@@ -112,7 +116,7 @@ def test_restore_all_reverts_the_latest_first_and_asks_the_proxy() -> None:
         await run.apply("heal_all")
 
     asyncio.run(go())
-    assert run.router_batches()[2:] == [REJECT_GONE, DROP_GONE]
+    assert run.router_batches()[4:] == REJECT_GONE + DROP_GONE
     assert run.runtime.active == {}
     assert run.proxy.reverts == [None]
     assert run.events("fault.reverted") == [
@@ -143,7 +147,7 @@ def test_ids_the_run_does_not_hold_are_asked_of_the_proxy() -> None:
         await run.apply("heal_two")
 
     asyncio.run(go())
-    assert run.router_batches()[2:] == [DROP_GONE]
+    assert run.router_batches()[4:] == DROP_GONE
     assert run.proxy.reverts == [["frz"]]
     assert run.proxy.held == []
     assert list(run.runtime.active) == ["rst"]
@@ -162,7 +166,7 @@ def test_a_second_restore_finds_nothing_left() -> None:
         await run.apply("cut", "heal_all", "heal_all")
 
     asyncio.run(go())
-    assert len(run.router_batches()) == 2
+    assert len(run.router_batches()) == 4
     assert [e.fields["reverted"] for e in run.bus.events if e.name == "fault.applied"
             and e.fields["step"] == "heal_all"] == [["cut", "frz"], []]
 

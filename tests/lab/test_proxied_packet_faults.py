@@ -1,0 +1,189 @@
+"""Packet faults hurt a connection the same with the proxy in the path as without it: drop,
+reject, link_down, and the impairments (latency, queued in userspace; loss, a kernel rule),
+against the Live API emulator (a frame trigger on its toolCall) and against a remote service on
+this machine's loopback (through the uplink), each with and without the proxy. What the client
+sees is judged in the capture (the client's link) and the client's events; what the server sees
+in `server.pcap` (the router's link toward the target): with the proxy, the proxy's own
+connection for that client connection (`proxy.upstream`) must go silent too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from faultlab.capture.pcap import ACK, RST, Segment, read_segments
+from faultlab.result import RunResult
+
+from ..conftest import slack
+from .helpers import failed, first, run_profile
+from .remote import remote_echo
+
+pytestmark = pytest.mark.lab
+
+FAULTS = {
+    "drop": "fault: drop, connection: first",
+    "reject": "fault: reject, toward: client, connection: first",
+    "link_down": "fault: link_down",
+    "loss": "fault: loss, loss_percent: 100, connection: first",
+    "latency": "fault: latency, latency_ms: 300, direction: to_client, connection: first",
+}
+# The faults after which nothing of connection 1 crosses either leg.
+SILENCING = {"drop", "link_down", "loss"}
+LATENCY_S = 0.3
+
+EMULATOR = """\
+target:
+  emulator: {{personality: gemini-dev-2026-10}}
+client:
+  builtin: naive
+  args: [--retry-after, 1s, --give-up-after, 1s, --duration, 5s]
+  env: {{GOOGLE_API_KEY: not-a-real-key}}
+proxy: {proxy}
+timeline:
+  - id: hit
+    when: {{frame: {{from: server, kind: toolCall}}}}
+    after: 300ms
+    do: {{{fault}}}
+capture: {{server_pcap: true}}
+timeout: 20s
+"""
+
+# A frame trigger needs a frame log: the proxy's; without the proxy, a second into the session.
+REMOTE = """\
+client:
+  builtin: ws-client
+  args: [--url, "{url}", --duration, 4s, --ping-interval, 500ms, --lost-after, 2s]
+proxy: {proxy}
+timeline:
+  - id: hit
+    {when}
+    do: {{{fault}}}
+capture: {{server_pcap: true}}
+timeout: 20s
+"""
+FRAME = "when: {frame: {from: server, nth: 3}}"
+CONNECTED = "when: {event: client.connected, where: {attempt: 1}}\n    after: 1s"
+
+
+@contextmanager
+def profile_text(target: str, fault: str, proxied: bool, folder: Path) -> Iterator[str]:
+    name = f"pp-{fault}-{target}-{'proxy' if proxied else 'direct'}".replace("_", "-")
+    proxy = "true" if proxied else "false"
+    if target == "emulator":
+        yield f"name: {name}\n" + EMULATOR.format(proxy=proxy, fault=FAULTS[fault])
+        return
+    with remote_echo(folder) as remote:
+        yield remote.profile(name, REMOTE.format(url=remote.url, proxy=proxy, fault=FAULTS[fault],
+                                                 when=FRAME if proxied else CONNECTED))
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One run, and connection 1 on each leg."""
+
+    result: RunResult
+    applied: float  # run time of the fault
+    t0: float  # unix time of the run's clock 0
+    client_port: int
+    server: str
+    server_port: int
+    leg_port: int  # the source port of what goes to the server for connection 1
+
+    def client_link(self) -> list[Segment]:
+        """Connection 1 on the client's link, up to the end of what the run judges."""
+        return [s for s in read_segments(self.result.run_dir / "capture.pcap")
+                if self.client_port in (s.sport, s.dport) and self.server_port in (s.sport, s.dport)
+                and s.ts - self.t0 <= self.result.observed_until]
+
+    def to_server(self) -> list[Segment]:
+        """What left the router toward the server for connection 1 (server.pcap)."""
+        return [s for s in read_segments(self.result.run_dir / "server.pcap")
+                if s.sport == self.leg_port and s.dport == self.server_port
+                and s.ts - self.t0 <= self.result.observed_until]
+
+    def after(self, segments: list[Segment], margin: float) -> list[Segment]:
+        return [s for s in segments if s.ts - self.t0 > self.applied + margin]
+
+    def before(self, segments: list[Segment]) -> list[Segment]:
+        return [s for s in segments if s.ts - self.t0 < self.applied]
+
+
+def run(tmp_path: Path, target: str, fault: str, proxied: bool) -> Seen:
+    with profile_text(target, fault, proxied, tmp_path / "remote") as text:
+        result = run_profile(text, tmp_path / "runs")
+    assert result.error is None, failed(result)
+    applied = first(result, "fault.applied", step="hit")
+    connect = first(result, "tcp.connect", k=1).fields
+    client_port = int(connect["client_port"])
+    leg_port = client_port
+    if proxied:
+        upstream = first(result, "proxy.upstream", client_port=client_port)
+        leg_port = int(upstream.fields["upstream_port"])
+        # The delay is the client leg's alone; a reject toward the client resets it there.
+        legs = ["client"] if fault in ("latency", "reject") else ["client", "server"]
+        assert applied.fields["legs"] == legs, applied.fields
+    else:
+        assert "legs" not in applied.fields
+    return Seen(result, applied.t, float(first(result, "run.start").fields["unix_time"]),
+                client_port, str(connect["server"]), int(connect["server_port"]), leg_port)
+
+
+def rtts(segments: list[Segment], client_port: int) -> list[tuple[float, float]]:
+    """(when sent, round trip) of each client segment with new data: until the far end's first
+    segment acknowledging it. Retransmissions are left out: a round trip 300 ms longer than the
+    200 ms minimum RTO makes the client retransmit spuriously, and the original's ACK then
+    answers the copy early."""
+    out = []
+    sent_up_to: int | None = None
+    for i, sent in enumerate(segments):
+        if sent.sport != client_port or not sent.payload:
+            continue
+        end = (sent.seq + len(sent.payload)) & 0xFFFFFFFF
+        if sent_up_to is not None and not 0 < (end - sent_up_to) & 0xFFFFFFFF < 1 << 31:
+            continue  # it ends at or before data already sent: a retransmission
+        sent_up_to = end
+        for reply in segments[i + 1:]:
+            # The first acknowledgement at or past its end (ACKs are cumulative).
+            if (reply.dport == client_port and reply.flags & ACK
+                    and (reply.ack - end) & 0xFFFFFFFF < 1 << 31):
+                out.append((sent.ts, reply.ts - sent.ts))
+                break
+    return out
+
+
+@pytest.mark.parametrize("proxied", [False, True], ids=["direct", "proxy"])
+@pytest.mark.parametrize("fault", list(FAULTS))
+@pytest.mark.parametrize("target", ["emulator", "remote"])
+def test_a_packet_fault_hurts_both_legs_as_the_direct_path(tmp_path: Path, target: str,
+                                                           fault: str, proxied: bool) -> None:
+    """The client sees the fault on its link (silence, a reset, a delay) and in its events; for
+    the faults that silence the path, nothing of the connection reaches the server any more,
+    whether the router forwards it or the proxy relays it."""
+    seen = run(tmp_path, target, fault, proxied)
+    result, client_link = seen.result, seen.client_link()
+    from_server = [s for s in client_link if s.dport == seen.client_port]
+    assert seen.before(from_server), "the connection was healthy before"
+    if fault in SILENCING:
+        assert seen.after(from_server, slack(0.1)) == []
+        lost = first(result, "client.lost")
+        assert 1.0 <= lost.t - seen.applied <= 3.0 + slack(1.0)
+        to_server = seen.to_server()
+        assert seen.before(to_server), "the server heard the connection before"
+        assert seen.after(to_server, slack(0.1)) == []
+    elif fault == "reject":
+        resets = [s for s in seen.after(from_server, 0.0) if s.flags & RST]
+        assert resets, "the client's next packet is answered with a reset"
+        ended = [e for e in result.observed if e.name in ("client.lost", "client.closed")]
+        assert ended and ended[0].t - seen.applied < 1.0 + slack(0.5)
+    else:
+        trips = rtts(client_link, seen.client_port)
+        before = [rtt for ts, rtt in trips if ts - seen.t0 < seen.applied]
+        delayed = [rtt for ts, rtt in trips if ts - seen.t0 > seen.applied + slack(0.05)]
+        assert before and min(before) < LATENCY_S / 3
+        assert delayed and min(delayed) >= LATENCY_S - 0.005, delayed
+        assert not [e for e in result.observed if e.name == "client.lost"]
