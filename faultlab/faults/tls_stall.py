@@ -43,5 +43,6 @@ class TlsStall(Fault[TlsStallParams]):
 
     async def revert(self, ctx: FaultContext) -> None:
         # The marks stay on the connections' conntrack entries, but no rule reads them: a stalled
-        # handshake completes at the server's next retransmission.
+        # handshake completes at the server's next retransmission (measured: 0.3-0.9 s after revert,
+        # after a 3 s stall; the client's TCP saw its ClientHello acked and never retransmitted).
         await uninstall(ctx.lab.router, ["FORWARD"], chain_name(self.step_id))
