@@ -6,6 +6,7 @@ and each revert leaves no rule, route or sysctl change behind."""
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import ssl
 import subprocess
@@ -26,6 +27,7 @@ from faultlab.lab.netns import NetnsLab
 from faultlab.tls import LabCA
 
 from ..conftest import slack
+from .helpers import lab_traces
 
 pytestmark = pytest.mark.lab
 
@@ -113,6 +115,9 @@ async def lab_path(tmp_path: Path, tls: bool = False) -> AsyncIterator[EchoPath]
             yield EchoPath(lab, Context(lab), server_tls)
         finally:
             server.close()
+    # Teardown leaves nothing of the lab: its namespaces (with their conntrack tables and
+    # sysctls), scratch folder and lease are gone.
+    assert lab_traces(lab.slot, os.getpid()) == []
 
 
 def fault(name: str, step: str, **params: Any) -> Fault[Any]:
