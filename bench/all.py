@@ -14,7 +14,7 @@ Parts, in order: lab (set-up + teardown, a container client's start-up: bench.py
 (bench.py), pcap (the 100k-packet ws:// capture: bench.py; the 15-minute wss:// session:
 pcap_bench.py), proxy (proxy_bench.py), impair (impair_bench.py), emulator (bench.py), recovery
 (recovery_bench.py), suite (suite_bench.py), report (report.html of a 15-minute run in headless
-Chromium: report_bench.py).
+Chromium: report_bench.py), mtu (an MTU black hole: what size passes, what stalls: mtu_bench.py).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 import impair_bench
+import mtu_bench
 import pcap_bench
 import proxy_bench
 import recovery_bench
@@ -66,6 +67,7 @@ PARTS: dict[str, tuple[str, Part]] = {
     "suite": ("bench/suite_bench.py", lambda a: suite_bench.collect(a.jobs,
                                                                     full=a.full_suite)),
     "report": ("bench/report_bench.py", lambda a: report_bench.collect()),
+    "mtu": ("bench/mtu_bench.py", _root_only("MTU black hole", lambda a: mtu_bench.collect())),
 }
 
 

@@ -52,6 +52,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="never send the tool response (field R2)")
     p.add_argument("--respond-delay", type=parse_duration, default=0.0,
                    help="how long after the backend commits to send the tool response")
+    p.add_argument("--tool-response-bytes", type=int, default=0,
+                   help="pad the tool response with this many bytes of detail (a large tool "
+                        "result, as an MTU black hole swallows)")
 
 
 def add_backend_arguments(p: argparse.ArgumentParser) -> None:
@@ -114,12 +117,17 @@ class BookingConversation:
             try:
                 await self.line.session.send_tool_response(function_responses=[
                     types.FunctionResponse(id=call_id, name=name,
-                                           response={"status": booking.status,
-                                                     "booking": booking.id})])
+                                           response=self._response(booking))])
                 self.events.emit("client.tool_response", id=call_id, booking=booking.id)
                 return
             except Exception:
                 await self.line.drop("send failed")
+
+    def _response(self, booking: Booking) -> dict[str, Any]:
+        response: dict[str, Any] = {"status": booking.status, "booking": booking.id}
+        if self.args.tool_response_bytes:
+            response["detail"] = "x" * self.args.tool_response_bytes
+        return response
 
     async def outlived(self, booking: Booking) -> None:
         """A call's session was replaced by a new one, which cannot answer it: with status notes,

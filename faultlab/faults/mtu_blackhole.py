@@ -1,0 +1,104 @@
+"""mtu_blackhole: the path's MTU shrinks and ICMP "fragmentation needed" is filtered, so packets
+above the size vanish while smaller ones pass (the black hole behind VPNs and tunnels)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import Field
+from pyroute2 import IPRoute
+
+from faultlab.errors import MechanismError
+from faultlab.faults.base import Fault, FaultContext, FaultParams, Layer, register
+from faultlab.faults.flows import Direction, OneWay, hurt_directions
+from faultlab.lab.netfilter import chain_name, install, uninstall
+
+# RTAX_MTU's bit in a route's RTAX_LOCK metric: a locked MTU is not raised by PMTU discovery.
+_LOCK_MTU = 1 << 2
+
+
+class MtuBlackholeParams(FaultParams):
+    """`mtu`: the path's MTU in bytes, below the links' 1500 and no lower than IPv4's 576;
+    `direction`: which way the path shrinks."""
+
+    mtu: int = Field(ge=576, le=1499, strict=True)
+    direction: Direction = "both"
+
+
+def _shrink_route(address: str, mtu: int) -> str:
+    """In the calling thread's namespace (the router's): a host route to `address`, by the way
+    the router reaches it now, with a locked MTU of `mtu`; the egress link's name."""
+    with IPRoute() as ipr:
+        (now,) = ipr.route("get", dst=address)
+        oif = now.get_attr("RTA_OIF")
+        (link,) = ipr.get_links(oif)
+        link_mtu, name = link.get_attr("IFLA_MTU"), link.get_attr("IFLA_IFNAME")
+        if mtu >= link_mtu:
+            raise MechanismError(f"mtu_blackhole: {mtu} bytes is not below the MTU of {name} "
+                                 f"({link_mtu}), the router's way to {address}")
+        ipr.route("add", dst=f"{address}/32", oif=oif, gateway=now.get_attr("RTA_GATEWAY"),
+                  metrics={"mtu": mtu, "lock": _LOCK_MTU})
+        return str(name)
+
+
+def _remove_route(address: str) -> None:
+    with IPRoute() as ipr:
+        ipr.route("del", dst=f"{address}/32")
+
+
+@register
+class MtuBlackhole(Fault[MtuBlackholeParams]):
+    """Lower the router's MTU toward the hurt end(s) and filter the router's ICMP "fragmentation
+    needed": a packet above `mtu` (with DF, as every TCP segment has) is dropped and its sender is
+    never told, so it retransmits the same size forever; smaller packets pass.
+
+    Measured at 1200 toward the server: a write of 1,148 bytes (1,200 on the wire with IP, TCP
+    and timestamps) makes its round trip, one of 1,149 stalls, and everything behind it on the
+    connection too; each retransmission draws an ICMP the filter drops. The client caches no
+    path MTU (its `ip route get` shows none), so after revert nothing of the fault remains in
+    either end: the stuck segment passes at the sender's next retransmission (0.24 s later, after
+    a 0.6 s stall on the lab's sub-millisecond RTT; longer after a longer stall, as its backoff
+    doubles)."""
+
+    name: ClassVar[str] = "mtu_blackhole"
+    mechanism: ClassVar[str] = ("a host route with a small MTU at the router, its ICMP "
+                                "fragmentation-needed dropped in OUTPUT")
+    layer: ClassVar[Layer] = "packet"
+    Params = MtuBlackholeParams
+
+    def _ends(self, ctx: FaultContext) -> list[tuple[OneWay, str, str]]:
+        """Per hurt way: the address whose route shrinks, and the router's link toward the
+        sender, by which its ICMP would leave."""
+        lab = ctx.lab
+        ends = {"to_server": (str(lab.server_address), lab.client_link),
+                "to_client": (str(lab.client_address), lab.target_link)}
+        return [(way, *ends[way]) for way in hurt_directions(self.params.direction)]
+
+    async def apply(self, ctx: FaultContext) -> dict[str, Any]:
+        # The filter first: no ICMP may leave between the route's change and it. A host route,
+        # not the link's MTU: a veth drops what it *receives* above its own MTU unless GSO
+        # (measured: with the router's s0 at 1200, the server's 1,300-byte segments toward the
+        # client were counted as RX drops on s0), so a smaller link MTU would also eat the other
+        # way's large packets. The forwarding path checks each GSO packet's segments against the
+        # route's MTU, so aggregated packets are judged by the size they have on the wire.
+        chain = chain_name(self.step_id)
+        rules = [f"-o {link} -p icmp --icmp-type fragmentation-needed -j DROP"
+                 for _, _, link in self._ends(ctx)]
+        await install(ctx.lab.router, ["OUTPUT"], chain, rules)
+        links: dict[str, str] = {}
+        try:
+            for way, address, _ in self._ends(ctx):
+                links[way] = await ctx.lab.router.run(_shrink_route, address, self.params.mtu)
+        except BaseException:
+            for way, address, _ in self._ends(ctx):
+                if way in links:
+                    await ctx.lab.router.run(_remove_route, address)
+            await uninstall(ctx.lab.router, ["OUTPUT"], chain)
+            raise
+        return {"mtu": self.params.mtu, "direction": self.params.direction, "links": links}
+
+    async def revert(self, ctx: FaultContext) -> None:
+        # Routes first, so that no packet in flight meets the small MTU with the filter gone.
+        for _, address, _ in self._ends(ctx):
+            await ctx.lab.router.run(_remove_route, address)
+        await uninstall(ctx.lab.router, ["OUTPUT"], chain_name(self.step_id))

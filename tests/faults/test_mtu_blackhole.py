@@ -1,0 +1,85 @@
+"""mtu_blackhole: its parameters, the ICMP filter and the small-MTU routes it puts in the router,
+in which order, and its revert."""
+
+from __future__ import annotations
+
+import pytest
+
+from faultlab.faults.mtu_blackhole import _remove_route, _shrink_route
+from faultlab.lab.netfilter import commit
+
+from .conftest import (
+    FakeContext,
+    apply_and_revert,
+    assert_a_packet_fault_the_run_holds,
+    build,
+    params_of,
+    refusal,
+)
+
+FILTER_TO_CLIENT = "-A FL-mtu -o c0 -p icmp --icmp-type fragmentation-needed -j DROP"
+FILTER_TO_SERVER = "-A FL-mtu -o s0 -p icmp --icmp-type fragmentation-needed -j DROP"
+UNINSTALL = (commit, (["-D OUTPUT -j FL-mtu", "-F FL-mtu", "-X FL-mtu"], "filter"))
+
+
+def test_defaults_shrink_both_ways() -> None:
+    """Only `mtu` is required; the path shrinks both ways unless told."""
+    assert params_of("mtu_blackhole", {"mtu": 1200}).model_dump() == {"mtu": 1200,
+                                                                       "direction": "both"}
+
+
+@pytest.mark.parametrize(("params", "field"), [
+    ({}, "mtu"),
+    ({"mtu": 575}, "mtu"),
+    ({"mtu": 1500}, "mtu"),
+    ({"mtu": "1200"}, "mtu"),
+    ({"mtu": 1200.5}, "mtu"),
+    ({"mtu": 1200, "direction": "up"}, "direction"),
+    ({"mtu": 1200, "connection": 1}, "connection"),
+])
+def test_bad_parameters_are_refused_by_name(params: dict[str, object], field: str) -> None:
+    """A missing or out-of-range MTU (576-1499 bytes), a bad direction, or a field it has not (a
+    link's MTU is no connection's) is refused naming that field."""
+    assert list(refusal("mtu_blackhole", params)) == [field]
+
+
+def test_both_ways_filters_icmp_first_then_shrinks_both_routes() -> None:
+    """The ICMP filter goes in OUTPUT before any route shrinks; revert removes the routes first,
+    then the filter."""
+    ctx = FakeContext()
+    details = apply_and_revert(build("mtu_blackhole", {"mtu": 1200}, step="mtu"), ctx)
+    assert details["mtu"] == 1200 and details["direction"] == "both"
+    assert ctx.lab.ns("router").calls == [
+        (commit, ([":FL-mtu - [0:0]", FILTER_TO_CLIENT, FILTER_TO_SERVER,
+                   "-I OUTPUT 1 -j FL-mtu"], "filter")),
+        (_shrink_route, ("10.0.2.2", 1200)),
+        (_shrink_route, ("10.0.1.2", 1200)),
+        (_remove_route, ("10.0.2.2",)),
+        (_remove_route, ("10.0.1.2",)),
+        UNINSTALL,
+    ]
+    assert ctx.lab.ns("client").calls == [] and ctx.lab.ns("server").calls == []
+
+
+@pytest.mark.parametrize(("direction", "address", "rule"), [
+    ("to_server", "10.0.2.2", FILTER_TO_CLIENT),
+    ("to_client", "10.0.1.2", FILTER_TO_SERVER),
+])
+def test_one_way_shrinks_the_route_toward_that_end(direction: str, address: str,
+                                                   rule: str) -> None:
+    """`to_server` shrinks the route to the server and filters the ICMP that would go back to
+    the client; `to_client` the reverse."""
+    ctx = FakeContext()
+    apply_and_revert(build("mtu_blackhole", {"mtu": 900, "direction": direction}, step="mtu"),
+                     ctx)
+    assert ctx.lab.ns("router").calls == [
+        (commit, ([":FL-mtu - [0:0]", rule, "-I OUTPUT 1 -j FL-mtu"], "filter")),
+        (_shrink_route, (address, 900)), (_remove_route, (address,)), UNINSTALL,
+    ]
+
+
+def test_mtu_blackhole_is_a_packet_fault_the_run_holds() -> None:
+    """The run starts nothing for it, holds it, and a restore removes its routes and filter."""
+    _, lab = assert_a_packet_fault_the_run_holds("mtu_blackhole", {"mtu": 1200})
+    assert lab.ns("router").calls[-1] == (commit, (["-D OUTPUT -j FL-s1", "-F FL-s1", "-X FL-s1"],
+                                                   "filter"))
