@@ -33,11 +33,14 @@ from faultlab.faults.flows import FlowParams
 End = Literal["client", "server"]
 Toward = Literal["both", "client", "server"]
 ETH_P_IP = 0x0800
+# A packet socket sees what its interface sends only when bound to every protocol.
+ETH_P_ALL = 0x0003
 SEQ_MASK = 0xFFFFFFFF
 # An end silent this long after the step fired is probed (its peer's packets give no rcv_nxt).
 PROBE_AFTER_S = 0.05
-# After the last RST, how long a challenge ACK may take to come back (a lab's RTT is < 1 ms).
-SETTLE_S = 0.05
+# After the last RST, how long a challenge ACK may take to come back: a lab's round trip is
+# under 1 ms, and the step's `fault.applied` waits this long (a later challenge goes unanswered).
+SETTLE_S = 0.01
 # How long the flow may stay silent, probe included, before the fault fails.
 WAIT_S = 3.0
 # RSTs sent to one end at most (the first, then one per challenge ACK).
@@ -246,9 +249,9 @@ class ForgeRst(Fault[ForgeRstParams]):
 
 
 def open_listener(iface: str) -> socket.socket:
-    """A packet socket on `iface` that reads the IP packets it receives and sends."""
-    sock = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(ETH_P_IP))
-    sock.bind((iface, ETH_P_IP))
+    """A packet socket on `iface` that reads the packets it receives and sends (no link header)."""
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(ETH_P_ALL))
+    sock.bind((iface, ETH_P_ALL))
     return sock
 
 
@@ -282,7 +285,7 @@ def exchange(forger: Forger, listen: socket.socket, send: socket.socket,
         emit(forger.tick(now))
         listen.settimeout(max(0.001, min(PROBE_AFTER_S, SETTLE_S) / 5))
         with contextlib.suppress(TimeoutError):
-            data = listen.recv(65535)
-            seg = decode_tcp(LINKTYPE_RAW, 0.0, data)
+            data, (_, protocol, *_) = listen.recvfrom(65535)
+            seg = decode_tcp(LINKTYPE_RAW, 0.0, data) if protocol == ETH_P_IP else None
             if seg is not None:
                 emit(forger.see(seg, time.monotonic() - fired))

@@ -14,7 +14,7 @@ from scapy.layers.inet import IP, TCP
 from faultlab.capture.pcap import ACK, FIN, LINKTYPE_RAW, PSH, RST, Segment, decode_tcp
 from faultlab.errors import MechanismError, ProfileError
 from faultlab.faults import forge_rst
-from faultlab.faults.forge_rst import ATTEMPTS, PROBE_AFTER_S, SETTLE_S, Flow, Forged, Forger
+from faultlab.faults.forge_rst import ATTEMPTS, ETH_P_IP, PROBE_AFTER_S, SETTLE_S, Flow, Forged, Forger
 
 from .conftest import (
     CLIENT,
@@ -143,10 +143,10 @@ class Listener:
     def settimeout(self, value: float) -> None:
         assert value > 0
 
-    def recv(self, size: int) -> bytes:
+    def recvfrom(self, size: int) -> tuple[bytes, tuple[str, int, int, int, bytes]]:
         if not self.packets:
             raise TimeoutError
-        return self.packets.pop(0)
+        return self.packets.pop(0), ("c0", ETH_P_IP, 4, 1, b"")
 
 
 class Sender:
