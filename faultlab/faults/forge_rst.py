@@ -20,6 +20,7 @@ import contextlib
 import random
 import socket
 import struct
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
@@ -29,6 +30,7 @@ from faultlab.connections import ConnectionChoice
 from faultlab.errors import MechanismError
 from faultlab.faults.base import Fault, FaultContext, FaultParams, Layer, register
 from faultlab.faults.flows import FlowParams
+from faultlab.interrupt import uncancelled
 
 End = Literal["client", "server"]
 Toward = Literal["both", "client", "server"]
@@ -235,7 +237,17 @@ class ForgeRst(Fault[ForgeRstParams]):
             send = await router.run(open_sender)
             try:
                 forger = Forger(flow, targets_of(p.toward))
-                log = await asyncio.to_thread(exchange, forger, listen, send, fired)
+                stop = threading.Event()
+                work = asyncio.ensure_future(
+                    asyncio.to_thread(exchange, forger, listen, send, fired, stop))
+                try:
+                    log = await asyncio.shield(work)
+                except asyncio.CancelledError:
+                    # The run is ending: the thread stops within one read, before its sockets close.
+                    stop.set()
+                    with contextlib.suppress(Exception):
+                        await uncancelled(work)
+                    raise
             finally:
                 send.close()
         finally:
@@ -260,10 +272,10 @@ def open_sender() -> socket.socket:
     return socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
 
 
-def exchange(forger: Forger, listen: socket.socket, send: socket.socket,
-             fired: float) -> list[dict[str, Any]]:
-    """Watch the flow and send what `forger` says until it is done; what was sent, with the time
-    after `fired` (ms) each packet left."""
+def exchange(forger: Forger, listen: socket.socket, send: socket.socket, fired: float,
+             stop: threading.Event | None = None) -> list[dict[str, Any]]:
+    """Watch the flow and send what `forger` says until it is done (or `stop` is set); what was
+    sent, with the time after `fired` (ms) each packet left."""
     log: list[dict[str, Any]] = []
 
     def emit(packets: list[Forged]) -> None:
@@ -275,7 +287,7 @@ def exchange(forger: Forger, listen: socket.socket, send: socket.socket,
 
     while True:
         now = time.monotonic() - fired
-        if forger.done(now):
+        if forger.done(now) or (stop is not None and stop.is_set()):
             return log
         if now > WAIT_S:
             if any(entry["flags"] == "R" for entry in log):

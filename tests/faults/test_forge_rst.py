@@ -5,6 +5,7 @@ once with nothing to revert."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from typing import Any
 
@@ -181,13 +182,24 @@ def test_a_flow_that_never_speaks_fails_the_step(monkeypatch: pytest.MonkeyPatch
     assert len(send.sent) == 1, "the silent server was probed once"
 
 
+def test_a_stopped_exchange_returns_at_once() -> None:
+    """When the run ends meanwhile (`stop` set), the exchange returns what it sent so far."""
+    stop = threading.Event()
+    stop.set()
+    send = Sender()
+    assert forge_rst.exchange(Forger(FLOW, ("client",)), Listener([]), send,  # type: ignore[arg-type]
+                              time.monotonic(), stop) == []
+    assert send.sent == []
+
+
 def test_apply_watches_the_client_link_and_reports_what_it_sent(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Applied: the router opens its listener on the client link and its raw sender; the details
     name the connection, each packet sent and the time to the first RST."""
     seen: list[Forger] = []
 
-    def fake_exchange(forger: Forger, listen: Any, send: Any, fired: float) -> list[dict[str, Any]]:
+    def fake_exchange(forger: Forger, listen: Any, send: Any, fired: float,
+                      stop: Any) -> list[dict[str, Any]]:
         seen.append(forger)
         return [{"to": "client", "seq": 1, "ack": 0, "flags": "R", "t_ms": 1.5}]
 
