@@ -15,6 +15,7 @@ faultlab probes it after 50 ms; the scapy recipe would wait forever (no peer).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import statistics
 import sys
 import time
@@ -50,7 +51,12 @@ CLIENT = """
 import socket, sys, time
 every = float(sys.argv[2])
 while True:
-    c = socket.create_connection((sys.argv[1], {port}))
+    try:
+        c = socket.create_connection((sys.argv[1], {port}))
+    except ConnectionRefusedError:  # the server is still starting
+        time.sleep(0.05)
+        continue
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # a segment per send
     port = c.getsockname()[1]
     print("port", port, flush=True)
     try:
@@ -117,7 +123,8 @@ async def measure(n: int, every_s: float, with_scapy: bool) -> tuple[list[float]
                 assert await next_line(client, "reset") == port
         finally:
             for proc in (client, server):
-                proc.kill()
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
                 await proc.wait()
     return ours, theirs
 

@@ -146,23 +146,22 @@ def test_nat_rebind_resets_the_client_and_the_server_meets_a_stranger(
     """After the rebind the client's next segment reaches the server from a new port (and
     address): the server's kernel answers it with a RST, which the router maps back to the
     client's own port, exactly at its rcv_nxt: the client sees 1006 within one send interval.
-    The server's own connection hears nothing until the restore, which leaves the router's rules
-    and addresses as they were."""
+    The server's own connection hears nothing until the revert (at teardown: the client leaves
+    once reset), which leaves the router's rules and addresses as they were."""
     extra = f", address: {address}" if address else ""
     result = run(runs_dir, "rebind", f"{{fault: nat_rebind, connection: latest{extra}}}",
-                 more="capture: {server_pcap: true}\n",
-                 steps="  - {when: {event: client.connected, where: {attempt: 1}}, after: 1.5s,"
-                       " do: {fault: restore}}\n")
+                 more="capture: {server_pcap: true}\n")
     applied = first(result, "fault.applied", step="f")
     old_port = applied.fields["client_port"]
     client, server = lab_addresses(result)
     closed = first(result, "client.closed")
     assert closed.fields["code"] == 1006 and closed.fields["by"] == "peer"
     assert closed.t - applied.t < slack(0.3)
+    # The rebind holds from its rules' commit, up to applied_in_ms before `fault.applied`.
+    fired = applied.t - applied.fields["applied_in_ms"] / 1000
     t0 = first(result, "run.start").fields["unix_time"]
     source = address or client
-    after = [s for s in read_segments(result.run_dir / "server.pcap")
-             if s.ts - t0 > applied.t]
+    after = [s for s in read_segments(result.run_dir / "server.pcap") if s.ts - t0 > fired]
     strangers = [s for s in after if s.src == source and (s.src, s.sport) != (client, old_port)]
     assert strangers, "the server never saw the client from a new source"
     new_port = strangers[0].sport
@@ -171,13 +170,14 @@ def test_nat_rebind_resets_the_client_and_the_server_meets_a_stranger(
     assert answered and answered[0].dst == source, "the server did not reset the stranger"
     # On the client's side the RST arrives on its own port, from the server.
     assert [s for s in rsts(result.run_dir / "capture.pcap", server)
-            if s.dport == old_port and s.ts - t0 > applied.t]
+            if s.dport == old_port and s.ts - t0 > fired]
     # The server's connection hears nothing while the rebind lasts (its packets to the old
-    # mapping are dropped); once restored, its next retransmission meets the client's kernel,
+    # mapping are dropped); once reverted, its next retransmission meets the client's kernel,
     # whose RST closes it.
-    restored = first(result, "fault.reverted", step="f").t
-    server_closed = first(result, "server.closed")
-    assert restored < server_closed.t < restored + slack(1.0), (restored, server_closed)
+    (teardown,) = [e.t for e in result.events if e.name == "run.teardown"]
+    (restored,) = [e.t for e in result.events if e.matches("fault.reverted", {"step": "f"})]
+    (server_closed,) = [e.t for e in result.events if e.name == "server.closed"]
+    assert closed.t < teardown < server_closed < restored + slack(1.0)
     before, during, reverted = router_snapshots
     assert "SNAT" in during and "SNAT" not in before
     assert (address in during and address not in before) if address else True
