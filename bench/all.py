@@ -11,10 +11,11 @@ got worse. A part that fails is a row saying so, and the command then exits 1; m
 reported, not failures.
 
 Parts, in order: lab (set-up + teardown, a container client's start-up: bench.py), faults
-(bench.py), pcap (the 100k-packet ws:// capture: bench.py; the 15-minute wss:// session:
-pcap_bench.py), proxy (proxy_bench.py), impair (impair_bench.py), emulator (bench.py), recovery
-(recovery_bench.py), suite (suite_bench.py), report (report.html of a 15-minute run in headless
-Chromium: report_bench.py), mtu (an MTU black hole: what size passes, what stalls: mtu_bench.py).
+(bench.py), middlebox (a forged RST's time from trigger to the wire: middlebox_bench.py), pcap
+(the 100k-packet ws:// capture: bench.py; the 15-minute wss:// session: pcap_bench.py), proxy
+(proxy_bench.py), impair (impair_bench.py), emulator (bench.py), recovery (recovery_bench.py),
+suite (suite_bench.py), report (report.html of a 15-minute run in headless Chromium:
+report_bench.py), mtu (an MTU black hole: what size passes, what stalls: mtu_bench.py).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 import impair_bench
+import middlebox_bench
 import mtu_bench
 import pcap_bench
 import proxy_bench
@@ -58,6 +60,8 @@ PARTS: dict[str, tuple[str, Part]] = {
         *asyncio.run(bench.lab_rows(a.n)), *bench.container_rows(max(a.n // 3, 5))])),
     "faults": ("bench/bench.py", _root_only("fault applied",
                                             lambda a: asyncio.run(bench.fault_rows(a.n)))),
+    "middlebox": ("bench/middlebox_bench.py", _root_only(
+        "forged RST on the wire", lambda a: middlebox_bench.collect(max(a.n // 2, 5)))),
     "pcap": ("bench/bench.py, bench/pcap_bench.py",
              lambda a: [*bench.pcap_rows(a.packets), *pcap_bench.collect(a.minutes)]),
     "proxy": ("bench/proxy_bench.py", lambda a: proxy_bench.collect()),

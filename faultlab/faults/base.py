@@ -83,6 +83,12 @@ class Fault[P: FaultParams](ABC):
     async def revert(self, ctx: FaultContext) -> None:
         """Undo `apply`; the network is as before the fault."""
 
+    @classmethod
+    def proxy_problem(cls, params: FaultParams) -> str | None:
+        """Why the fault cannot work with these parameters while the proxy is in the path (the
+        client's connection then ends in the router), if it cannot: `validate` refuses it."""
+        return None
+
     def ends(self, details: Mapping[str, Any]) -> Sequence[str]:
         """The other steps whose faults this one ended, from its `apply`'s details (a restore's
         reverts, a thaw's freezes): its `fault.applied` says so, and reports read it there."""

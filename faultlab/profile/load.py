@@ -12,7 +12,7 @@ from pydantic import Field, ValidationError, field_validator
 
 from faultlab.errors import ProfileError
 from faultlab.expect import Expectation, expectation_kinds
-from faultlab.faults import Need
+from faultlab.faults import FAULTS, Need
 from faultlab.lab import LABS, backend_for
 from faultlab.model import Duration, Model, host_name, image_ref
 from faultlab.plainyaml import load_mapping, read_bounded
@@ -168,6 +168,9 @@ def _check_needs(raw: RawProfile, steps: Sequence[Step], problems: Problems) -> 
             field, why = PROVIDERS[need]
             if getattr(raw, field) is None:
                 problems.add(("timeline", i, "do", "fault"), f"{step.fault} {why}")
+        unworkable = FAULTS[step.fault].proxy_problem(step.params) if proxy else None
+        if unworkable is not None:
+            problems.add(("timeline", i, "do", "fault"), f"{step.fault} {unworkable}")
         if step.when.frame is not None and not (proxy or target_log):
             problems.add(("timeline", i, "when", "frame"),
                          "a frame trigger follows the proxy's frame log (proxy: true, or a fault "

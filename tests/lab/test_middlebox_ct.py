@@ -1,0 +1,192 @@
+"""forge_rst and nat_rebind on real traffic: faultlab's own peers (the client sends every 200 ms,
+the server ticks every 200 ms), what each end reports and what the captures show; the router's
+rules and addresses before the fault and after its revert."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyroute2 import IPRoute
+
+from faultlab.capture.pcap import RST, read_segments
+from faultlab.faults import forge_rst
+from faultlab.faults.base import FaultContext
+from faultlab.faults.nat_rebind import NatRebind
+from faultlab.result import RunResult
+
+from ..conftest import slack
+from .helpers import failed, first, peers, run_profile
+
+pytestmark = pytest.mark.lab
+
+CONNECTED = "when: {event: client.connected, where: {attempt: 1}}, after: 1s"
+
+
+def run(runs_dir: Path, name: str, step: str, duration: str = "3s", extra: str = "",
+        more: str = "", steps: str = "") -> RunResult:
+    text = (f"name: {name}\n" + peers(duration, extra) + more
+            + f"timeline:\n  - {{id: f, {CONNECTED}, do: {step}}}\n" + steps)
+    result = run_profile(text, runs_dir)
+    assert result.error is None, failed(result)
+    return result
+
+
+def lab_addresses(result: RunResult) -> tuple[str, str]:
+    lab = first(result, "lab.ready").fields
+    return lab["client"].split("/")[0], lab["server"].split("/")[0]
+
+
+def rsts(pcap: Path, src: str) -> list[Any]:
+    return [s for s in read_segments(pcap) if s.src == src and s.flags & RST]
+
+
+@pytest.mark.parametrize("toward", ["client", "server", "both"])
+def test_a_forged_rst_resets_the_chosen_end(runs_dir: Path, toward: str) -> None:
+    """The RST leaves the router within milliseconds of the trigger (the peers talk every 200 ms;
+    a silent end is probed after 50 ms) with exactly the target's rcv_nxt: the capture shows it,
+    and the target reports an abnormal closure (1006) at once; the other end learns at its next
+    send, from the target's kernel's own RST."""
+    result = run(runs_dir, f"forge-{toward}", f"{{fault: forge_rst, toward: {toward}}}")
+    applied = first(result, "fault.applied", step="f")
+    sent = applied.fields["sent"]
+    rst_to = [entry for entry in sent if entry["flags"] == "R"]
+    ends = ["client", "server"] if toward == "both" else [toward]
+    assert sorted({entry["to"] for entry in rst_to}) == ends, sent
+    assert applied.fields["rst_after_ms"] < slack(260)
+    client, server = lab_addresses(result)
+    forged = {(s.src, s.seq) for s in read_segments(result.run_dir / "capture.pcap")
+              if s.flags & RST}
+    address = {"client": server, "server": client}  # a RST toward one end comes from the other
+    for entry in rst_to:
+        if entry["to"] == "client":  # the client link carries only what goes to the client
+            assert (address["client"], entry["seq"]) in forged
+    code_of = {"client": first(result, "client.closed"), "server": first(result, "server.closed")}
+    for end in ends:
+        assert code_of[end].fields["code"] == 1006
+        assert code_of[end].t - applied.t < slack(0.1), f"{end} was not reset by the forged RST"
+    assert code_of["client"].fields["by"] == "peer"
+    assert code_of["server"].fields["received_close"] is False
+    assert result.exit_codes["client"] == 2
+
+
+def test_an_inexact_rst_is_challenged_and_the_challenge_names_rcv_nxt(
+        runs_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """RFC 5961 measured: a first RST one past rcv_nxt (in the window, not exact) does not reset
+    the client, which answers with a challenge ACK; the second RST, at that ACK's number,
+    does."""
+    see = forge_rst.Forger.see
+
+    def off_by_one(self: forge_rst.Forger, seg: Any, now: float) -> list[forge_rst.Forged]:
+        out = see(self, seg, now)
+        if out and len(self.sent[out[0].to]) == 1:
+            wrong = forge_rst.Forged(out[0].to, out[0].seq + 1, 0, RST)
+            self.sent[out[0].to][-1] = wrong.seq
+            return [self._forge(wrong)]
+        return out
+
+    monkeypatch.setattr(forge_rst.Forger, "see", off_by_one)
+    result = run(runs_dir, "forge-challenged", "{fault: forge_rst, toward: client}")
+    sent = first(result, "fault.applied", step="f").fields["sent"]
+    assert [e["seq"] - sent[-1]["seq"] for e in sent if e["flags"] == "R"] == [1, 0], sent
+    assert first(result, "client.closed").fields["code"] == 1006
+
+
+def test_forge_rst_toward_the_client_works_through_the_proxy(runs_dir: Path) -> None:
+    """With the proxy in the path (proxy: true) the client's leg is the one the router sees:
+    the forged RST resets the client (1006); the proxy then closes its server leg."""
+    result = run(runs_dir, "forge-proxied", "{fault: forge_rst, toward: client}",
+                 more="proxy: true\n")
+    closed = first(result, "client.closed")
+    assert closed.fields["code"] == 1006
+    assert closed.t - first(result, "fault.applied", step="f").t < slack(0.1)
+
+
+@pytest.fixture
+def router_snapshots(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The router's iptables (filter and nat) and addresses just before nat_rebind applies, just
+    after it applies and just after it reverts."""
+    snaps: list[str] = []
+    apply, revert = NatRebind.apply, NatRebind.revert
+
+    async def snapshot(ctx: FaultContext) -> None:
+        snaps.append(await ctx.lab.router.run(router_state))
+
+    async def applying(self: NatRebind, ctx: FaultContext) -> dict[str, Any]:
+        await snapshot(ctx)
+        details = await apply(self, ctx)
+        await snapshot(ctx)
+        return details
+
+    async def reverting(self: NatRebind, ctx: FaultContext) -> None:
+        await revert(self, ctx)
+        await snapshot(ctx)
+
+    monkeypatch.setattr(NatRebind, "apply", applying)
+    monkeypatch.setattr(NatRebind, "revert", reverting)
+    yield snaps
+
+
+def router_state() -> str:
+    rules = "".join(subprocess.run(["iptables-save", "-t", table], capture_output=True, text=True,
+                                   check=True).stdout for table in ("filter", "nat"))
+    rules = re.sub(r"^#.*$|\[\d+:\d+\]", "", rules, flags=re.M)
+    with IPRoute() as ipr:
+        addresses = sorted(str(a.get_attr("IFA_ADDRESS")) for a in ipr.get_addr())
+    return rules + "\n".join(addresses)
+
+
+@pytest.mark.parametrize("address", [None, "203.0.113.7"])
+def test_nat_rebind_resets_the_client_and_the_server_meets_a_stranger(
+        runs_dir: Path, router_snapshots: list[str], address: str | None) -> None:
+    """After the rebind the client's next segment reaches the server from a new port (and
+    address): the server's kernel answers it with a RST, which the router maps back to the
+    client's own port, exactly at its rcv_nxt: the client sees 1006 within one send interval.
+    The server's own connection hears nothing until the revert (at teardown: the client leaves
+    once reset), which leaves the router's rules and addresses as they were."""
+    extra = f", address: {address}" if address else ""
+    result = run(runs_dir, "rebind", f"{{fault: nat_rebind, connection: latest{extra}}}",
+                 more="capture: {server_pcap: true}\n")
+    applied = first(result, "fault.applied", step="f")
+    old_port = applied.fields["client_port"]
+    client, server = lab_addresses(result)
+    closed = first(result, "client.closed")
+    assert closed.fields["code"] == 1006 and closed.fields["by"] == "peer"
+    assert closed.t - applied.t < slack(0.3)
+    # The rebind holds from its rules' commit, up to applied_in_ms before `fault.applied`.
+    fired = applied.t - applied.fields["applied_in_ms"] / 1000
+    t0 = first(result, "run.start").fields["unix_time"]
+    source = address or client
+    after = [s for s in read_segments(result.run_dir / "server.pcap") if s.ts - t0 > fired]
+    strangers = [s for s in after if s.src == source and (s.src, s.sport) != (client, old_port)]
+    assert strangers, "the server never saw the client from a new source"
+    new_port = strangers[0].sport
+    assert new_port != old_port
+    answered = [s for s in after if s.src == server and s.dport == new_port and s.flags & RST]
+    assert answered and answered[0].dst == source, "the server did not reset the stranger"
+    # On the client's side the RST arrives on its own port, from the server.
+    assert [s for s in rsts(result.run_dir / "capture.pcap", server)
+            if s.dport == old_port and s.ts - t0 > fired]
+    # The server's connection hears nothing while the rebind lasts (its packets to the old
+    # mapping are dropped); once reverted, its next retransmission meets the client's kernel,
+    # whose RST closes it.
+    (teardown,) = [e.t for e in result.events if e.name == "run.teardown"]
+    (restored,) = [e.t for e in result.events if e.matches("fault.reverted", {"step": "f"})]
+    (server_closed,) = [e.t for e in result.events if e.name == "server.closed"]
+    assert closed.t < teardown < server_closed < restored + slack(1.0)
+    before, during, reverted = router_snapshots
+    assert "SNAT" in during and "SNAT" not in before
+    assert (address in during and address not in before) if address else True
+    assert reverted == before
+
+
+def test_nat_rebind_of_every_flow_gives_the_reconnection_a_new_source(runs_dir: Path) -> None:
+    """With every flow rebound and a client that reconnects, the server meets the new
+    connection from the rebound address: `server.connected` names it."""
+    result = run(runs_dir, "rebind-all", "{fault: nat_rebind, address: 203.0.113.9}",
+                 extra=", --reconnect")
+    assert first(result, "server.connected", n=2).fields["peer"].startswith("203.0.113.9:")
