@@ -128,6 +128,7 @@ class Run:
             if p.target is not None and p.target.kind.in_lab:
                 processes["target"] = await launcher.start_target()
             proxy = await self._start_proxy(lab, launcher, stack) if "proxy" in p.needs else None
+            resolver = await launcher.start_resolver() if "dns" in p.needs else None
             capture = await stack.enter_async_context(LiveCapture(
                 lab, self.run_dir / "capture.pcap" if p.capture.pcap else None,
                 p.capture.snaplen_bytes, self.bus,
@@ -137,7 +138,7 @@ class Run:
                 proxy is not None, p.target.kind.frame_log if p.target is not None else None,
                 capture.table, p.target.listen_port if p.target else 0)
             self._faults = faults = FaultRuntime(lab, capture.table, self.bus, proxy, mic,
-                                                 p.timeline, self._fail)
+                                                 p.timeline, self._fail, resolver)
             stack.push_async_callback(faults.close)
             await faults.arm(self.timeline.armed)
             processes["client"] = client = await launcher.start_client(proxy is not None)
