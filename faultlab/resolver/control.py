@@ -34,6 +34,7 @@ class ResolverSpec(Model):
     zone: dict[str, str] = Field(default_factory=dict)
     target_names: list[str] = Field(default_factory=list)
     upstream: str | None = None
+    upstream_port: int = Field(default=53, ge=1, le=65535)
     control: Path
 
 

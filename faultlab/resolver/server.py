@@ -25,7 +25,6 @@ from faultlab.resolver.control import ORDER, Reply, ResolverSpec, SetAnswer
 
 # How long a forwarded query waits for the upstream; a stub resolver has given up long before.
 FORWARD_TIMEOUT_S = 5.0
-UPSTREAM_PORT = 53
 QTYPES = {1: "A", 28: "AAAA", 5: "CNAME", 12: "PTR", 15: "MX", 16: "TXT", 33: "SRV", 65: "HTTPS"}
 
 
@@ -43,7 +42,8 @@ class Upstream(asyncio.DatagramProtocol):
 class LabResolver(asyncio.DatagramProtocol):
     """Answers each query as the policy decides, late or not at all when a rule says so."""
 
-    def __init__(self, policy: Policy, upstream: str | None, events: EventWriter) -> None:
+    def __init__(self, policy: Policy, upstream: tuple[str, int] | None,
+                 events: EventWriter) -> None:
         self.policy = policy
         self.upstream = upstream
         self.events = events
@@ -80,7 +80,7 @@ class LabResolver(asyncio.DatagramProtocol):
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[bytes] = loop.create_future()
         transport, _ = await loop.create_datagram_endpoint(
-            lambda: Upstream(answer), remote_addr=(self.upstream, UPSTREAM_PORT))
+            lambda: Upstream(answer), remote_addr=self.upstream)
         try:
             transport.sendto(data)
             return await asyncio.wait_for(answer, FORWARD_TIMEOUT_S)
@@ -139,7 +139,8 @@ async def serve(spec: ResolverSpec, events: EventWriter) -> None:
     stop = asyncio.Event()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     policy = Policy(spec.zone, frozenset(spec.target_names), upstream=spec.upstream is not None)
-    resolver = LabResolver(policy, spec.upstream, events)
+    upstream = None if spec.upstream is None else (spec.upstream, spec.upstream_port)
+    resolver = LabResolver(policy, upstream, events)
     await loop.create_datagram_endpoint(lambda: resolver, local_addr=(spec.listen, spec.port))
     control = await asyncio.start_unix_server(resolver.control, str(spec.control))
     try:

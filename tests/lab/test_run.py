@@ -74,7 +74,7 @@ def test_silent_loss_demo(tmp_path: Path) -> None:
 
 
 SHIPPED = ["silent-loss-restore", "reset", "cable-pull", "app-freeze", "clean-close", "drop-pongs",
-           "slow-server", "abort-on-toolcall"]
+           "slow-server", "abort-on-toolcall", "dns-fails-on-reconnect"]
 
 
 @pytest.mark.alone
