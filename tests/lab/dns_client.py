@@ -5,8 +5,8 @@
 It opens one WebSocket to ws://NAME:PORT/ and keeps it; then, every 200 ms until DURATION_S,
 it looks NAME up (getaddrinfo, as any client's connect does) and opens and closes a TCP
 connection to what it found: a reconnect. Events: `lookup` (ok, error: the EAI_* name, ms,
-started: the wall time it began), `existing` (whether the first WebSocket still answers a ping)
-at the end.
+started: the wall time it began), `existing` (the first WebSocket, its ticks read all along,
+still answers a ping) at the end.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import socket
 import sys
 import time
 
-from websockets.asyncio.client import connect
+from websockets.asyncio.client import ClientConnection, connect
 
 from faultlab.events import EventWriter
 
@@ -39,10 +39,18 @@ async def reconnect(name: str, port: int, events: EventWriter) -> None:
     events.emit("lookup", ok=True, address=found[0][4][0], ms=ms, started=started)
 
 
+async def drain(ws: ClientConnection) -> None:
+    async for _ in ws:
+        pass
+
+
 async def main(name: str, port: int, duration_s: float) -> int:
     events = EventWriter()
     async with connect(f"ws://{name}:{port}/") as ws:
         events.emit("client.connected", attempt=1)
+        # The server's ticks are read as they come: a full receive queue would stop the reading
+        # of the pong too.
+        reader = asyncio.create_task(drain(ws))
         deadline = time.monotonic() + duration_s
         while time.monotonic() < deadline:
             await reconnect(name, port, events)
@@ -50,6 +58,7 @@ async def main(name: str, port: int, duration_s: float) -> int:
         pong = await ws.ping()
         await asyncio.wait_for(pong, 2.0)
         events.emit("existing", ok=True)
+        reader.cancel()
     events.close()
     return 0
 
