@@ -1,12 +1,12 @@
 """A client that reconnects by name, for the dns fault's lab test.
 
-    dns_client.py NAME PORT DURATION_S
+    dns_client.py URL DURATION_S
 
-It opens one WebSocket to ws://NAME:PORT/ and keeps it; then, every 200 ms until DURATION_S,
-it looks NAME up (getaddrinfo, as any client's connect does) and opens and closes a TCP
-connection to what it found: a reconnect. Events: `lookup` (ok, error: the EAI_* name, ms,
-started: the wall time it began), `existing` (the first WebSocket, its ticks read all along,
-still answers a ping) at the end.
+It opens one WebSocket to URL (ws:// or wss://, trusting SSL_CERT_FILE) and keeps it; then,
+every 200 ms until DURATION_S, it looks the URL's host up (getaddrinfo, as any client's connect
+does) and opens and closes a TCP connection to what it found: a reconnect. Events: `lookup`
+(ok, error: the EAI_* name, ms, started: the wall time it began), and at the end `existing`
+(the first WebSocket, its ticks read all along, still answers a ping).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import asyncio
 import socket
 import sys
 import time
+from urllib.parse import urlsplit
 
 from websockets.asyncio.client import ClientConnection, connect
 
@@ -44,9 +45,11 @@ async def drain(ws: ClientConnection) -> None:
         pass
 
 
-async def main(name: str, port: int, duration_s: float) -> int:
+async def main(url: str, duration_s: float) -> int:
     events = EventWriter()
-    async with connect(f"ws://{name}:{port}/") as ws:
+    parts = urlsplit(url)
+    name, port = str(parts.hostname), parts.port or 443
+    async with connect(url) as ws:
         events.emit("client.connected", attempt=1)
         # The server's ticks are read as they come: a full receive queue would stop the reading
         # of the pong too.
@@ -64,4 +67,4 @@ async def main(name: str, port: int, duration_s: float) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main(sys.argv[1], int(sys.argv[2]), float(sys.argv[3]))))
+    sys.exit(asyncio.run(main(sys.argv[1], float(sys.argv[2]))))

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from faultlab.lab import uplink
 from faultlab.result import RunResult
 
 from ..conftest import faultlab, slack
@@ -27,18 +28,18 @@ from .helpers import (
     run_slot,
     start_run,
 )
+from .remote import HOST, remote_echo
 
 pytestmark = pytest.mark.lab
 
 CLIENT = Path(__file__).with_name("dns_client.py")
 
 
-def profile(answer: str, extra: str, hold: str, duration_s: float) -> str:
+ECHO = "target: {builtin: ws-echo-server, port: 8765}\nhosts: [echo.lab]\n"
+
+
+def steps(answer: str, extra: str = "", hold: str = "1.2s") -> str:
     return f"""\
-name: dns-{answer}
-target: {{builtin: ws-echo-server, port: 8765}}
-hosts: [echo.lab]
-client: {{command: [{sys.executable}, {CLIENT}, echo.lab, "8765", "{duration_s}"]}}
 timeline:
   - id: dns
     when: {{event: client.connected, where: {{attempt: 1}}}}
@@ -47,6 +48,10 @@ timeline:
   - {{id: heal, when: {{step: dns}}, after: {hold}, do: {{fault: restore}}}}
 timeout: 20s
 """
+
+
+def client(url: str, duration_s: float) -> str:
+    return f'client: {{command: [{sys.executable}, {CLIENT}, "{url}", "{duration_s}"]}}\n'
 
 
 def lookups(result: RunResult) -> list[dict[str, Any]]:
@@ -75,10 +80,33 @@ def test_reconnects_meet_the_answer_until_restored(runs_dir: Path, answer: str, 
     EAI code glibc gives it, or succeeds late), every lookup begun after the restore resolves
     at once, the WebSocket opened before answers a ping at the end, and the resolver's events
     say what it answered; teardown leaves no resolver process and nothing of the lab."""
-    result = run_profile(profile(answer, extra, hold, duration_s), runs_dir)
+    result = run_profile(f"name: dns-{answer}\n{ECHO}" + client("ws://echo.lab:8765/", duration_s)
+                         + steps(answer, extra, hold), runs_dir)
     assert result.error is None, failed(result)
+    assert first(result, "fault.applied", step="dns").fields["names"] == ["echo.lab"]
+    assert_met(result, error, ms)
+    started = first(result, "process.start", role="resolver")
+    assert not pid_alive(int(started.fields["pid"]))
+    assert lab_traces(lab_slot(result), os.getpid()) == []
+
+
+def test_a_remote_target_s_name_fails_through_the_uplink(runs_dir: Path, tmp_path: Path) -> None:
+    """A remote service (on this machine's loopback, pinned to `host-loopback`) is looked up by
+    its host name with the lab's resolver, which answers the pinned address; a dns step fails
+    the name until restored, over TLS through the uplink as in the lab."""
+    with remote_echo(tmp_path / "remote") as remote:
+        result = run_profile(remote.profile("dns-remote", client(remote.url, 3.5)
+                                            + steps("nxdomain")), runs_dir)
+    assert result.error is None, failed(result)
+    assert first(result, "fault.applied", step="dns").fields["names"] == [HOST]
+    assert first(result, "lookup").fields["address"] == str(uplink.HOST_LOOPBACK)
+    assert_met(result, "EAI_NONAME", (0, 100))
+
+
+def assert_met(result: RunResult, error: str | None, ms: tuple[float, float]) -> None:
+    """Every lookup begun while the step held met its answer (`error`, None: resolved, in `ms`),
+    those begun before and after it resolved at once, and the open WebSocket lived through."""
     applied = first(result, "fault.applied", step="dns")
-    assert applied.fields["names"] == ["echo.lab"]
     reverted = first(result, "fault.reverted", step="dns").t
     seen = lookups(result)
     before = [x for x in seen if x["end"] < applied.t]
@@ -93,11 +121,8 @@ def test_reconnects_meet_the_answer_until_restored(runs_dir: Path, answer: str, 
         assert x["ok"] is (error is None) and x.get("error") == error, x
         assert ms[0] <= x["ms"] <= ms[1] + slack(0.1) * 1000, x
     assert first(result, "existing").fields["ok"] is True
-    assert first(result, "dns.query", answer=answer).source == "resolver"
+    assert first(result, "dns.query", answer=applied.fields["answer"]).source == "resolver"
     assert result.exit_codes["client"] == 0
-    started = first(result, "process.start", role="resolver")
-    assert not pid_alive(int(started.fields["pid"]))
-    assert lab_traces(lab_slot(result), os.getpid()) == []
 
 
 # helpers' long run with a dns step in place of its drop (its ws-client connects by address,
