@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from faultlab.connections import ConnectionTable
     from faultlab.lab.base import Lab
     from faultlab.mic import VirtualMic
+    from faultlab.resolver.answers import Answer
 
 Layer = Literal["packet", "app", "client"]
 # What a fault may need the run to start for it: the proxy, the virtual microphone, the lab's
@@ -42,8 +43,10 @@ class ProxyChannel(Protocol):
 class ResolverChannel(Protocol):
     """What a fault may ask of the lab's resolver, which answers the client's DNS queries."""
 
-    async def set_answer(self, step: str, names: list[str] | None, answer: Any,
-                         delay_s: float) -> list[str]: ...
+    async def set_answer(self, step: str, names: list[str] | None, answer: Answer,
+                         delay_s: float) -> list[str]:
+        """From now on answer `answer` for `names` (the target's when None); the names hurt."""
+
     async def clear_answer(self, step: str) -> None: ...
 
 
