@@ -15,6 +15,7 @@ from faultlab.connections import ConnectionTable
 from faultlab.errors import MechanismError, ProfileError
 from faultlab.events import EventBus, RunClock
 from faultlab.injector import FaultRuntime
+from faultlab.launch import files_then_dns
 from faultlab.profile import parse_profile
 from faultlab.timeline import Due
 
@@ -165,3 +166,14 @@ def test_the_run_holds_it_and_a_restore_reverts_it() -> None:
     applied = next(e.fields for e in bus.events if e.name == "fault.applied")
     assert applied["layer"] == "packet" and applied["names"] == ["echo.lab"]
     assert resolver.orders == [("set", "s1", None, "none", 0.0), ("clear", "s1")]
+
+
+def test_the_client_looks_names_up_in_files_then_dns_only() -> None:
+    """The client's nsswitch.conf keeps the host's other databases and looks host names up in
+    /etc/hosts, then DNS: no host resolver daemon (nss-resolve) or mDNS answers past the lab's
+    resolver."""
+    host = ("passwd:         files systemd\n"
+            "hosts:          files resolve [!UNAVAIL=return] mdns4_minimal dns myhostname\n"
+            "networks:       files\n")
+    assert files_then_dns(host) == ("passwd:         files systemd\nnetworks:       files\n"
+                                    "hosts: files dns\n")
