@@ -18,6 +18,7 @@ from faultlab.connections import ConnectionTable, Upstream
 from faultlab.errors import FaultlabError
 from faultlab.events import Event, EventBus
 from faultlab.faults import FAULTS, Fault
+from faultlab.faults.base import ResolverChannel
 from faultlab.lab.base import Lab
 from faultlab.mic import VirtualMic
 from faultlab.profile import Step
@@ -37,11 +38,12 @@ class FaultRuntime:
 
     def __init__(self, lab: Lab, connections: ConnectionTable, bus: EventBus,
                  proxy: ProxyControl | None, mic: VirtualMic | None, steps: Sequence[Step],
-                 on_failure: Callable[[str], None]) -> None:
+                 on_failure: Callable[[str], None], resolver: ResolverChannel | None = None) -> None:
         self.lab = lab
         self.connections = connections
         self.proxy = proxy
         self.mic = mic
+        self.resolver = resolver
         self.bus = bus
         self.active: dict[str, Fault[Any]] = {}
         self._faults = {s.id: s.fault for s in steps}

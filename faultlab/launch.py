@@ -7,7 +7,8 @@ command line, names to resolve, trust, a base URL, a name server) the target's k
 (`faultlab.targets`): an unmodified SDK client reaches an emulator target by the service's real
 names, a remote target through the router's uplink. The client's TLS session keys go to
 `client-keys.log` (`SSLKEYLOGFILE`, which Python's ssl and Node honour), so that its capture can
-be decrypted.
+be decrypted. A run with a `dns` step has the client ask the lab's resolver in the router
+(faultlab.resolver) for the names /etc/hosts would have held.
 """
 
 from __future__ import annotations
@@ -25,10 +26,17 @@ from faultlab.lab.process import LabProcess, wait_listening
 from faultlab.mic import VirtualMic
 from faultlab.private import PRIVATE_DIR, create_private, remember_env_secrets
 from faultlab.profile import Profile
+from faultlab.resolver.control import ResolverControl
 from faultlab.sources import EventTails
 from faultlab.speech import write_clips
 from faultlab.targets import Program, program_argv
 from faultlab.tls import LabCA
+
+# The client's resolver with the lab's: glibc's default (5 s, twice over) would have a lookup
+# that meets no answer take 10 s; a lab's answer comes in a millisecond, so 1 s per try, two
+# tries, bounds a silent resolver at about 2 s.
+RESOLVER_OPTIONS = "options timeout:1 attempts:2"
+NSSWITCH = Path("/etc/nsswitch.conf")
 
 
 class Launcher:
@@ -44,6 +52,8 @@ class Launcher:
         self.tails = tails
         self.stack = stack
         self.mic_path: Path | None = None
+        # Where the client asks for the lab's names, once the lab's resolver runs.
+        self.resolver_address: str | None = None
 
     @functools.cached_property
     def ca(self) -> LabCA:
@@ -80,23 +90,51 @@ class Launcher:
         p = self.profile
         env = self._environment("client", p.client)
         env["SSLKEYLOGFILE"] = str(create_private(self.run_dir / "client-keys.log"))
-        names, address = list(p.hosts), self.target_address
+        names, address = self.lab_names()
         kind = p.target_kind
         if kind is not None:
-            names += kind.client_names()
             env.update(kind.client_env(self, proxied))
         if self.mic_path is not None:
             env["FAULTLAB_MIC"] = str(self.mic_path)
         env.update(p.client.env)
         etc = self.run_dir / "etc"
         etc.mkdir(mode=PRIVATE_DIR, exist_ok=True)
+        by_dns = self.resolver_address is not None
         (etc / "hosts").write_text("127.0.0.1\tlocalhost\n::1\tlocalhost\n"
-                                   + (f"{address}\t{' '.join(names)}\n" if address and names
-                                      else ""))
-        resolver = kind.resolver() if kind is not None else None
-        if resolver is not None:
+                                   + (f"{address}\t{' '.join(names)}\n"
+                                      if address and names and not by_dns else ""))
+        if by_dns:
+            (etc / "resolv.conf").write_text(f"nameserver {self.resolver_address}\n"
+                                             f"{RESOLVER_OPTIONS}\n")
+            if p.client.image is None and NSSWITCH.exists():
+                (etc / "nsswitch.conf").write_text(files_then_dns(NSSWITCH.read_text()))
+        elif (resolver := kind.resolver() if kind is not None else None) is not None:
             (etc / "resolv.conf").write_text(f"nameserver {resolver}\n")
         return await self._start("client", "client", program_argv(p.client), env, etc, p.client)
+
+    async def start_resolver(self) -> ResolverControl:
+        """The lab's resolver in the router, answering the lab's names with the address the
+        client's /etc/hosts would have held, and other names with the target kind's name server
+        (or refusing them); a step names the target's names, or its own."""
+        from faultlab.resolver.launch import launch_resolver
+
+        names, address = self.lab_names()
+        kind = self.profile.target_kind
+        target_names = list(self.profile.hosts) + (kind.dns_names() if kind is not None else [])
+        control = await launch_resolver(
+            self.lab, {n.lower(): address for n in names} if address else {},
+            [n.lower() for n in target_names], kind.resolver() if kind is not None else None,
+            self.run_dir, self.tails.add(self.run_dir / "resolver.events.jsonl", "resolver"),
+            self.bus, self.stack)
+        self.resolver_address = str(self.lab.router_address)
+        return control
+
+    def lab_names(self) -> tuple[list[str], str | None]:
+        """The names the client resolves to the target (the profile's `hosts` and those its
+        kind gives), and the address they resolve to (None: the client asks DNS)."""
+        kind = self.profile.target_kind
+        names = list(self.profile.hosts) + (kind.client_names() if kind is not None else [])
+        return names, self.target_address
 
     async def start_mic(self) -> VirtualMic:
         """The client's virtual microphone, serving the profile's utterances."""
@@ -173,3 +211,11 @@ class Launcher:
         if self.mic_path is not None and not self.mic_path.is_relative_to(folders[0]):
             folders.append(self.mic_path.parent)
         return tuple(folders)
+
+
+def files_then_dns(nsswitch: str) -> str:
+    """The host's nsswitch.conf with host names looked up in /etc/hosts, then by DNS only: a
+    host whose `hosts:` line asks systemd-resolved (nss-resolve, over a unix socket) or mDNS
+    would answer beside the lab's resolver, past its faults."""
+    lines = [line for line in nsswitch.splitlines() if not line.lstrip().startswith("hosts:")]
+    return "\n".join([*lines, "hosts: files dns"]) + "\n"

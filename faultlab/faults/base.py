@@ -17,10 +17,12 @@ if TYPE_CHECKING:
     from faultlab.connections import ConnectionTable
     from faultlab.lab.base import Lab
     from faultlab.mic import VirtualMic
+    from faultlab.resolver.answers import Answer
 
 Layer = Literal["packet", "app", "client"]
-# What a fault may need the run to start for it: the proxy, the virtual microphone.
-Need = Literal["proxy", "mic"]
+# What a fault may need the run to start for it: the proxy, the virtual microphone, the lab's
+# resolver (faultlab.resolver).
+Need = Literal["proxy", "mic", "dns"]
 
 
 class FaultParams(Model):
@@ -38,6 +40,16 @@ class ProxyChannel(Protocol):
     async def revert(self, steps: list[str] | None) -> list[str]: ...
 
 
+class ResolverChannel(Protocol):
+    """What a fault may ask of the lab's resolver, which answers the client's DNS queries."""
+
+    async def set_answer(self, step: str, names: list[str] | None, answer: Answer,
+                         delay_s: float) -> list[str]:
+        """From now on answer `answer` for `names` (the target's when None); the names hurt."""
+
+    async def clear_answer(self, step: str) -> None: ...
+
+
 class FaultContext(Protocol):
     """What the run hands a fault when it applies or reverts it (faultlab.injector.FaultRuntime)."""
 
@@ -51,6 +63,9 @@ class FaultContext(Protocol):
     @property
     def mic(self) -> VirtualMic | None:
         """The client's virtual microphone, when the profile has one."""
+    @property
+    def resolver(self) -> ResolverChannel | None:
+        """The lab resolver's control channel, when the run has one."""
 
     async def revert(self, step_ids: Sequence[str] | None) -> list[str]:
         """Revert the named active faults (all when None); returns the ids reverted."""

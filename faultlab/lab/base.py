@@ -118,6 +118,12 @@ class Lab(ABC):
     @abstractmethod
     def server_address(self) -> IPv4Address: ...
 
+    @property
+    def router_address(self) -> IPv4Address:
+        """The router's address on the client's link (the client's gateway), where a service of
+        the lab's in the router (its resolver) answers the client."""
+        raise LabError(f"the {self.backend} lab does not give its router's address")
+
     def describe(self) -> dict[str, Any]:
         """The fields of the run's `lab.ready` event."""
         return {"backend": self.backend, "client": str(self.client_address),

@@ -141,6 +141,10 @@ class NetnsLab(Lab):
     def server_address(self) -> IPv4Address:
         return self.addressing.server.ip
 
+    @property
+    def router_address(self) -> IPv4Address:
+        return self.addressing.router_client.ip
+
     async def __aenter__(self) -> Self:
         # A thread cannot be stopped: a run cancelled meanwhile waits for the build to end, so
         # that the teardown undoes all of it.

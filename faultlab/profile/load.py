@@ -93,6 +93,8 @@ PROVIDERS: dict[Need, tuple[str, str]] = {
     "proxy": ("target", "needs the proxy, which stands in front of a target: give the profile a "
                         "'target'"),
     "mic": ("mic", "acts on the lab's microphone: give the profile a 'mic'"),
+    "dns": ("target", "answers for the target's names with the lab's resolver: give the profile "
+                      "a 'target'"),
 }
 
 
@@ -168,6 +170,11 @@ def _check_needs(raw: RawProfile, steps: Sequence[Step], problems: Problems) -> 
             field, why = PROVIDERS[need]
             if getattr(raw, field) is None:
                 problems.add(("timeline", i, "do", "fault"), f"{step.fault} {why}")
+            elif need == "dns" and not (raw.hosts or (raw.target and raw.target.kind.dns_names())):
+                problems.add(("timeline", i, "do", "fault"), f"{step.fault} acts on the names the "
+                             "client looks the target up by, and this client reaches it by its "
+                             "address: give the profile 'hosts' (names that resolve to the "
+                             "target) and have the client use them")
         unworkable = FAULTS[step.fault].proxy_problem(step.params) if proxy else None
         if unworkable is not None:
             problems.add(("timeline", i, "do", "fault"), f"{step.fault} {unworkable}")

@@ -85,6 +85,11 @@ class TargetKind(ABC):
         """The names the client resolves to its address, beside the profile's `hosts`."""
         return []
 
+    def dns_names(self) -> list[str]:
+        """The names the client may look the target up by (beside `hosts`): those it resolves
+        to its address, by default."""
+        return self.client_names()
+
     def client_env(self, run: Surroundings, proxied: bool) -> dict[str, str]:
         """What the client needs in its environment to reach it (trust, a base URL), on the
         direct path or, `proxied`, through the proxy (whose certificates the run's CA issues)."""

@@ -101,6 +101,10 @@ class Remote(TargetKind):
         # Pinned, its name resolves to the address; else the client asks DNS for it.
         return [self.remote.host] if self.remote.address else []
 
+    def dns_names(self) -> list[str]:
+        # Pinned or not, the client looks the service up by its name.
+        return [self.remote.host]
+
     def client_env(self, run: Surroundings, proxied: bool) -> dict[str, str]:
         from faultlab.tls import trust_environment, write_trust_bundle
 

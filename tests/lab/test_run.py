@@ -74,8 +74,8 @@ def test_silent_loss_demo(tmp_path: Path) -> None:
 
 
 SHIPPED = ["silent-loss-restore", "reset", "cable-pull", "app-freeze", "clean-close", "drop-pongs",
-           "slow-server", "abort-on-toolcall", "middlebox-reset", "mtu-blackhole",
-           "nat-idle-timeout", "nat-rebind"]
+           "slow-server", "abort-on-toolcall", "dns-fails-on-reconnect", "middlebox-reset",
+           "mtu-blackhole", "nat-idle-timeout", "nat-rebind"]
 
 
 @pytest.mark.alone
