@@ -236,10 +236,9 @@ class EmulatorServer:
                     if action.frame is not None:
                         text = json.dumps(action.frame, separators=(",", ":"))
                         await ws.send(text)
-                        frame = FrameLogged(
+                        self.emulator.announce(FrameLogged(
                             "emulator", "server", conn.number, kind_of(action.frame), len(text),
-                            extra={"audio_s": round(action.audio_s, 4)} if action.audio_s else {})
-                        self.emit(frame.name, **frame.fields())
+                            extra={"audio_s": round(action.audio_s, 4)} if action.audio_s else {}))
                     else:
                         await ws.close(action.code, action.reason)
         except ConnectionClosed:

@@ -45,6 +45,7 @@ from faultlab.emulator.wire import (
     ToolResponse,
     parse_frame,
 )
+from faultlab.events import Announcement
 from faultlab.vocabulary import FrameLogged
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,10 @@ class Emulator:
 
     def scaled(self, seconds: float) -> float:
         return seconds * self.time_scale
+
+    def announce(self, what: Announcement) -> None:
+        """Emit an event of the vocabulary (as `EventBus.announce` and `EventWriter.announce`)."""
+        self.emit(what.name, **what.fields())
 
     def draw(self, span: tuple[float, float]) -> float:
         """A server delay from the personality's measured range, time-scaled."""
@@ -138,9 +143,8 @@ class Connection:
         self.last_client_msg = now
         try:
             parsed = parse_frame(raw)
-            frame = FrameLogged("emulator", "client", self.number, parsed.raw_kind, len(raw),
-                                extra=self._audio_note(parsed.message))
-            self.em.emit(frame.name, **frame.fields())
+            self.em.announce(FrameLogged("emulator", "client", self.number, parsed.raw_kind,
+                                         len(raw), extra=self._audio_note(parsed.message)))
             if self.session is None and not isinstance(parsed.message, Setup):
                 raise ProtocolError("The first message must be a setup message.")
             if isinstance(parsed.message, Setup):

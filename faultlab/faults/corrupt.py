@@ -20,5 +20,4 @@ class Corrupt(Impairment[CorruptParams]):
     retransmits, as after a bit error on a real link."""
 
     name: ClassVar[str] = "corrupt"
-    mechanism: ClassVar[str] = "NFQUEUE userspace queue at the router"
     Params = CorruptParams

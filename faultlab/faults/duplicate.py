@@ -19,5 +19,4 @@ class Duplicate(Impairment[DuplicateParams]):
     """Let each selected packet through and, at random, send a copy right after it."""
 
     name: ClassVar[str] = "duplicate"
-    mechanism: ClassVar[str] = "NFQUEUE userspace queue at the router"
     Params = DuplicateParams

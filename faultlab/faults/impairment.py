@@ -179,6 +179,8 @@ class Impairment[P: ImpairFlow](Fault[P]):
     parts): everything it installs is removed by `revert`, in reverse."""
 
     layer: ClassVar[Layer] = "packet"
+    # The userspace queue, unless a part's other mechanism says otherwise (loss, rate, path).
+    mechanism: ClassVar[str] = "NFQUEUE userspace queue at the router"
     # The directions each step's queue serves, per router: held as long as its lab's router
     # namespace is (a later lab in the same slot has a new one, and starts with none).
     _queued: ClassVar[weakref.WeakKeyDictionary[Namespace, dict[str, set[OneWay]]]] = (

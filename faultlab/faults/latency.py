@@ -20,5 +20,4 @@ class Latency(Impairment[LatencyParams]):
     """Hold each selected packet in the router's userspace queue for its delay."""
 
     name: ClassVar[str] = "latency"
-    mechanism: ClassVar[str] = "NFQUEUE userspace queue at the router"
     Params = LatencyParams

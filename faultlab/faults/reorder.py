@@ -20,5 +20,4 @@ class Reorder(Impairment[ReorderParams]):
     """Hold a selected packet back at random until `reorder_gap` later ones have left."""
 
     name: ClassVar[str] = "reorder"
-    mechanism: ClassVar[str] = "NFQUEUE userspace queue at the router"
     Params = ReorderParams
