@@ -36,7 +36,8 @@ class LinkDown(Fault[LinkDownParams]):
         if proxied(ctx):
             on_legs, _ = leg_matches(ctx, "both", None, LEGS[1:])
             await self._legs.install(ctx, on_legs, None, lambda i: "-j DROP")
-            details["legs"] = ["server"]
+            # The client leg is hurt by the link itself, the server leg by the rules.
+            details["legs"] = ["client", "server"]
         try:
             await ctx.lab.router.set_link_state(ctx.lab.client_link, up=False)
         except BaseException:
