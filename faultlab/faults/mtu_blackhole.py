@@ -1,5 +1,15 @@
 """mtu_blackhole: the path's MTU shrinks and ICMP "fragmentation needed" is filtered, so packets
-above the size vanish while smaller ones pass (the black hole behind VPNs and tunnels)."""
+above the size vanish while smaller ones pass (the black hole behind VPNs and tunnels).
+
+With the proxy in the path the fault adds no route: the proxy is a local sender, which reads a
+route's MTU at its next segment (tcp_current_mss), and would then send small segments that pass.
+Instead a rule on each leg (faultlab.faults.legs) drops what arrives from the far end longer than
+`mtu`, in the hurt directions: each end's TCP meets the black hole on its own segments, as behind
+a real one (and hears no ICMP either). What the proxy sends is not filtered: it re-segments what it
+relays, and its own TLS handshake with the server is not the client's (measured: mitmproxy's
+ClientHello, with a post-quantum key share, is 1,568 bytes where the client's is 517, so a
+filter on the server leg toward the server stalled every reconnection the client's would pass).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +21,7 @@ from pyroute2 import IPRoute
 from faultlab.errors import MechanismError
 from faultlab.faults.base import Fault, FaultContext, FaultParams, Layer, register
 from faultlab.faults.flows import Direction, OneWay, hurt_directions
+from faultlab.faults.legs import LegChain, leg_matches, proxied
 from faultlab.lab.netfilter import chain_name, install, uninstall
 
 # RTAX_MTU's bit in a route's RTAX_LOCK metric: a locked MTU is not raised by PMTU discovery.
@@ -66,6 +77,10 @@ class MtuBlackhole(Fault[MtuBlackholeParams]):
     layer: ClassVar[Layer] = "packet"
     Params = MtuBlackholeParams
 
+    def __init__(self, step_id: str, params: MtuBlackholeParams) -> None:
+        super().__init__(step_id, params)
+        self._legs = LegChain(step_id)
+
     def _ends(self, ctx: FaultContext) -> list[tuple[OneWay, str, str]]:
         """Per hurt way: the address whose route shrinks, and the router's link toward the
         sender, by which its ICMP would leave."""
@@ -75,6 +90,12 @@ class MtuBlackhole(Fault[MtuBlackholeParams]):
         return [(way, *ends[way]) for way in hurt_directions(self.params.direction)]
 
     async def apply(self, ctx: FaultContext) -> dict[str, Any]:
+        p = self.params
+        if proxied(ctx):
+            on_legs = [m for m in leg_matches(ctx, p.direction, None)[0] if m.inbound]
+            await self._legs.install(ctx, on_legs, None,
+                                     lambda i: f"-m length --length {p.mtu + 1}:65535 -j DROP")
+            return {"mtu": p.mtu, "direction": p.direction, "legs": sorted(self._legs.legs)}
         # The filter first: no ICMP may leave between the route's change and it. A host route,
         # not the link's MTU: a veth drops what it *receives* above its own MTU unless GSO
         # (measured: with the router's s0 at 1200, the server's 1,300-byte segments toward the
@@ -98,6 +119,9 @@ class MtuBlackhole(Fault[MtuBlackholeParams]):
         return {"mtu": self.params.mtu, "direction": self.params.direction, "links": links}
 
     async def revert(self, ctx: FaultContext) -> None:
+        if self._legs.installed:
+            await self._legs.uninstall(ctx)
+            return
         # Routes first, so that no packet in flight meets the small MTU with the filter gone.
         for _, address, _ in self._ends(ctx):
             await ctx.lab.router.run(_remove_route, address)

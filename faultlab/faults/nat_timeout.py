@@ -1,5 +1,13 @@
 """nat_timeout: the router forgets a flow left idle for `idle`, as a stateful NAT does, and then
-drops (or resets) what arrives on it; a keep-alive more frequent than `idle` keeps it alive."""
+drops (or resets) what arrives on it; a keep-alive more frequent than `idle` keeps it alive.
+
+With the proxy in the path conntrack tracks both legs (the REDIRECT needs it): each leg is a flow
+the router forgets after `idle`. A packet of a forgotten flow is INVALID, has no conntrack entry
+to match by (so the legs' rules match by headers), and is no longer redirected: the client's goes
+the direct way, to FORWARD, where the direct path's rule drops or rejects it as without the
+proxy; the server's reaches the router's INPUT, where a rule on the server leg does. What the
+proxy sends on a forgotten leg is dropped (a reset there would reset the proxy's own socket).
+"""
 
 from __future__ import annotations
 
@@ -14,8 +22,10 @@ from pyroute2.netlink.exceptions import NetlinkError
 from pyroute2.netlink.nfnetlink.nfctsocket import NFCTAttrTuple
 
 from faultlab.connections import Connection
+from faultlab.errors import MechanismError
 from faultlab.faults.base import Fault, FaultContext, Layer, register
-from faultlab.faults.flows import Direction, FlowParams, iptables_matches
+from faultlab.faults.flows import Direction, FlowParams, hurt_directions, iptables_matches, selected
+from faultlab.faults.legs import HOOKS, legs_chain, proxied
 from faultlab.lab.namespace import write_sysctl
 from faultlab.lab.netfilter import chain_name, install, uninstall
 from faultlab.model import Duration
@@ -85,6 +95,58 @@ def _adopt(flows: list[Connection], idle_s: int) -> int:
     return adopted
 
 
+def _shorten(idle_s: int) -> int:
+    """In the calling thread's namespace (the router's): every established TCP flow conntrack
+    tracks already (since its SYN: the proxy's REDIRECT or the uplink's masquerade switched
+    tracking on) is given `idle_s` left, as the new timeout would at its next packet; the number
+    shortened. A flow silent from now on would else keep the old timeout (5 days) to the end."""
+    shortened = 0
+    with Conntrack() as ct:
+        for entry in list(ct.dump_entries(tuple_orig=NFCTAttrTuple(proto=_TCP))):
+            if entry.protoinfo is None or entry.protoinfo.state != _ESTABLISHED:
+                continue
+            if entry.timeout is not None and entry.timeout <= idle_s:
+                continue
+            try:
+                ct.entry("set", tuple_orig=entry.tuple_orig, timeout=idle_s)
+            except NetlinkError as exc:
+                if exc.code != errno.ENOENT:  # gone meanwhile: nothing to shorten
+                    raise
+            else:
+                shortened += 1
+    return shortened
+
+
+def _on_legs(ctx: FaultContext, p: NatTimeoutParams) -> list[str]:
+    """The legs' rules: per hurt direction, what arrives at the router on a forgotten server leg
+    meets `then`, and what the proxy sends on a forgotten leg is dropped. The client's packets
+    on a forgotten client leg are not redirected any more: the FORWARD rule takes them."""
+    lab, port, action = ctx.lab, ctx.connections.port, _ACTIONS[p.then]
+    invalid = "-m conntrack --ctstate INVALID"
+    conn = selected(ctx, p.connection)
+    to_client = f" --dport {conn.client_port} -d {conn.client}" if conn else ""
+    server_up = server_down = f" --dport {port}" if port else ""
+    if conn is not None:
+        upstream = ctx.connections.upstreams.get(conn.client_port)
+        if upstream is None:
+            raise MechanismError(f"nat_timeout: the proxy has not reported the server leg of "
+                                 f"connection {p.connection!r} yet")
+        server_up = (f" -s {upstream.address} --sport {upstream.port}"
+                     f" -d {upstream.server} --dport {upstream.server_port}")
+        server_down = (f" -s {upstream.server} --sport {upstream.server_port}"
+                       f" -d {upstream.address} --dport {upstream.port}")
+    elif port:
+        server_down = f" --sport {port}"
+    rules = []
+    for way in hurt_directions(p.direction):
+        if way == "to_server":
+            rules.append(f"-o {lab.target_link} -p tcp{server_up} {invalid} -j DROP")
+        else:
+            rules.append(f"-i {lab.target_link} -p tcp{server_down} {invalid} -j {action}")
+            rules.append(f"-o {lab.client_link} -p tcp{to_client} {invalid} -j DROP")
+    return rules
+
+
 @register
 class NatTimeout(Fault[NatTimeoutParams]):
     """Conntrack in the router's namespace with `idle` as the established-flow timeout, no
@@ -98,6 +160,10 @@ class NatTimeout(Fault[NatTimeoutParams]):
     layer: ClassVar[Layer] = "packet"
     Params = NatTimeoutParams
 
+    def __init__(self, step_id: str, params: NatTimeoutParams) -> None:
+        super().__init__(step_id, params)
+        self._on_legs = False
+
     async def apply(self, ctx: FaultContext) -> dict[str, Any]:
         p = self.params
         router = ctx.lab.router
@@ -109,6 +175,13 @@ class NatTimeout(Fault[NatTimeoutParams]):
         await install(router, ["FORWARD"], chain_name(self.step_id),
                       [f"{m} -m conntrack --ctstate INVALID -j {_ACTIONS[p.then]}"
                        for m in matches])
+        if proxied(ctx):
+            try:
+                await install(router, HOOKS, legs_chain(self.step_id), _on_legs(ctx, p))
+            except BaseException:
+                await uninstall(router, ["FORWARD"], chain_name(self.step_id))
+                raise
+            self._on_legs = True
         self._saved = await router.run(_read_sysctls, [TIMEOUT, LIBERAL, LOOSE])
         await router.run(_write_sysctls, {TIMEOUT: idle_s, LIBERAL: 1})
         # Flows opened before tracking began have no entry: adopt those the capture saw, so that
@@ -116,12 +189,17 @@ class NatTimeout(Fault[NatTimeoutParams]):
         # without adoption a flow kept alive every 0.3 s from before apply died at apply). Pickup
         # goes off last.
         adopted = await router.run(_adopt, list(ctx.connections.connections), idle_s)
+        shortened = await router.run(_shorten, idle_s)
         await router.run(_write_sysctls, {LOOSE: 0})
-        return {"idle_s": idle_s, "then": p.then, "direction": p.direction,
-                "connection": p.connection, "adopted": adopted}
+        details = {"idle_s": idle_s, "then": p.then, "direction": p.direction,
+                   "connection": p.connection, "adopted": adopted, "shortened": shortened}
+        return details | ({"legs": ["client", "server"]} if self._on_legs else {})
 
     async def revert(self, ctx: FaultContext) -> None:
         # Pickup back on first: a forgotten flow's next packet starts a new entry, and the flow
         # lives again, as behind a NAT that never forgot it.
         await ctx.lab.router.run(_write_sysctls, dict(reversed(self._saved.items())))
         await uninstall(ctx.lab.router, ["FORWARD"], chain_name(self.step_id))
+        if self._on_legs:
+            self._on_legs = False
+            await uninstall(ctx.lab.router, HOOKS, legs_chain(self.step_id))

@@ -1,10 +1,17 @@
-"""tls_stall: new TLS handshakes stall after the ClientHello; connections already open go on."""
+"""tls_stall: new TLS handshakes stall after the ClientHello; connections already open go on.
+
+With the proxy in the path the client's handshake ends in the proxy, which answers it only once
+its own handshake with the server is done (it mirrors the server's certificate): the same marks
+on the proxy's new connections to the target (the server leg, faultlab.faults.legs) stall that
+one, and with it the client's.
+"""
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
 from faultlab.faults.base import Fault, FaultContext, FaultParams, Layer, register
+from faultlab.faults.legs import HOOKS, legs_chain, proxied
 from faultlab.lab.netfilter import chain_name, install, uninstall
 
 # The conntrack mark of a connection opened while a tls_stall is active (its bits: #25).
@@ -32,6 +39,10 @@ class TlsStall(Fault[TlsStallParams]):
     layer: ClassVar[Layer] = "packet"
     Params = TlsStallParams
 
+    def __init__(self, step_id: str, params: TlsStallParams) -> None:
+        super().__init__(step_id, params)
+        self._on_legs = False
+
     async def apply(self, ctx: FaultContext) -> dict[str, Any]:
         link = ctx.lab.client_link
         rules = [f"-i {link} -p tcp --syn -m conntrack --ctstate NEW "
@@ -39,10 +50,28 @@ class TlsStall(Fault[TlsStallParams]):
                  f"-o {link} -p tcp -m connmark --mark {STALLED_MARK} "
                  f'-m u32 --u32 "{CARRIES_DATA}" -j DROP']
         await install(ctx.lab.router, ["FORWARD"], chain_name(self.step_id), rules)
-        return {}
+        if not proxied(ctx):
+            return {}
+        port = ctx.connections.port
+        to_port = f" --dport {port}" if port else ""
+        server = ctx.lab.target_link
+        on_legs = [f"-o {server} -p tcp --syn{to_port} -m conntrack --ctstate NEW "
+                   f"-j CONNMARK --set-xmark {STALLED_MARK}",
+                   f"-i {server} -p tcp -m connmark --mark {STALLED_MARK} "
+                   f'-m u32 --u32 "{CARRIES_DATA}" -j DROP']
+        try:
+            await install(ctx.lab.router, HOOKS, legs_chain(self.step_id), on_legs)
+        except BaseException:
+            await uninstall(ctx.lab.router, ["FORWARD"], chain_name(self.step_id))
+            raise
+        self._on_legs = True
+        return {"legs": ["server"]}
 
     async def revert(self, ctx: FaultContext) -> None:
         # The marks stay on the connections' conntrack entries, but no rule reads them: a stalled
         # handshake completes at the server's next retransmission (measured: 0.3-0.9 s after revert,
         # after a 3 s stall; the client's TCP saw its ClientHello acked and never retransmitted).
         await uninstall(ctx.lab.router, ["FORWARD"], chain_name(self.step_id))
+        if self._on_legs:
+            self._on_legs = False
+            await uninstall(ctx.lab.router, HOOKS, legs_chain(self.step_id))

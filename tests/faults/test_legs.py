@@ -160,11 +160,12 @@ def test_reject_resets_each_end_on_its_own_leg(toward: str, legs: list[str],
 
 
 def test_link_down_with_the_proxy_silences_the_server_leg_while_down() -> None:
-    """The link goes down and the server leg of every proxied flow is dropped both ways (the
-    proxy would else answer the server); the revert brings the link up and removes the chain."""
+    """The link goes down (the client leg) and the server leg of every proxied flow is dropped
+    both ways (the proxy would else answer the server): both legs are hurt; the revert brings the
+    link up and removes the chain."""
     ctx = proxied_context()
     details = apply_and_revert(build("link_down", step="cut"), ctx)
-    assert details == {"link": "c0", "legs": ["server"]}
+    assert details == {"link": "c0", "legs": ["client", "server"]}
     assert ctx.lab.ns("router").links == [("c0", False), ("c0", True)]
     assert ctx.lab.ns("router").batches == [
         [":FLP-cut - [0:0]", f"-A FLP-cut -o s0 {ALL_SERVER_LEG} -j DROP",

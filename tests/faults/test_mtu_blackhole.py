@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from faultlab.connections import ConnectionTable
 from faultlab.faults.mtu_blackhole import _remove_route, _shrink_route
 from faultlab.lab.netfilter import commit
 
 from .conftest import (
     FakeContext,
+    FakeProxyChannel,
     apply_and_revert,
     assert_a_packet_fault_the_run_holds,
     build,
@@ -19,6 +21,9 @@ from .conftest import (
 
 FILTER_TO_CLIENT = "-A FL-mtu -o c0 -p icmp --icmp-type fragmentation-needed -j DROP"
 FILTER_TO_SERVER = "-A FL-mtu -o s0 -p icmp --icmp-type fragmentation-needed -j DROP"
+LEG_CLIENT = "-p tcp -m conntrack --ctorigdstport 443 --ctstate DNAT"
+LEG_SERVER = "-p tcp -m conntrack --ctorigdstport 443"
+LONGER = "-m length --length 1201:65535 -j DROP"
 UNINSTALL = (commit, (["-D OUTPUT -j FL-mtu", "-F FL-mtu", "-X FL-mtu"], "filter"))
 
 
@@ -83,3 +88,24 @@ def test_mtu_blackhole_is_a_packet_fault_the_run_holds() -> None:
     _, lab = assert_a_packet_fault_the_run_holds("mtu_blackhole", {"mtu": 1200})
     assert lab.ns("router").calls[-1] == (commit, (["-D OUTPUT -j FL-s1", "-F FL-s1", "-X FL-s1"],
                                                    "filter"))
+
+
+@pytest.mark.parametrize(("direction", "rules", "legs"), [
+    ("both", [f"-A FLP-mtu -i c0 {LEG_CLIENT} {LONGER}", f"-A FLP-mtu -i s0 {LEG_SERVER} {LONGER}"],
+     ["client", "server"]),
+    ("to_server", [f"-A FLP-mtu -i c0 {LEG_CLIENT} {LONGER}"], ["client"]),
+    ("to_client", [f"-A FLP-mtu -i s0 {LEG_SERVER} {LONGER}"], ["server"]),
+])
+def test_with_the_proxy_what_arrives_from_either_end_above_the_mtu_is_dropped(
+        direction: str, rules: list[str], legs: list[str]) -> None:
+    """With the proxy: no route shrinks (the proxy, a local sender, would adapt its segments to
+    it) and no ICMP filter (nothing is forwarded): a chain on the legs drops what arrives from the
+    client (toward the server) or from the server (toward the client) longer than the MTU; what
+    the proxy sends passes. Revert removes the chain."""
+    ctx = FakeContext(connections=ConnectionTable(443), proxy=FakeProxyChannel())
+    details = apply_and_revert(build("mtu_blackhole", {"mtu": 1200, "direction": direction},
+                                     step="mtu"), ctx)
+    assert details == {"mtu": 1200, "direction": direction, "legs": legs}
+    assert ctx.lab.ns("router").batches == [
+        [":FLP-mtu - [0:0]", *rules, "-I INPUT 1 -j FLP-mtu", "-I OUTPUT 1 -j FLP-mtu"],
+        ["-D INPUT -j FLP-mtu", "-D OUTPUT -j FLP-mtu", "-F FLP-mtu", "-X FLP-mtu"]]

@@ -3,17 +3,30 @@ open flows, pickup off) and a revert that restores each sysctl exactly."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any, cast
 
 import pytest
 
-from faultlab.faults.nat_timeout import LIBERAL, LOOSE, TIMEOUT, _adopt, _read_sysctls, _write_sysctls
+from faultlab.connections import ConnectionTable, Upstream
+from faultlab.errors import MechanismError
+from faultlab.faults.nat_timeout import (
+    LIBERAL,
+    LOOSE,
+    TIMEOUT,
+    _adopt,
+    _read_sysctls,
+    _shorten,
+    _write_sysctls,
+)
 from faultlab.lab.netfilter import commit
 
 from .conftest import (
+    SERVER_PORT,
     FakeContext,
     FakeNamespace,
+    FakeProxyChannel,
     apply_and_revert,
     assert_a_packet_fault_the_run_holds,
     build,
@@ -62,12 +75,13 @@ def test_bad_parameters_are_refused_by_name(params: dict[str, object], field: st
 
 def test_apply_tracks_then_shortens_then_adopts_then_stops_pickup() -> None:
     """The INVALID rule goes in first (tracking starts while pickup is on), then the timeout and
-    liberal window, then the flows the capture saw are adopted, then pickup goes off; revert
+    liberal window, then the flows the capture saw are adopted, the flows tracked already get the
+    new timeout as what they have left, then pickup goes off; revert
     restores pickup first, every sysctl to its value before, and removes the chain."""
     ctx = with_connections(FakeContext(), 40001)
     details = apply_and_revert(build("nat_timeout", {"idle": "3s"}, step="nat"), ctx)
     assert details == {"idle_s": 3, "then": "drop", "direction": "both", "connection": None,
-                       "adopted": None}
+                       "adopted": None, "shortened": None}
     calls = ctx.lab.ns("router").calls
     assert calls[0] == (commit, ([
         ":FL-nat - [0:0]",
@@ -79,12 +93,13 @@ def test_apply_tracks_then_shortens_then_adopts_then_stops_pickup() -> None:
     fn, (flows, idle_s) = calls[3]
     assert fn is _adopt and idle_s == 3
     assert [f.client_port for f in cast(list[Any], flows)] == [40001]
-    assert calls[4] == (_write_sysctls, ({LOOSE: 0},))
-    restored = cast(dict[str, str], calls[5][1][0])
-    assert calls[5][0] is _write_sysctls and list(restored) == [LOOSE, LIBERAL, TIMEOUT]
+    assert calls[4] == (_shorten, (3,))
+    assert calls[5] == (_write_sysctls, ({LOOSE: 0},))
+    restored = cast(dict[str, str], calls[6][1][0])
+    assert calls[6][0] is _write_sysctls and list(restored) == [LOOSE, LIBERAL, TIMEOUT]
     assert restored == BEFORE
-    assert calls[6] == (commit, (["-D FORWARD -j FL-nat", "-F FL-nat", "-X FL-nat"], "filter"))
-    assert len(calls) == 7
+    assert calls[7] == (commit, (["-D FORWARD -j FL-nat", "-F FL-nat", "-X FL-nat"], "filter"))
+    assert len(calls) == 8
     assert ctx.lab.ns("client").calls == [] and ctx.lab.ns("server").calls == []
 
 
@@ -106,3 +121,48 @@ def test_nat_timeout_is_a_packet_fault_the_run_holds() -> None:
     """The run starts nothing for it, holds it, and a restore reverts it."""
     _, lab = assert_a_packet_fault_the_run_holds("nat_timeout", {"idle": "5s"})
     assert lab.ns("router").calls[-1][0] is commit
+
+
+INVALID = "-m conntrack --ctstate INVALID"
+
+
+def test_with_the_proxy_the_forgotten_legs_are_judged_by_their_headers() -> None:
+    """With the proxy: the FORWARD rule is the direct path's (a forgotten client leg's packets are
+    not redirected any more and cross FORWARD); on the legs, by headers (an INVALID packet has no
+    conntrack entry), what the proxy sends on a forgotten leg is dropped and what the server sends
+    meets `then`; the revert removes both chains."""
+    ctx = with_connections(FakeContext(connections=ConnectionTable(SERVER_PORT),
+                                       proxy=FakeProxyChannel()), 40001)
+    details = apply_and_revert(build("nat_timeout", {"idle": "2s", "then": "reset"},
+                                     step="nat"), ctx)
+    assert details["legs"] == ["client", "server"]
+    batches = [args[0] for fn, args in ctx.lab.ns("router").calls if fn is commit]
+    assert batches[1] == [
+        ":FLP-nat - [0:0]",
+        f"-A FLP-nat -o s0 -p tcp --dport 443 {INVALID} -j DROP",
+        f"-A FLP-nat -i s0 -p tcp --sport 443 {INVALID} -j REJECT --reject-with tcp-reset",
+        f"-A FLP-nat -o c0 -p tcp {INVALID} -j DROP",
+        "-I INPUT 1 -j FLP-nat", "-I OUTPUT 1 -j FLP-nat"]
+    assert batches[-2:] == [
+        ["-D FORWARD -j FL-nat", "-F FL-nat", "-X FL-nat"],
+        ["-D INPUT -j FLP-nat", "-D OUTPUT -j FLP-nat", "-F FLP-nat", "-X FLP-nat"]]
+
+
+def test_with_the_proxy_one_connection_is_its_own_and_its_upstreams_headers() -> None:
+    """One connection: the proxy's packets toward that client port, and the server leg by the
+    upstream the proxy reported; with no upstream reported yet the fault fails, leaving nothing."""
+    ctx = with_connections(FakeContext(connections=ConnectionTable(SERVER_PORT),
+                                       proxy=FakeProxyChannel()), 40001)
+    step = build("nat_timeout", {"idle": "2s", "connection": 1, "direction": "to_client"},
+                 step="nat")
+    with pytest.raises(MechanismError, match="not reported the server leg"):
+        asyncio.run(step.apply(ctx))
+    batches = [args[0] for fn, args in ctx.lab.ns("router").calls if fn is commit]
+    assert batches[-1] == ["-D FORWARD -j FL-nat", "-F FL-nat", "-X FL-nat"]
+    ctx.connections.observe_upstream(40001, Upstream("10.0.2.1", 51000, "10.0.2.2", 443))
+    apply_and_revert(step, ctx)
+    batches = [args[0] for fn, args in ctx.lab.ns("router").calls if fn is commit]
+    assert batches[-3][1:3] == [
+        "-A FLP-nat -i s0 -p tcp -s 10.0.2.2 --sport 443 -d 10.0.2.1 --dport 51000 "
+        f"{INVALID} -j DROP",
+        f"-A FLP-nat -o c0 -p tcp --dport 40001 -d 10.0.1.2 {INVALID} -j DROP"]

@@ -41,7 +41,8 @@ class Context:
 
     lab: Lab
     connections: ConnectionTable = field(default_factory=ConnectionTable)
-    proxy: None = None
+    # Anything but None says the proxy is in the path: the faults then add rules on its legs.
+    proxy: object | None = None
     mic: None = None
 
     async def revert(self, step_ids: Sequence[str] | None) -> list[str]:
@@ -252,5 +253,47 @@ def test_nat_timeout_kills_an_idle_flow_and_spares_a_kept_alive_one(tmp_path: Pa
             assert path.lab.router.call(_read_sysctls, names) == sysctls
             assert path.router_state() == before
         assert _read_sysctls(names) == host
+
+    run(go)
+
+
+def _legs_rules() -> list[str]:
+    """The router's rules in the chains on the proxied legs (in the router's namespace)."""
+    out = subprocess.run(["iptables-save"], capture_output=True, text=True, check=True).stdout
+    return [line for line in out.splitlines() if line.startswith("-A FLP-")]
+
+
+@pytest.mark.parametrize(("name", "params"), [
+    ("mtu_blackhole", {"mtu": 1200}),
+    ("tls_stall", {}),
+    ("nat_timeout", {"idle": "1s", "then": "reset"}),
+])
+def test_with_the_proxy_a_middlebox_fault_acts_on_the_legs_and_reverts_clean(
+        tmp_path: Path, name: str, params: dict[str, Any]) -> None:
+    """With the proxy in the path each of these faults puts its rules on the legs (INPUT and
+    OUTPUT, by the client's and the target's links: the redirected connections never cross
+    FORWARD), says which legs in its details, and its revert leaves the router's rules, routes and
+    sysctls as before. Their effect on proxied sessions is judged by the profiles run through the
+    proxy (test_run)."""
+    names = [TIMEOUT, LIBERAL, LOOSE]
+
+    async def go() -> None:
+        async with lab_path(tmp_path) as path:
+            path.ctx.proxy = object()
+            path.ctx.connections.port = PORT
+            before, sysctls = path.router_state(), path.lab.router.call(_read_sysctls, names)
+            hurt = fault(name, "mb", **params)
+            details = await hurt.apply(path.ctx)
+            rules = path.lab.router.call(_legs_rules)
+            links = {path.lab.client_link, path.lab.target_link}
+            assert rules and all(any(link in r for link in links) for r in rules), rules
+            assert details["legs"], details
+            if name == "mtu_blackhole":
+                # No route shrinks: the proxy, a local sender, would adapt to it.
+                assert "mtu" not in path.router_state()
+            await hurt.revert(path.ctx)
+            assert path.lab.router.call(_legs_rules) == []
+            assert path.router_state() == before
+            assert path.lab.router.call(_read_sysctls, names) == sysctls
 
     run(go)

@@ -15,11 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from scapy.layers.inet import IP, TCP
+from scapy.utils import PcapReader
 
 from faultlab.capture.pcap import ACK, RST, Segment, read_segments
 from faultlab.result import RunResult
 
-from ..conftest import slack
+from ..conftest import PROFILES, slack
 from .helpers import failed, first, run_profile
 from .remote import remote_echo
 
@@ -32,16 +34,29 @@ FAULTS = {
     "loss": "fault: loss, loss_percent: 100, connection: first",
     "latency": "fault: latency, latency_ms: 300, direction: to_client, connection: first",
 }
+# What the userspace queue does besides delaying, toward the client: seen on the client's link.
+QUEUED = {
+    "duplicate": "fault: duplicate, duplicate_percent: 50, direction: to_client, connection: first",
+    "reorder": ("fault: reorder, reorder_percent: 50, reorder_gap: 2, direction: to_client, "
+                "connection: first"),
+    "corrupt": "fault: corrupt, corrupt_percent: 10, direction: to_client, connection: first",
+}
+# For the queue's faults the server sends data more often than every 20 ms, the longest a packet
+# is held for reordering when fewer than `reorder_gap` packets overtake it (faultlab.impair.core):
+# the emulator streams its spoken replies' audio (ten times faster at time_scale 0.1), the echo
+# returns the client's messages (sent every 5 ms). Per target: its own and its client's options.
+BUSY = {"emulator": (", time_scale: 0.1", ", --audio, --commit, 200ms"),
+        "remote": ("", ", --send-every, 5ms")}
 # The faults after which nothing of connection 1 crosses either leg.
 SILENCING = {"drop", "link_down", "loss"}
 LATENCY_S = 0.3
 
 EMULATOR = """\
 target:
-  emulator: {{personality: gemini-dev-2026-10}}
+  emulator: {{personality: gemini-dev-2026-10{emulator_extra}}}
 client:
   builtin: naive
-  args: [--retry-after, 1s, --give-up-after, 1s, --duration, 5s]
+  args: [--retry-after, 1s, --give-up-after, 1s, --duration, 5s{client_extra}]
   env: {{GOOGLE_API_KEY: not-a-real-key}}
 proxy: {proxy}
 timeline:
@@ -57,7 +72,7 @@ timeout: 20s
 REMOTE = """\
 client:
   builtin: ws-client
-  args: [--url, "{url}", --duration, 4s, --ping-interval, 500ms, --lost-after, 2s]
+  args: [--url, "{url}", --duration, 4s, --ping-interval, 500ms, --lost-after, 2s{client_extra}]
 proxy: {proxy}
 timeline:
   - id: hit
@@ -74,12 +89,17 @@ CONNECTED = "when: {event: client.connected, where: {attempt: 1}}\n    after: 1s
 def profile_text(target: str, fault: str, proxied: bool, folder: Path) -> Iterator[str]:
     name = f"pp-{fault}-{target}-{'proxy' if proxied else 'direct'}".replace("_", "-")
     proxy = "true" if proxied else "false"
+    step = {**FAULTS, **QUEUED}[fault]
+    target_extra, client_extra = BUSY[target] if fault in QUEUED else ("", "")
     if target == "emulator":
-        yield f"name: {name}\n" + EMULATOR.format(proxy=proxy, fault=FAULTS[fault])
+        yield f"name: {name}\n" + EMULATOR.format(proxy=proxy, fault=step,
+                                                  emulator_extra=target_extra,
+                                                  client_extra=client_extra)
         return
     with remote_echo(folder) as remote:
-        yield remote.profile(name, REMOTE.format(url=remote.url, proxy=proxy, fault=FAULTS[fault],
-                                                 when=FRAME if proxied else CONNECTED))
+        yield remote.profile(name, REMOTE.format(url=remote.url, proxy=proxy, fault=step,
+                                                 when=FRAME if proxied else CONNECTED,
+                                                 client_extra=client_extra))
 
 
 @dataclass(frozen=True)
@@ -187,3 +207,66 @@ def test_a_packet_fault_hurts_both_legs_as_the_direct_path(tmp_path: Path, targe
         assert before and min(before) < LATENCY_S / 3
         assert delayed and min(delayed) >= LATENCY_S - 0.005, delayed
         assert not [e for e in result.observed if e.name == "client.lost"]
+
+
+def queued(pcap: Path, client_port: int, since: float, until: float) -> dict[str, int]:
+    """What the queue did, between unix times `since` and `until`, to the data segments toward
+    `client_port` in a capture, by IP ids (a copy the queue makes keeps its packet's id; a
+    retransmission, a tail-loss probe 7 ms later say, gets a new one) and the stream's bytes:
+    copies of one packet (duplicated); segments whose bytes differ from another segment's at the
+    same stream offsets (one of them was corrupted: the client discarded it, the sender
+    retransmitted, maybe in segments of other sizes); segments none of whose bytes came before,
+    arriving below the highest byte seen (overtaken: reordered)."""
+    earlier: list[tuple[int, int, bytes]] = []  # (stream offset, IP id, payload)
+    first_seq: int | None = None
+    top = 0
+    out = {"duplicate": 0, "corrupt": 0, "reorder": 0}
+    for packet in PcapReader(str(pcap)):
+        if TCP not in packet or packet[TCP].dport != client_port:
+            continue
+        payload = bytes(packet[TCP].payload)
+        if not payload or not since <= float(packet.time) < until:
+            continue
+        first_seq = packet[TCP].seq if first_seq is None else first_seq
+        at, ip_id = (packet[TCP].seq - first_seq) & 0xFFFFFFFF, packet[IP].id
+        overlaps = [(o, i, p) for o, i, p in earlier if o < at + len(payload) and at < o + len(p)]
+        if any(i == ip_id and o == at and p == payload for o, i, p in overlaps):
+            out["duplicate"] += 1
+        elif any(p[max(at, o) - o:min(at + len(payload), o + len(p)) - o]
+                 != payload[max(at, o) - at:min(at + len(payload), o + len(p)) - at]
+                 for o, _, p in overlaps):
+            out["corrupt"] += 1
+        elif not overlaps and at + len(payload) <= top:
+            out["reorder"] += 1
+        earlier.append((at, ip_id, payload))
+        top = max(top, at + len(payload))
+    return out
+
+
+@pytest.mark.parametrize("fault", list(QUEUED))
+@pytest.mark.parametrize("target", ["emulator", "remote"])
+def test_the_queue_duplicates_reorders_and_corrupts_proxied_packets(tmp_path: Path, target: str,
+                                                                     fault: str) -> None:
+    """With the proxy in the path the queue's duplication, reordering and corruption reach the
+    client's packets: on the client's link, what the proxy sends for connection 1 comes twice,
+    out of order, or corrupted (and retransmitted) after the fault, and never before it."""
+    seen = run(tmp_path, target, fault, True)
+    pcap, applied = seen.result.run_dir / "capture.pcap", seen.t0 + seen.applied
+    # fault.applied is stamped once apply returns: the queue may act up to applied_in_ms before.
+    starting = float(first(seen.result, "fault.applied", step="hit").fields["applied_in_ms"]) / 1000
+    before = queued(pcap, seen.client_port, 0.0, applied - starting)
+    after = queued(pcap, seen.client_port, applied, seen.t0 + seen.result.observed_until)
+    assert before[fault] == 0, before
+    assert after[fault] >= 5, after
+
+
+@pytest.mark.parametrize("name", ["mtu-blackhole", "nat-idle-timeout", "tls-stall-on-reconnect"])
+def test_a_middlebox_profile_holds_with_the_proxy_in_the_path(tmp_path: Path, name: str) -> None:
+    """The shipped profiles of the middlebox faults that act on the path's packets pass with the
+    proxy in the path too, their fault on the proxied connection's legs: the black hole swallows
+    the large tool response, the NAT forgets the idle session, the reconnections stall in their
+    TLS handshakes, with the same expectations as without the proxy."""
+    result = run_profile((PROFILES / f"{name}.yaml").read_text() + "proxy: true\n", tmp_path)
+    assert result.verdict == "PASS", failed(result)
+    applied = [e for e in result.observed if e.name == "fault.applied"]
+    assert applied[0].fields.get("legs"), applied[0].fields

@@ -75,7 +75,7 @@ def test_silent_loss_demo(tmp_path: Path) -> None:
 
 SHIPPED = ["silent-loss-restore", "reset", "cable-pull", "app-freeze", "clean-close", "drop-pongs",
            "slow-server", "abort-on-toolcall", "dns-fails-on-reconnect", "middlebox-reset",
-           "mtu-blackhole", "nat-idle-timeout", "nat-rebind"]
+           "mtu-blackhole", "nat-idle-timeout", "nat-rebind", "tls-stall-on-reconnect"]
 
 
 @pytest.mark.alone
