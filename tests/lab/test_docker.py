@@ -112,11 +112,12 @@ def test_the_target_as_a_container(clients_image: str, runs_dir: Path) -> None:
 
 
 def test_field_profiles_with_the_containerised_client(clients_image: str, tmp_path: Path) -> None:
-    """BR1 (an emulator over TLS, the run's CA, the hosts file, the booking ledger) and A1 (the
-    virtual microphone's socket) with their client in the image: both PASS with the field's
-    outcome in the suite table."""
+    """BR1 (an emulator over TLS, the run's CA, the hosts file, the booking ledger), A1 (the
+    virtual microphone's socket) and dns-fails-on-reconnect (the lab's resolver in the
+    container's resolv.conf) with their client in the image: all PASS, the field's outcome in the
+    suite table."""
     done = faultlab("run", "-q", "--client-image", clients_image, "--runs-dir", str(tmp_path),
-                    "field/BR1", "field/A1", timeout=slack(180))
+                    "field/BR1", "field/A1", "dns-fails-on-reconnect", timeout=slack(240))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr
     (table,) = tmp_path.glob("suite-*.md")
     row = next(line for line in table.read_text().splitlines() if "field-BR1 " in line)

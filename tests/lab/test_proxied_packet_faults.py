@@ -34,6 +34,8 @@ FAULTS = {
     "loss": "fault: loss, loss_percent: 100, connection: first",
     "latency": "fault: latency, latency_ms: 300, direction: to_client, connection: first",
 }
+# A reset toward the server, in answer to what it sends (its echo's ticks every 200 ms).
+REJECT_SERVER = {"reject_server": "fault: reject, toward: server, connection: first"}
 # What the userspace queue does besides delaying, toward the client: seen on the client's link.
 QUEUED = {
     "duplicate": "fault: duplicate, duplicate_percent: 50, direction: to_client, connection: first",
@@ -89,7 +91,7 @@ CONNECTED = "when: {event: client.connected, where: {attempt: 1}}\n    after: 1s
 def profile_text(target: str, fault: str, proxied: bool, folder: Path) -> Iterator[str]:
     name = f"pp-{fault}-{target}-{'proxy' if proxied else 'direct'}".replace("_", "-")
     proxy = "true" if proxied else "false"
-    step = {**FAULTS, **QUEUED}[fault]
+    step = {**FAULTS, **QUEUED, **REJECT_SERVER}[fault]
     target_extra, client_extra = BUSY[target] if fault in QUEUED else ("", "")
     if target == "emulator":
         yield f"name: {name}\n" + EMULATOR.format(proxy=proxy, fault=step,
@@ -144,8 +146,9 @@ def run(tmp_path: Path, target: str, fault: str, proxied: bool) -> Seen:
     if proxied:
         upstream = first(result, "proxy.upstream", client_port=client_port)
         leg_port = int(upstream.fields["upstream_port"])
-        # The delay is the client leg's alone; a reject toward the client resets it there.
-        legs = ["client"] if fault in ("latency", "reject") else ["client", "server"]
+        # The delay is the client leg's alone; a reject resets the leg toward its end.
+        legs = {"latency": ["client"], "reject": ["client"],
+                "reject_server": ["server"]}.get(fault, ["client", "server"])
         assert applied.fields["legs"] == legs, applied.fields
     else:
         assert "legs" not in applied.fields
@@ -258,6 +261,24 @@ def test_the_queue_duplicates_reorders_and_corrupts_proxied_packets(tmp_path: Pa
     after = queued(pcap, seen.client_port, applied, seen.t0 + seen.result.observed_until)
     assert before[fault] == 0, before
     assert after[fault] >= 5, after
+
+
+@pytest.mark.parametrize("proxied", [False, True], ids=["direct", "proxy"])
+def test_a_reject_toward_the_server_resets_the_server_on_its_own_leg(tmp_path: Path,
+                                                                     proxied: bool) -> None:
+    """toward: server: the server's next packet is answered with a reset toward it, on the
+    router's link to the target (with the proxy, on the proxy's own connection for connection 1).
+    The client is told nothing, with the proxy as without: what the reset end sends back (its
+    own reset, at the client's or the proxy's next segment) is rejected too, and a reset is never
+    answered, so it vanishes; the client's pings go unanswered and it declares the connection lost
+    after its own timeout (2 s)."""
+    seen = run(tmp_path, "remote", "reject_server", proxied)
+    resets = [s for s in seen.after(seen.to_server(), 0.0) if s.flags & RST]
+    assert resets, "the router reset the server's end"
+    from_server = [s for s in seen.client_link() if s.dport == seen.client_port]
+    assert not [s for s in seen.after(from_server, slack(0.1)) if s.flags & RST]
+    lost = first(seen.result, "client.lost")
+    assert 1.0 <= lost.t - seen.applied <= 3.0 + slack(1.0)
 
 
 @pytest.mark.parametrize("name", ["mtu-blackhole", "nat-idle-timeout", "tls-stall-on-reconnect"])
