@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
+import threading
 import time
 from pathlib import Path
 
@@ -12,6 +14,7 @@ import pytest
 from faultlab.capture.pcap import read_segments
 
 from ..conftest import PROFILES, faultlab, slack
+from .helpers import host_network_state
 
 pytestmark = pytest.mark.lab
 
@@ -78,15 +81,46 @@ SHIPPED = ["silent-loss-restore", "reset", "cable-pull", "app-freeze", "clean-cl
            "mtu-blackhole", "nat-idle-timeout", "nat-rebind", "tls-stall-on-reconnect"]
 
 
+# The host's sysctls the lab's faults set in their own namespaces (nat_timeout's conntrack
+# settings, the router's forwarding): the host's must never change.
+HOST_SYSCTLS = ["net/ipv4/ip_forward", "net/netfilter/nf_conntrack_tcp_loose",
+                "net/netfilter/nf_conntrack_tcp_be_liberal",
+                "net/netfilter/nf_conntrack_tcp_timeout_established"]
+
+
+def host_state() -> str:
+    """The host's network (links, routes, rules, namespaces but the labs') and sysctls."""
+    sysctls = [f"{name} = {path.read_text().strip() if path.exists() else '(none)'}"
+               for name in HOST_SYSCTLS for path in [Path("/proc/sys", name)]]
+    return host_network_state() + "\n".join(sysctls)
+
+
 @pytest.mark.alone
 def test_shipped_profiles_pass(tmp_path: Path) -> None:
     """Each shipped profile's expectations hold (run four at a time, as a user's suite would:
-    one after another took eight lab start-ups in a row)."""
-    done = faultlab("run", "-q", "--jobs", "4", "--runs-dir", str(tmp_path),
-                    *(str(PROFILES / f"{name}.yaml") for name in SHIPPED), timeout=slack(180))
+    one after another took eight lab start-ups in a row), and the host's links, routes, rules
+    and sysctls are as before all the while (sampled every half second)."""
+    before, changed, over = host_state(), [], threading.Event()
+
+    def watch() -> None:
+        while not over.wait(0.5):
+            if (now := host_state()) != before:
+                changed.append(now)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        done = faultlab("run", "-q", "--jobs", "4", "--runs-dir", str(tmp_path),
+                        *(str(PROFILES / f"{name}.yaml") for name in SHIPPED), timeout=slack(180))
+    finally:
+        over.set()
+        watcher.join()
     verdicts = dict(re.findall(r"^== (\S+): (\w+)", done.stdout, re.M))
     assert verdicts == dict.fromkeys(SHIPPED, "PASS"), done.stdout[-4000:] + done.stderr
     assert done.returncode == 0
+    assert not changed, "".join(difflib.unified_diff(before.splitlines(True),
+                                                     changed[0].splitlines(True)))
+    assert host_state() == before
 
 
 def test_failed_expectation_exits_1(tmp_path: Path) -> None:
