@@ -1,10 +1,12 @@
 """Packet faults hurt a connection the same with the proxy in the path as without it: drop,
-reject, link_down, and the impairments (latency, queued in userspace; loss, a kernel rule),
-against the Live API emulator (a frame trigger on its toolCall) and against a remote service on
-this machine's loopback (through the uplink), each with and without the proxy. What the client
-sees is judged in the capture (the client's link) and the client's events; what the server sees
-in `server.pcap` (the router's link toward the target): with the proxy, the proxy's own
-connection for that client connection (`proxy.upstream`) must go silent too.
+reject (toward either end), link_down, and the impairments (latency, duplication, reordering and
+corruption, queued in userspace; loss, a kernel rule; rate, the interface's shaper), against the
+Live API emulator (a frame trigger on its toolCall) and against a remote service on this machine's
+loopback (through the uplink), each with and without the proxy; and the middlebox profiles whose
+faults act on the path's packets pass through the proxy. What the client sees is judged in the
+capture (the client's link) and the client's events; what the server sees in `server.pcap` (the
+router's link toward the target): with the proxy, the proxy's own connection for that client
+connection (`proxy.upstream`).
 """
 
 from __future__ import annotations
@@ -34,8 +36,10 @@ FAULTS = {
     "loss": "fault: loss, loss_percent: 100, connection: first",
     "latency": "fault: latency, latency_ms: 300, direction: to_client, connection: first",
 }
-# A reset toward the server, in answer to what it sends (its echo's ticks every 200 ms).
-REJECT_SERVER = {"reject_server": "fault: reject, toward: server, connection: first"}
+# A reset toward the server, in answer to what it sends (its echo's ticks every 200 ms); the
+# bandwidth toward the client.
+OTHERS = {"reject_server": "fault: reject, toward: server, connection: first",
+          "rate": "fault: rate, rate_kbps: 64, direction: to_client"}
 # What the userspace queue does besides delaying, toward the client: seen on the client's link.
 QUEUED = {
     "duplicate": "fault: duplicate, duplicate_percent: 50, direction: to_client, connection: first",
@@ -91,8 +95,8 @@ CONNECTED = "when: {event: client.connected, where: {attempt: 1}}\n    after: 1s
 def profile_text(target: str, fault: str, proxied: bool, folder: Path) -> Iterator[str]:
     name = f"pp-{fault}-{target}-{'proxy' if proxied else 'direct'}".replace("_", "-")
     proxy = "true" if proxied else "false"
-    step = {**FAULTS, **QUEUED, **REJECT_SERVER}[fault]
-    target_extra, client_extra = BUSY[target] if fault in QUEUED else ("", "")
+    step = {**FAULTS, **QUEUED, **OTHERS}[fault]
+    target_extra, client_extra = BUSY[target] if fault in (*QUEUED, "rate") else ("", "")
     if target == "emulator":
         yield f"name: {name}\n" + EMULATOR.format(proxy=proxy, fault=step,
                                                   emulator_extra=target_extra,
@@ -146,10 +150,11 @@ def run(tmp_path: Path, target: str, fault: str, proxied: bool) -> Seen:
     if proxied:
         upstream = first(result, "proxy.upstream", client_port=client_port)
         leg_port = int(upstream.fields["upstream_port"])
-        # The delay is the client leg's alone; a reject resets the leg toward its end.
-        legs = {"latency": ["client"], "reject": ["client"],
-                "reject_server": ["server"]}.get(fault, ["client", "server"])
-        assert applied.fields["legs"] == legs, applied.fields
+        # The delay is the client leg's alone; a reject resets the leg toward its end; the rate
+        # needs no rule on the legs.
+        legs = {"latency": ["client"], "reject": ["client"], "reject_server": ["server"],
+                "rate": None}.get(fault, ["client", "server"])
+        assert applied.fields.get("legs") == legs, applied.fields
     else:
         assert "legs" not in applied.fields
     return Seen(result, applied.t, float(first(result, "run.start").fields["unix_time"]),
@@ -246,14 +251,16 @@ def queued(pcap: Path, client_port: int, since: float, until: float) -> dict[str
     return out
 
 
+@pytest.mark.parametrize("proxied", [False, True], ids=["direct", "proxy"])
 @pytest.mark.parametrize("fault", list(QUEUED))
 @pytest.mark.parametrize("target", ["emulator", "remote"])
-def test_the_queue_duplicates_reorders_and_corrupts_proxied_packets(tmp_path: Path, target: str,
-                                                                     fault: str) -> None:
-    """With the proxy in the path the queue's duplication, reordering and corruption reach the
-    client's packets: on the client's link, what the proxy sends for connection 1 comes twice,
-    out of order, or corrupted (and retransmitted) after the fault, and never before it."""
-    seen = run(tmp_path, target, fault, True)
+def test_the_queue_duplicates_reorders_and_corrupts_as_the_direct_path(
+        tmp_path: Path, target: str, fault: str, proxied: bool) -> None:
+    """The queue's duplication, reordering and corruption reach the client's packets with the
+    proxy in the path as without: on the client's link, what the server (or the proxy) sends for
+    connection 1 comes twice, out of order, or corrupted (and retransmitted) after the fault,
+    and never before it."""
+    seen = run(tmp_path, target, fault, proxied)
     pcap, applied = seen.result.run_dir / "capture.pcap", seen.t0 + seen.applied
     # fault.applied is stamped once apply returns: the queue may act up to applied_in_ms before.
     starting = float(first(seen.result, "fault.applied", step="hit").fields["applied_in_ms"]) / 1000
@@ -261,6 +268,32 @@ def test_the_queue_duplicates_reorders_and_corrupts_proxied_packets(tmp_path: Pa
     after = queued(pcap, seen.client_port, applied, seen.t0 + seen.result.observed_until)
     assert before[fault] == 0, before
     assert after[fault] >= 5, after
+
+
+RATE_KBPS = 64
+
+
+@pytest.mark.parametrize("proxied", [False, True], ids=["direct", "proxy"])
+def test_rate_holds_what_reaches_the_client_to_the_asked_bandwidth(tmp_path: Path,
+                                                                   proxied: bool) -> None:
+    """rate toward the client needs no rule on the legs: the interface toward the client shapes
+    what the proxy sends as what the router forwards. The echo of a message every 5 ms (140-200
+    kbit/s on the wire before the fault) reaches the client at the rate: within 25 % (the
+    bucket's burst counts in a 2 s window), and at most 3/4 of what it was."""
+    seen = run(tmp_path, "remote", "rate", proxied)
+    from_server = [s for s in seen.client_link() if s.dport == seen.client_port]
+
+    def kbps(segments: list[Segment]) -> float:
+        # On the wire: the payload, 52 bytes of IP and TCP headers with timestamps, 14 of
+        # Ethernet.
+        assert len(segments) > 10, len(segments)
+        span = segments[-1].ts - segments[0].ts
+        return sum(len(s.payload) + 66 for s in segments[:-1]) * 8 / 1000 / span
+
+    before = kbps(seen.before(from_server))
+    shaped = kbps(seen.after(from_server, 0.5))  # past the first burst the bucket lets through
+    assert RATE_KBPS * 0.5 < shaped < RATE_KBPS * 1.25, shaped
+    assert shaped < 0.75 * before, (before, shaped)
 
 
 @pytest.mark.parametrize("proxied", [False, True], ids=["direct", "proxy"])
