@@ -50,7 +50,7 @@ lint: install
 
 # Every figure beside the tool a user would otherwise pick, in one run and one table
 # (bench/all.py); BENCH_JSON=FILE also writes it as JSON for bench/compare.py. The pcap peers
-# are dpkt (the `bench` extra) and scapy (a dependency); tshark comes with `install`.
+# are dpkt and scapy (the `bench` extra); tshark comes with `install`.
 bench: install
 	$(BIN)/pip install -q --disable-pip-version-check -e '.[bench]'
 	$(BIN)/python bench/all.py $(if $(BENCH_JSON),--json $(BENCH_JSON))

@@ -6,7 +6,8 @@ the router forgets after `idle`. A packet of a forgotten flow is INVALID, has no
 to match by (so the legs' rules match by headers), and is no longer redirected: the client's goes
 the direct way, to FORWARD, where the direct path's rule drops or rejects it as without the
 proxy; the server's reaches the router's INPUT, where a rule on the server leg does. What the
-proxy sends on a forgotten leg is dropped (a reset there would reset the proxy's own socket).
+proxy sends on a forgotten leg is dropped (rejecting it would reset the proxy's own socket), all
+but resets: those REJECT sends for `then: reset` leave by OUTPUT too, with no flow either.
 """
 
 from __future__ import annotations
@@ -137,13 +138,16 @@ def _on_legs(ctx: FaultContext, p: NatTimeoutParams) -> list[str]:
                        f" -d {upstream.address} --dport {upstream.port}")
     elif port:
         server_down = f" --sport {port}"
+    # A reset leaving the router is let through: the resets REJECT sends (`then: reset`) leave
+    # by OUTPUT too, and belong to no flow either.
+    sent = f"! --tcp-flags RST RST {invalid} -j DROP"
     rules = []
     for way in hurt_directions(p.direction):
         if way == "to_server":
-            rules.append(f"-o {lab.target_link} -p tcp{server_up} {invalid} -j DROP")
+            rules.append(f"-o {lab.target_link} -p tcp{server_up} {sent}")
         else:
             rules.append(f"-i {lab.target_link} -p tcp{server_down} {invalid} -j {action}")
-            rules.append(f"-o {lab.client_link} -p tcp{to_client} {invalid} -j DROP")
+            rules.append(f"-o {lab.client_link} -p tcp{to_client} {sent}")
     return rules
 
 

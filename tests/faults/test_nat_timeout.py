@@ -124,13 +124,15 @@ def test_nat_timeout_is_a_packet_fault_the_run_holds() -> None:
 
 
 INVALID = "-m conntrack --ctstate INVALID"
+SENT = f"! --tcp-flags RST RST {INVALID} -j DROP"
 
 
 def test_with_the_proxy_the_forgotten_legs_are_judged_by_their_headers() -> None:
     """With the proxy: the FORWARD rule is the direct path's (a forgotten client leg's packets are
     not redirected any more and cross FORWARD); on the legs, by headers (an INVALID packet has no
-    conntrack entry), what the proxy sends on a forgotten leg is dropped and what the server sends
-    meets `then`; the revert removes both chains."""
+    conntrack entry), what the proxy sends on a forgotten leg is dropped but resets (REJECT's
+    leave by OUTPUT too) and what the server sends meets `then`; the revert removes both
+    chains."""
     ctx = with_connections(FakeContext(connections=ConnectionTable(SERVER_PORT),
                                        proxy=FakeProxyChannel()), 40001)
     details = apply_and_revert(build("nat_timeout", {"idle": "2s", "then": "reset"},
@@ -139,9 +141,9 @@ def test_with_the_proxy_the_forgotten_legs_are_judged_by_their_headers() -> None
     batches = [args[0] for fn, args in ctx.lab.ns("router").calls if fn is commit]
     assert batches[1] == [
         ":FLP-nat - [0:0]",
-        f"-A FLP-nat -o s0 -p tcp --dport 443 {INVALID} -j DROP",
+        f"-A FLP-nat -o s0 -p tcp --dport 443 {SENT}",
         f"-A FLP-nat -i s0 -p tcp --sport 443 {INVALID} -j REJECT --reject-with tcp-reset",
-        f"-A FLP-nat -o c0 -p tcp {INVALID} -j DROP",
+        f"-A FLP-nat -o c0 -p tcp {SENT}",
         "-I INPUT 1 -j FLP-nat", "-I OUTPUT 1 -j FLP-nat"]
     assert batches[-2:] == [
         ["-D FORWARD -j FL-nat", "-F FL-nat", "-X FL-nat"],
@@ -165,4 +167,4 @@ def test_with_the_proxy_one_connection_is_its_own_and_its_upstreams_headers() ->
     assert batches[-3][1:3] == [
         "-A FLP-nat -i s0 -p tcp -s 10.0.2.2 --sport 443 -d 10.0.2.1 --dport 51000 "
         f"{INVALID} -j DROP",
-        f"-A FLP-nat -o c0 -p tcp --dport 40001 -d 10.0.1.2 {INVALID} -j DROP"]
+        f"-A FLP-nat -o c0 -p tcp --dport 40001 -d 10.0.1.2 {SENT}"]

@@ -104,7 +104,8 @@ def profile_text(target: str, fault: str, proxied: bool, folder: Path) -> Iterat
         return
     with remote_echo(folder) as remote:
         yield remote.profile(name, REMOTE.format(url=remote.url, proxy=proxy, fault=step,
-                                                 when=FRAME if proxied else CONNECTED,
+                                                 when=FRAME if proxied and fault != "rate"
+                                                 else CONNECTED,
                                                  client_extra=client_extra))
 
 
@@ -277,9 +278,11 @@ RATE_KBPS = 64
 def test_rate_holds_what_reaches_the_client_to_the_asked_bandwidth(tmp_path: Path,
                                                                    proxied: bool) -> None:
     """rate toward the client needs no rule on the legs: the interface toward the client shapes
-    what the proxy sends as what the router forwards. The echo of a message every 5 ms (140-200
-    kbit/s on the wire before the fault) reaches the client at the rate: within 25 % (the
-    bucket's burst counts in a 2 s window), and at most 3/4 of what it was."""
+    what the proxy sends as what the router forwards. It starts a second into the connection
+    (the third frame, the frame trigger's, comes within milliseconds of the first echo). The echo
+    of a message every 5 ms (140-200 kbit/s on the wire before the fault) reaches the client at
+    the rate: within 25 % (the bucket's burst counts in a 2 s window), and at most 3/4 of what it
+    was."""
     seen = run(tmp_path, "remote", "rate", proxied)
     from_server = [s for s in seen.client_link() if s.dport == seen.client_port]
 
@@ -324,3 +327,25 @@ def test_a_middlebox_profile_holds_with_the_proxy_in_the_path(tmp_path: Path, na
     assert result.verdict == "PASS", failed(result)
     applied = [e for e in result.observed if e.name == "fault.applied"]
     assert applied[0].fields.get("legs"), applied[0].fields
+
+
+def test_a_nat_timeout_that_resets_resets_the_client_through_the_proxy(tmp_path: Path) -> None:
+    """nat-idle-timeout with `then: reset`, through the proxy: the client's first ping after the
+    router forgot the idle flow is answered with a reset (REJECT's, which the legs' rules let
+    out of the router), so the client learns at once, where with `drop` its pings go unanswered
+    until its own timeout."""
+    text = (PROFILES / "nat-idle-timeout.yaml").read_text().replace(
+        "do: {fault: nat_timeout, idle: 2s}", "do: {fault: nat_timeout, idle: 2s, then: reset}")
+    text = text[:text.index("expect:")] + "proxy: true\ntimeout: 30s\n"
+    result = run_profile(text, tmp_path)
+    assert result.error is None, failed(result)
+    applied = first(result, "fault.applied", step="nat")
+    assert applied.fields["then"] == "reset" and applied.fields["legs"] == ["client", "server"]
+    client_port = int(first(result, "tcp.connect", k=1).fields["client_port"])
+    t0 = float(first(result, "run.start").fields["unix_time"])
+    resets = [s for s in read_segments(result.run_dir / "capture.pcap")
+              if s.dport == client_port and s.flags & RST and s.ts - t0 > applied.t + 2.0]
+    assert resets, "the client's packet on the forgotten flow was answered with a reset"
+    lost = first(result, "client.lost")
+    assert lost.fields["why"] != "pings unanswered", lost.fields
+    assert lost.t - (resets[0].ts - t0) < slack(0.5)
