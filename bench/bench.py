@@ -383,7 +383,7 @@ def bench_emulator(sessions: int, seconds: float) -> tuple[float, float, float]:
         arrivals: dict[int, list[float]] = defaultdict(list)
         for line in events.read_text().splitlines():
             e = json.loads(line)
-            # An audio chunk's kind: `realtime_input.audio` (livewire names the part).
+            # An audio chunk's kind: `realtime_input.audio` (the Gemini protocol names the part).
             if e["event"] == "emulator.frame" and e.get("kind") == "realtime_input.audio":
                 arrivals[e["conn"]].append(e["ts"])
     lateness = []

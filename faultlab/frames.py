@@ -17,8 +17,8 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from faultlab.events import Event
-from faultlab.livewire import kind_matches, snake_keys
 from faultlab.model import Model
+from faultlab.protocols import DEFAULT
 from faultlab.vocabulary import FrameLogged, Sender
 
 MAX_REGEX_CHARS = 1000  # a pattern in a profile; compiling is then quick (a 1,000-char one: 2 ms)
@@ -39,7 +39,7 @@ class Frame:
         """The content as JSON with snake_case protocol keys (None when it is not JSON), parsed
         once however many steps match on it."""
         try:
-            return snake_keys(json.loads(self.content or ""))
+            return DEFAULT.normalise(json.loads(self.content or ""))
         except (ValueError, UnicodeDecodeError):
             return None
 
@@ -114,7 +114,7 @@ class FrameMatch(Model):
             return False
         if self.connection is not None and frame.connection != self.connection:
             return False
-        if self.kind and not kind_matches(frame.kind, self.kind):
+        if self.kind and not DEFAULT.kind_matches(frame.kind, self.kind):
             return False
         if self.equals or self.regex:
             data = frame.data

@@ -28,6 +28,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any, Literal, overload
 
+from faultlab.protocols import PROTOCOLS
+
 PRIVATE_FILE = 0o600
 PRIVATE_DIR = 0o700
 
@@ -36,11 +38,12 @@ PRIVATE_DIR = 0o700
 # `access_token`).
 SECRET_FIELDS = frozenset({"key", "authorization"})
 SECRET_ENDINGS = ("handle", "token", "apikey", "secret", "password")
-# Where a request carries its credentials: query parameters and headers (the service's names).
-CREDENTIAL_PARAMS = ("key", "access_token")
-CREDENTIAL_HEADERS = ("x-goog-api-key", "authorization")
+# Where a request carries its credentials: query parameters and headers (every protocol's names).
+CREDENTIAL_PARAMS = tuple(dict.fromkeys(n for p in PROTOCOLS.values() for n in p.credential_params))
+CREDENTIAL_HEADERS = tuple(dict.fromkeys(n for p in PROTOCOLS.values()
+                                         for n in p.credential_headers))
 # The environment variables that give a client its API key.
-SECRET_ENV = ("GOOGLE_API_KEY", "GEMINI_API_KEY")
+SECRET_ENV = tuple(dict.fromkeys(n for p in PROTOCOLS.values() for n in p.secret_env))
 # Shorter values are not redacted where they appear in text: a key of "x" would erase every x.
 # Real API keys are 39 characters; the tests' stand-ins ("not-a-real-key") are 14.
 MIN_SECRET_CHARS = 8

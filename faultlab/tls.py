@@ -23,10 +23,10 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from faultlab.errors import LabError
 from faultlab.private import PRIVATE_DIR, write_private
-from faultlab.services import GEMINI, SERVICES, Service
+from faultlab.protocols import PROTOCOLS, Service
 
 # The names the real services answer on, and this machine's; certificates cover them by default.
-SERVICE_NAMES = (*(n for s in SERVICES.values() for n in s.certificate_names), "localhost")
+SERVICE_NAMES = (*(n for p in PROTOCOLS.values() for n in p.service.certificate_names), "localhost")
 LOOPBACK_IPS = ("127.0.0.1", "::1")
 # Where runtimes look for the CA certificates to trust: Python's ssl (so httpx and websockets),
 # requests, Node (which adds them to its own).
@@ -176,7 +176,7 @@ def trust_environment(ca_path: str) -> dict[str, str]:
     return dict.fromkeys(TRUST_VARIABLES, ca_path)
 
 
-def client_environment(ca_path: str, base_url: str, service: Service = GEMINI) -> dict[str, str]:
+def client_environment(ca_path: str, base_url: str, service: Service) -> dict[str, str]:
     """What an unmodified SDK client of `service` needs in its environment to reach the emulator
     at `base_url`, whose certificate the CA in `ca_path` issued."""
     return {**trust_environment(ca_path), **dict.fromkeys(service.base_url_variables, base_url)}

@@ -13,7 +13,7 @@ from faultlab.errors import LabError
 from faultlab.lab import backend_for
 from faultlab.lab import uplink as lab_uplink
 from faultlab.profile import parse_profile
-from faultlab.services import GEMINI
+from faultlab.protocols import GEMINI
 from faultlab.targets import TargetKind
 
 SERVER = IPv4Address("198.18.0.6")
@@ -68,10 +68,10 @@ def test_an_emulator_serves_the_services_names_with_the_runs_ca(tmp_path: Path) 
     assert [argv[i + 1] for i, a in enumerate(argv) if a == "--utterances"] == [
         "/profiles/said", str(tmp_path / "speech")]
     assert (kind.in_lab, kind.frame_log, kind.uplink) == (True, "emulator.connect", None)
-    assert kind.address(FakeLab()) == str(SERVER) and kind.client_names() == list(GEMINI.hosts)
+    assert kind.address(FakeLab()) == str(SERVER) and kind.client_names() == list(GEMINI.service.hosts)
     env = kind.client_env(run, proxied=False)
     assert env["SSL_CERT_FILE"] == str(tmp_path / "ca" / "ca.pem")
-    assert env["GOOGLE_GEMINI_BASE_URL"] == f"https://{GEMINI.endpoint}:8443"
+    assert env["GOOGLE_GEMINI_BASE_URL"] == f"https://{GEMINI.service.endpoint}:8443"
     assert kind.upstream_ca(run) == tmp_path / "ca" / "ca.pem"
     assert "SSLKEYLOGFILE" in kind.env(run)
 
@@ -80,7 +80,7 @@ def test_the_emulator_on_the_services_port_gives_a_plain_base_url(tmp_path: Path
     kind = kind_of("{emulator: {}}")
     assert kind.listen_port == 443
     env = kind.client_env(FakeRun(tmp_path, tmp_path), proxied=True)
-    assert env["GOOGLE_VERTEX_BASE_URL"] == f"https://{GEMINI.endpoint}"
+    assert env["GOOGLE_VERTEX_BASE_URL"] == f"https://{GEMINI.service.endpoint}"
 
 
 def test_a_program_target_runs_in_the_lab_and_needs_nothing_of_the_client(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ from faultlab.calibrate.endpoint import Endpoint, EndpointError, Live, connect_e
 from faultlab.calibrate.sheet import ACCEPTED, ANSWERED, Observations
 from faultlab.emulator.audio import DEFAULT_THRESHOLD_DBFS, FRAME_SAMPLES, frame_dbfs
 from faultlab.emulator.personality import Personality
-from faultlab.livewire import RATE
+from faultlab.protocols.gemini import RATE
 from faultlab.scenarios import PackError, ProbeWords, pack_named
 from faultlab.speech import RATE_IN, RATE_OUT, synthesise
 

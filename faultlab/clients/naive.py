@@ -38,7 +38,7 @@ from faultlab.clients.liveness import Liveness, close_parked
 from faultlab.clients.options import main, parser_for
 from faultlab.clients.uplink import Uplink
 from faultlab.events import EventWriter
-from faultlab.livewire import kind_of
+from faultlab.protocols.gemini import kind_of
 from faultlab.scenarios.booking.conversation import BookingConversation, Turn
 
 # A set-up connection: the stack that closes it, and the SDK's session on it.

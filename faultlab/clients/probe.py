@@ -17,7 +17,7 @@ import sys
 from typing import Any
 
 from faultlab.events import EventWriter
-from faultlab.livewire import kind_of
+from faultlab.protocols.gemini import kind_of
 from faultlab.units import parse_duration
 
 

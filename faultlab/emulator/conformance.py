@@ -13,7 +13,7 @@ from typing import Any
 
 from faultlab.emulator.refusals import invalid_value, list_at, object_at, unknown_name
 from faultlab.emulator.schema import Leaf, Message
-from faultlab.livewire import snake
+from faultlab.protocols.gemini import snake
 
 _INTEGER = re.compile(r"-?\d{1,20}")  # proto3 JSON: a 64-bit integer may come as a string
 _NUMBER = re.compile(r"-?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|NaN|-?Infinity")

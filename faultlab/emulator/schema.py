@@ -31,7 +31,7 @@ from typing import Any, Literal
 import pydantic
 from google.genai import types
 
-from faultlab.livewire import snake
+from faultlab.protocols.gemini import snake
 
 Shape = Literal["object", "list", "any"]
 JsonType = Literal["string", "integer", "number", "boolean", "enum", "object", "string_map", "any"]

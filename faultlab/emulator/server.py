@@ -14,7 +14,6 @@ import contextlib
 import errno
 import json
 import logging
-import re
 import ssl
 from collections.abc import Callable
 from http import HTTPStatus
@@ -34,7 +33,7 @@ from websockets.http11 import Request, Response
 from faultlab.emulator import wsinternals
 from faultlab.emulator.refusals import close_reason
 from faultlab.emulator.session import Emulator
-from faultlab.livewire import kind_of
+from faultlab.protocols.gemini import GEMINI, kind_of
 from faultlab.vocabulary import FrameLogged
 
 log = logging.getLogger(__name__)
@@ -61,23 +60,6 @@ UNPARSED_STATUS: dict[type[BaseException], int] = {
 NO_IDENTITY = ("Method doesn't allow unregistered callers (callers without established identity)."
                " Please use API Key or other form of API consumer identity to call this API.")
 NO_IDENTITY_REASON = close_reason(NO_IDENTITY)
-DEVELOPER_PATH = re.compile(
-    r"/ws/google\.ai\.generativelanguage\.v1(alpha|beta)?\.GenerativeService\."
-    r"BidiGenerateContent(Constrained)?$")
-VERTEX_PATH = re.compile(r"/ws/google\.cloud\.aiplatform\.v1(beta1)?\.LlmBidiService/BidiGenerateContent$")
-
-
-def api_of(path: str) -> str | None:
-    """`developer`, `vertex`, or None for a path the service does not serve."""
-    # Collapse slashes first: urlsplit reads a leading "//ws" as a host name.
-    clean = re.sub(r"/{2,}", "/", without_query(path))
-    if DEVELOPER_PATH.search(clean):
-        return "developer"
-    if VERTEX_PATH.search(clean):
-        return "vertex"
-    return None
-
-
 def without_query(path: str) -> str:
     """A request's path without its query, which may carry the key."""
     return path.split("?", 1)[0]
@@ -101,13 +83,6 @@ def refusal(request: Request | None, response: Response | None,
 
 def _before_colon(text: str) -> str:
     return text.split(":", 1)[0]
-
-
-def has_identity(request: Request) -> bool:
-    if request.headers.get("x-goog-api-key") or request.headers.get("Authorization"):
-        return True
-    query = parse_qs(urlsplit(request.path).query)
-    return bool(query.get("key") or query.get("access_token"))
 
 
 class EmulatorServer:
@@ -181,7 +156,7 @@ class EmulatorServer:
                 log.exception("emulator bug while forgetting dead sessions")
 
     def _check_path(self, ws: ServerConnection, request: Request) -> Response | None:
-        if api_of(request.path) is None:
+        if GEMINI.dialect_of(request.path) is None:
             return ws.respond(HTTPStatus.NOT_FOUND, "Not Found\n")
         return None
 
@@ -200,9 +175,9 @@ class EmulatorServer:
         request = ws.request
         assert request is not None
         peer = ws.remote_address
-        conn = self.emulator.connect(loop.time(), api_of(request.path) or "developer",
+        conn = self.emulator.connect(loop.time(), GEMINI.dialect_of(request.path) or "developer",
                                      client_port=int(peer[1]) if peer else None)
-        if not has_identity(request):
+        if not GEMINI.authorised(request.headers, parse_qs(urlsplit(request.path).query)):
             self.emit("emulator.refused", conn=conn.number, path=without_query(request.path),
                       code=1008, reason=NO_IDENTITY_REASON)
             conn.peer_closed(loop.time())

@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from faultlab.emulator.refusals import INVALID_JSON, MALFORMED, ProtocolError
-from faultlab.livewire import snake
+from faultlab.protocols.gemini import snake
 
 # Objects and lists nested deeper than this are refused before anything walks them: the SDK's own
 # setup nests 9 levels, a function's parameters schema 2 more per level of the schema it describes.

@@ -26,7 +26,7 @@ from faultlab.emulator.refusals import (
 )
 from faultlab.emulator.schema import client_message
 from faultlab.emulator.strictjson import load_frame
-from faultlab.livewire import RATE, kind_of, snake, snake_keys
+from faultlab.protocols.gemini import RATE, kind_of, snake, snake_keys
 
 
 @dataclass(frozen=True)

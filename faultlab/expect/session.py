@@ -18,11 +18,9 @@ from faultlab.events import Event
 from faultlab.expect.base import Expectation, Outcome, RunFacts
 from faultlab.expect.registry import register
 from faultlab.frames import connection_of, sender_of
-from faultlab.livewire import kind_matches
 from faultlab.model import Duration, EventMatch, Model
+from faultlab.protocols import DEFAULT
 from faultlab.vocabulary import FaultApplied, FrameLogged, RunTeardown
-
-REPLY_KINDS = ("serverContent.modelTurn", "toolCall")
 
 
 @register
@@ -144,8 +142,7 @@ class Window(Model):
 
 def is_reply(event: Event) -> bool:
     """A message in which the model says something or calls a tool."""
-    return sender_of(event) == "server" and any(
-        kind_matches(str(event.fields.get("kind", "")), k) for k in REPLY_KINDS)
+    return sender_of(event) == "server" and DEFAULT.is_reply(str(event.fields.get("kind", "")))
 
 
 @register

@@ -10,7 +10,7 @@ from pydantic import Field
 from faultlab.faults.app import AppFault, AppParams, heading
 from faultlab.faults.base import register
 from faultlab.faults.flows import Direction
-from faultlab.livewire import kind_matches
+from faultlab.protocols import DEFAULT
 
 if TYPE_CHECKING:
     from mitmproxy import http, websocket
@@ -67,7 +67,7 @@ class Rewrite(AppFault[RewriteParams]):
         if not heading(p.direction, message.from_client) or (
                 p.count is not None and self.rewritten >= p.count):
             return
-        if p.kind and not kind_matches(kind, p.kind):
+        if p.kind and not DEFAULT.kind_matches(kind, p.kind):
             return
         try:
             data = json.loads(message.content)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from faultlab.events import Event
 from faultlab.frames import connection_of, sender_of
+from faultlab.protocols import DEFAULT
 from faultlab.report.bursts import Burst, bursts
 from faultlab.vocabulary import FrameLogged, ProcessExit, TcpConnect, TcpFin, TcpRst, fault_spans
 
@@ -65,26 +66,6 @@ TCP_PAIR_S = 0.1
 SERVER_MARKERS = {"emulator.resumed": "recovered", "emulator.tcp_gave_up": "loss",
                   "emulator.answer": "conversation"}
 LABEL_CHARS = 40  # a marker's text beside it; the tooltip has all of it
-
-
-def category_of(kind: str) -> str:
-    """The colour group of a Live API message kind (`faultlab.livewire.kind_of`)."""
-    head, _, parts = kind.partition(".")
-    if head in ("setup", "setup_complete"):
-        return "setup"
-    if head == "realtime_input" or (head == "server_content" and "model_turn" in parts):
-        return "audio"
-    if head in ("tool_call", "tool_call_cancellation"):
-        return "tool_call"
-    if head == "tool_response":
-        return "tool_response"
-    if head == "server_content" and ("turn_complete" in parts or "generation_complete" in parts):
-        return "turn_complete"
-    if head == "session_resumption_update":
-        return "resumption"
-    if head == "go_away":
-        return "close"
-    return "content"
 
 
 @dataclass(frozen=True)
@@ -182,13 +163,13 @@ def _messages(events: Sequence[Event]) -> list[Item]:
         e = burst.first
         kind = str(e.fields.get("kind") or e.fields.get("opcode") or "message")
         src: LaneId = "client" if sender(e) == "client" else "server"
-        short = kind.removeprefix("server_content.")
+        short = DEFAULT.label_of(kind)
         label = short if burst.count == 1 else f"{short} x{burst.count}"
         if burst.audio_s:
             label += f" ({burst.audio_s:.2f} s audio)"
         items.append(Item(
             t=e.t, lane=src, to="server" if src == "client" else "client", name=log, label=label,
-            category=category_of(kind), t_end=burst.last.t if burst.count > 1 else None,
+            category=DEFAULT.category_of(kind), t_end=burst.last.t if burst.count > 1 else None,
             count=burst.count, audio_s=round(burst.audio_s, 3), conn=connection_of(e),
             fields=burst.fields))
     # Closes, with their code, from the same log's side.

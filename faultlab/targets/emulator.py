@@ -18,7 +18,7 @@ from faultlab.emulator.personality import DEFAULT_PERSONALITY, PERSONALITIES, pe
 from faultlab.model import Model, one_of
 from faultlab.private import create_private
 from faultlab.problems import message_of
-from faultlab.services import GEMINI
+from faultlab.protocols import GEMINI
 from faultlab.targets.base import Surroundings, TargetKind
 
 # The port it listens on when the profile gives none: the service's.
@@ -91,14 +91,15 @@ class Emulator(TargetKind):
 
     def client_names(self) -> list[str]:
         # So that the SDK's default endpoints reach it.
-        return list(GEMINI.hosts)
+        return list(GEMINI.service.hosts)
 
     def client_env(self, run: Surroundings, proxied: bool) -> dict[str, str]:
         from faultlab.tls import client_environment  # the TLS stack loads when a run starts
 
         port = self.listen_port
         suffix = "" if port == DEFAULT_PORT else f":{port}"
-        return client_environment(str(run.ca.cert_path), f"https://{GEMINI.endpoint}{suffix}")
+        return client_environment(str(run.ca.cert_path), f"https://{GEMINI.service.endpoint}{suffix}",
+                                  GEMINI.service)
 
     def upstream_ca(self, run: Surroundings) -> Path | None:
         return run.ca.cert_path

@@ -32,9 +32,9 @@ from faultlab.injector import FaultRuntime
 from faultlab.lab.base import Lab, LabSpec, Role
 from faultlab.lab.namespace import Namespace
 from faultlab.lab.netfilter import commit
-from faultlab.livewire import describe
 from faultlab.mic import VirtualMic
 from faultlab.profile import Profile, parse_profile
+from faultlab.protocols.gemini import describe
 from faultlab.proxy.control import Apply, Arm, FaultOrder, Number, ProxyControl, Reply, Request, Revert
 from faultlab.proxy.state import ProxyState
 from faultlab.timeline import Due
@@ -301,7 +301,8 @@ class Proxy:
 
     def send(self, flow: http.HTTPFlow, content: bytes | dict[str, Any], from_client: bool,
              binary: bool = False, injected: bool = False) -> websocket.WebSocketMessage:
-        """Offer a message to the proxy's hooks as the frame log does, its kind from livewire."""
+        """Offer a message to the proxy's hooks as the frame log does, its kind from the
+        protocol's `describe`."""
         data = json.dumps(content).encode() if isinstance(content, dict) else content
         message = websocket.WebSocketMessage(Opcode.BINARY if binary else Opcode.TEXT,
                                              from_client, data, injected=injected)

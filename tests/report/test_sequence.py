@@ -4,9 +4,10 @@ messages, faults as bands, and the moments expectations were judged on."""
 from __future__ import annotations
 
 from faultlab.events import Event
+from faultlab.protocols import GEMINI
 from faultlab.report.bursts import BURST_GAP_S, bursts
 from faultlab.report.record import RunRecord
-from faultlab.report.sequence import build_view, category_of
+from faultlab.report.sequence import build_view
 
 
 def ev(t: float, source: str, name: str, **fields: object) -> Event:
@@ -124,7 +125,7 @@ def test_judgements_carry_their_moment() -> None:
 
 
 def test_kinds_fall_into_the_legend_s_categories() -> None:
-    assert [category_of(k) for k in (
+    assert [GEMINI.category_of(k) for k in (
         "setup", "setup_complete", "realtime_input.audio", "server_content.model_turn",
         "tool_call", "tool_response", "server_content.turn_complete",
         "session_resumption_update", "go_away", "client_content")] == [

@@ -4,7 +4,7 @@ import json
 import pytest
 
 from faultlab.events import redact
-from faultlab.livewire import describe, kind_matches, kind_of
+from faultlab.protocols.gemini import describe, kind_matches, kind_of
 
 
 def test_setup_and_audio_are_described() -> None:

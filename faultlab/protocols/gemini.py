@@ -1,10 +1,14 @@
-"""Live API messages as faultlab names them: one `kind_of` for every part that logs or matches.
+"""Gemini Live (BidiGenerateContent, the Developer API's and Vertex AI's): its service, its kinds,
+its routes.
 
 A kind is the message's top-level key in snake_case (`tool_call`, `setup_complete`), refined for
 two keys: `realtime_input.<part>` (`realtime_input.audio`), and `server_content.<parts>` with the
 parts it carries joined by `+` in one fixed order (`server_content.generation_complete+turn_complete`).
 The proxy, the emulator, the reference clients and the pcap inspector all spell kinds so, and
 profiles match them in either spelling (`toolCall`, `serverContent.turnComplete`).
+
+The emulator, the reference clients and `calibrate` speak this API only and use the module's
+functions directly; everything else asks the run's protocol (faultlab.protocols).
 """
 
 from __future__ import annotations
@@ -13,7 +17,9 @@ import functools
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
+
+from faultlab.protocols.base import Protocol, Service
 
 # The sample rate in an audio MIME type, `audio/pcm;rate=16000`.
 RATE = re.compile(r"rate=(\d+)")
@@ -131,3 +137,80 @@ def describe(content: bytes | str) -> dict[str, Any]:
                 out[field] = str(body[field].get("text", ""))[:200]
     return out
 
+
+def category_of(kind: str) -> str:
+    """The colour group of a kind in the swimlanes."""
+    head, _, parts = kind.partition(".")
+    if head in ("setup", "setup_complete"):
+        return "setup"
+    if head == "realtime_input" or (head == "server_content" and "model_turn" in parts):
+        return "audio"
+    if head in ("tool_call", "tool_call_cancellation"):
+        return "tool_call"
+    if head == "tool_response":
+        return "tool_response"
+    if head == "server_content" and ("turn_complete" in parts or "generation_complete" in parts):
+        return "turn_complete"
+    if head == "session_resumption_update":
+        return "resumption"
+    if head == "go_away":
+        return "close"
+    return "content"
+
+
+DEVELOPER_PATH = re.compile(
+    r"/ws/google\.ai\.generativelanguage\.v1(alpha|beta)?\.GenerativeService\."
+    r"BidiGenerateContent(Constrained)?$")
+VERTEX_PATH = re.compile(r"/ws/google\.cloud\.aiplatform\.v1(beta1)?\.LlmBidiService/BidiGenerateContent$")
+
+
+def dialect_of(path: str) -> str | None:
+    """`developer`, `vertex`, or None for a path the service does not serve."""
+    # Collapse slashes first: urlsplit reads a leading "//ws" as a host name.
+    clean = re.sub(r"/{2,}", "/", path.split("?", 1)[0])
+    if DEVELOPER_PATH.search(clean):
+        return "developer"
+    if VERTEX_PATH.search(clean):
+        return "vertex"
+    return None
+
+
+class GeminiLive(Protocol):
+    name: ClassVar[str] = "gemini"
+    service: ClassVar[Service] = Service(
+        name="gemini",
+        hosts=("generativelanguage.googleapis.com", "aiplatform.googleapis.com",
+               "us-central1-aiplatform.googleapis.com", "europe-west4-aiplatform.googleapis.com"),
+        certificate_names=("generativelanguage.googleapis.com", "aiplatform.googleapis.com",
+                           "*.aiplatform.googleapis.com"),
+        base_url_variables=("GOOGLE_GEMINI_BASE_URL", "GOOGLE_VERTEX_BASE_URL"),
+    )
+    credential_params: ClassVar[tuple[str, ...]] = ("key", "access_token")
+    credential_headers: ClassVar[tuple[str, ...]] = ("x-goog-api-key", "authorization")
+    secret_env: ClassVar[tuple[str, ...]] = ("GOOGLE_API_KEY", "GEMINI_API_KEY")
+    reply_kinds: ClassVar[tuple[str, ...]] = ("serverContent.modelTurn", "toolCall")
+
+    def kind_of(self, message: Mapping[str, Any]) -> str:
+        return kind_of(message)
+
+    def kind_matches(self, actual: str, wanted: str) -> bool:
+        return kind_matches(actual, wanted)
+
+    def normalise(self, data: Any) -> Any:
+        # Profiles address fields in snake_case, whichever spelling the client sent.
+        return snake_keys(data)
+
+    def describe(self, content: bytes | str) -> dict[str, Any]:
+        return describe(content)
+
+    def category_of(self, kind: str) -> str:
+        return category_of(kind)
+
+    def label_of(self, kind: str) -> str:
+        return kind.removeprefix("server_content.")
+
+    def dialect_of(self, path: str) -> str | None:
+        return dialect_of(path)
+
+
+GEMINI = GeminiLive()

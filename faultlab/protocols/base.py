@@ -1,0 +1,90 @@
+"""What faultlab knows of one realtime API, in one object: the service's names, how its messages
+are named (their kinds) and drawn, where its server listens and how a request shows who it is.
+
+Everything that logs, matches, draws or serves messages asks the run's protocol instead of
+knowing one API's wire: the proxy's frame log, frame triggers, the message faults, the
+expectations on replies, the swimlanes, the capture's WebSocket walk, the emulator's routes.
+This module stays light (no SDK, no TLS stack): the proxy's addon and the pcap tools load it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True)
+class Service:
+    """A service an unmodified client reaches by its real names."""
+
+    name: str
+    # The names its SDKs connect to by default; the first is its default endpoint.
+    hosts: tuple[str, ...]
+    # What a certificate for it covers: its names, a wildcard for the regional ones.
+    certificate_names: tuple[str, ...]
+    # The variables that point its SDKs at another base URL (an emulator's).
+    base_url_variables: tuple[str, ...]
+
+    @property
+    def endpoint(self) -> str:
+        """The host name of its default endpoint."""
+        return self.hosts[0]
+
+
+class Protocol(ABC):
+    """One realtime API. Kinds are strings the protocol spells (one per message); profiles
+    match them with `kind_matches`, which may accept other spellings."""
+
+    name: ClassVar[str]
+    service: ClassVar[Service]
+    # Where a request carries its credentials: query parameters and headers (lower case).
+    credential_params: ClassVar[tuple[str, ...]]
+    credential_headers: ClassVar[tuple[str, ...]]
+    # The environment variables that give a client its API key.
+    secret_env: ClassVar[tuple[str, ...]]
+    # The kinds (as a profile writes them) of a message in which the model says something or
+    # calls a tool: what "a reply" means to the expectations.
+    reply_kinds: ClassVar[tuple[str, ...]]
+
+    @abstractmethod
+    def kind_of(self, message: Mapping[str, Any]) -> str:
+        """The kind of one message, a decoded JSON object."""
+
+    @abstractmethod
+    def kind_matches(self, actual: str, wanted: str) -> bool:
+        """Whether a message of kind `actual` is one a profile asking for `wanted` means."""
+
+    @abstractmethod
+    def normalise(self, data: Any) -> Any:
+        """A decoded message as profiles address its fields (`equals`, `regex`, `rewrite`)."""
+
+    @abstractmethod
+    def describe(self, content: bytes | str) -> dict[str, Any]:
+        """`kind` and a few details of one message as it crossed the wire (empty when it is not
+        one of this protocol's)."""
+
+    @abstractmethod
+    def category_of(self, kind: str) -> str:
+        """The colour group of a kind in the swimlanes (faultlab.report.sequence.PALETTE)."""
+
+    def label_of(self, kind: str) -> str:
+        """A kind as the swimlanes print it beside its arrow."""
+        return kind
+
+    def is_reply(self, kind: str) -> bool:
+        """Whether a server message of this kind is the model saying something or calling a
+        tool."""
+        return any(self.kind_matches(kind, wanted) for wanted in self.reply_kinds)
+
+    @abstractmethod
+    def dialect_of(self, path: str) -> str | None:
+        """Which of the service's APIs a WebSocket request's path reaches (the request line's
+        path, its query included), or None for a path the service does not serve."""
+
+    def authorised(self, headers: Mapping[str, str], query: Mapping[str, list[str]]) -> bool:
+        """Whether a request shows an identity (a key or a token), as the service asks of
+        every request before it looks at anything else."""
+        return (any(headers.get(name) for name in self.credential_headers)
+                or any(query.get(name) for name in self.credential_params))
