@@ -1,15 +1,23 @@
-"""The protocol seam (faultlab.protocols): what every protocol gives, Gemini Live's answers, and
-that the seam stays light enough for the proxy's addon and the pcap tools to load."""
+"""The protocol seam (faultlab.protocols): what every protocol gives, Gemini Live's answers and
+OpenAI Realtime's, and that the seam stays light enough for the proxy's addon and the pcap tools
+to load."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
 import pytest
 
-from faultlab.private import CREDENTIAL_HEADERS, CREDENTIAL_PARAMS, SECRET_ENV
-from faultlab.protocols import DEFAULT, GEMINI, PROTOCOLS, Protocol
+from faultlab.private import (
+    CREDENTIAL_HEADERS,
+    CREDENTIAL_PARAMS,
+    SECRET_ENV,
+    credentials,
+    secrets_in_env,
+)
+from faultlab.protocols import DEFAULT, GEMINI, OPENAI, PROTOCOLS, Protocol
 from faultlab.tls import SERVICE_NAMES
 
 
@@ -71,3 +79,94 @@ def test_the_seam_loads_no_sdk_tls_stack_or_proxy() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
     assert done.stdout.strip() == "[]"
+
+
+# OpenAI Realtime: its messages as the GA protocol and the beta send them.
+AUDIO_20MS = "A" * 1280  # 960 bytes of base64 PCM16: 480 samples, 20 ms at 24 kHz
+
+
+@pytest.mark.parametrize(("message", "kind"), [
+    ({"type": "session.update", "session": {}}, "session.update"),
+    ({"type": "response.output_audio.delta", "delta": ""}, "response.output_audio.delta"),
+    ({"type": "response.audio.delta", "delta": ""}, "response.audio.delta"),
+    ({"event_id": "e1"}, "untyped"),
+])
+def test_an_openai_message_is_named_by_its_type_as_sent(message: dict[str, object],
+                                                        kind: str) -> None:
+    assert OPENAI.kind_of(message) == kind
+
+
+@pytest.mark.parametrize(("actual", "wanted", "matches"), [
+    ("response.output_audio.delta", "response.output_audio.delta", True),
+    ("response.audio.delta", "response.output_audio.delta", True),  # the beta's name
+    ("response.output_audio.delta", "response.audio.delta", True),
+    ("response.function_call_arguments.done", "response.function_call_arguments", True),
+    ("response.output_audio_transcript.delta", "response.output_audio", False),
+    ("response.done", "response", True),
+    ("error", "response.done", False),
+    ("conversation.item.created", "conversation.item.added", True),
+])
+def test_an_openai_kind_matches_either_protocols_name_and_its_dotted_prefixes(
+        actual: str, wanted: str, matches: bool) -> None:
+    """A prefix matches at a dot only: `response.output_audio` is not the transcript's."""
+    assert OPENAI.kind_matches(actual, wanted) is matches
+
+
+def test_openai_messages_are_described_for_the_frame_log() -> None:
+    """Audio in seconds at 24 kHz either way, text deltas, the model, a call's id and name and
+    its output's id, a response's status, an error's type, code and param; not a message of this
+    protocol: nothing."""
+    def about(message: dict[str, object]) -> dict[str, object]:
+        return OPENAI.describe(json.dumps(message))
+
+    assert about({"type": "input_audio_buffer.append", "audio": AUDIO_20MS}) == {
+        "kind": "input_audio_buffer.append", "audio_s": 0.02}
+    assert about({"type": "response.audio.delta", "delta": AUDIO_20MS})["audio_s"] == 0.02
+    assert about({"type": "response.output_text.delta", "delta": "Hi"})["text"] == "Hi"
+    assert about({"type": "session.created", "session": {"model": "gpt-realtime"}})[
+        "model"] == "gpt-realtime"
+    assert about({"type": "response.function_call_arguments.done", "call_id": "c1",
+                  "name": "book_slot", "arguments": "{}"}) == {
+        "kind": "response.function_call_arguments.done", "ids": ["c1"], "names": ["book_slot"]}
+    assert about({"type": "conversation.item.create", "item": {
+        "type": "function_call_output", "call_id": "c1", "output": "{}"}})["ids"] == ["c1"]
+    assert about({"type": "response.done", "response": {"status": "cancelled"}})[
+        "status"] == "cancelled"
+    assert about({"type": "error", "error": {"type": "invalid_request_error",
+                                             "code": "unknown_parameter", "param": "x"}}) == {
+        "kind": "error", "error_type": "invalid_request_error",
+        "error_code": "unknown_parameter", "error_param": "x"}
+    assert OPENAI.describe(json.dumps({"setupComplete": {}})) == {}
+    assert OPENAI.describe(b"\x00binary") == {}
+
+
+@pytest.mark.parametrize(("kind", "category"), [
+    ("session.updated", "setup"), ("input_audio_buffer.append", "audio"),
+    ("response.audio.delta", "audio"), ("response.function_call_arguments.done", "tool_call"),
+    ("response.done", "turn_complete"), ("error", "refused"),
+    ("input_audio_buffer.speech_started", "content"),
+])
+def test_openai_kinds_have_swimlane_colours(kind: str, category: str) -> None:
+    assert OPENAI.category_of(kind) == category
+
+
+def test_openai_replies_and_its_one_route() -> None:
+    """A reply is audio, text, a transcript or a finished call; the WebSocket route is
+    /v1/realtime, with its model in the query."""
+    assert OPENAI.is_reply("response.audio.delta") and OPENAI.is_reply(
+        "response.function_call_arguments.done")
+    assert not OPENAI.is_reply("response.created")
+    assert OPENAI.dialect_of("/v1/realtime?model=gpt-realtime") == "realtime"
+    assert OPENAI.dialect_of("/v1/realtime/") == "realtime"
+    assert OPENAI.dialect_of("/v1/chat/completions") is None
+
+
+def test_an_openai_key_is_a_credential_wherever_it_goes() -> None:
+    """OPENAI_API_KEY is a secret of the environment; a bearer token or Azure's api-key header
+    is a request's credential."""
+    assert secrets_in_env({"OPENAI_API_KEY": "sk-test-0123456789"}) == ["sk-test-0123456789"]
+    assert credentials("/v1/realtime?model=gpt-realtime",
+                       {"authorization": "Bearer sk-test-0123456789"}) == ["sk-test-0123456789"]
+    assert credentials("/openai/realtime", {"api-key": "azure-key-0123"}) == ["azure-key-0123"]
+    assert OPENAI.authorised({"authorization": "Bearer k"}, {})
+    assert not OPENAI.authorised({}, {"key": ["k"]})

@@ -1,16 +1,18 @@
 """The realtime APIs faultlab speaks, one `Protocol` each (faultlab.protocols.base), by name.
 
-Gemini Live is the one so far, and the protocol of every run (`DEFAULT`). A second API is a module
-beside `gemini.py` and an entry in `PROTOCOLS`.
+Gemini Live (`gemini.py`) is the protocol of every run (`DEFAULT`) so far; OpenAI Realtime
+(`openai.py`) names its messages, its service and its secrets, and is not chosen by a run yet.
+Another API is a module beside these and an entry in `PROTOCOLS`.
 """
 
 from __future__ import annotations
 
 from faultlab.protocols.base import Protocol, Service
 from faultlab.protocols.gemini import GEMINI
+from faultlab.protocols.openai import OPENAI
 
-PROTOCOLS: dict[str, Protocol] = {GEMINI.name: GEMINI}
+PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (GEMINI, OPENAI)}
 # The protocol of a run, and of a tool that reads messages without a run (pcap inspect).
 DEFAULT: Protocol = GEMINI
 
-__all__ = ["DEFAULT", "GEMINI", "PROTOCOLS", "Protocol", "Service"]
+__all__ = ["DEFAULT", "GEMINI", "OPENAI", "PROTOCOLS", "Protocol", "Service"]
