@@ -18,7 +18,7 @@ from pydantic import Field, field_validator
 
 from faultlab.events import Event
 from faultlab.model import Model
-from faultlab.protocols import DEFAULT
+from faultlab.protocols import DEFAULT, Protocol
 from faultlab.vocabulary import FrameLogged, Sender
 
 MAX_REGEX_CHARS = 1000  # a pattern in a profile; compiling is then quick (a 1,000-char one: 2 ms)
@@ -27,19 +27,21 @@ MAX_REGEX_CHARS = 1000  # a pattern in a profile; compiling is then quick (a 1,0
 @dataclass(frozen=True)
 class Frame:
     """One message: who sent it, on which connection (see faultlab.connections; 0 unknown), its
-    Live API kind, and its content where the log has it (the proxy does, events do not)."""
+    kind in its protocol's words, its content where the log has it (the proxy does, events do
+    not), and the protocol that names and matches it (the run's)."""
 
     sender: Sender
     connection: int
     kind: str
     content: bytes | str | None = None
+    protocol: Protocol = DEFAULT
 
     @functools.cached_property
     def data(self) -> Any:
-        """The content as JSON with snake_case protocol keys (None when it is not JSON), parsed
-        once however many steps match on it."""
+        """The content as JSON, its fields as profiles address them (`Protocol.normalise`; None
+        when it is not JSON), parsed once however many steps match on it."""
         try:
-            return DEFAULT.normalise(json.loads(self.content or ""))
+            return self.protocol.normalise(json.loads(self.content or ""))
         except (ValueError, UnicodeDecodeError):
             return None
 
@@ -114,7 +116,7 @@ class FrameMatch(Model):
             return False
         if self.connection is not None and frame.connection != self.connection:
             return False
-        if self.kind and not DEFAULT.kind_matches(frame.kind, self.kind):
+        if self.kind and not frame.protocol.kind_matches(frame.kind, self.kind):
             return False
         if self.equals or self.regex:
             data = frame.data

@@ -248,6 +248,7 @@ class Job:
             run_dir=str(run_dir or ""), started=datetime.now().isoformat(timespec="seconds"),
             duration_s=round(time.monotonic() - started, 3),
             profile_path=str(self.profile.path), backend=self.profile.backend,
+            protocol=self.profile.protocol.name,
             error=f"faultlab run exited {code} with no result: {last[0]}"
                   + (f" (its output: {run_dir / 'job.log'})" if run_dir and text else ""),
             faultlab=faultlab_version())

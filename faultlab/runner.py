@@ -141,7 +141,7 @@ class Run:
                 self.run_dir / "server.pcap" if p.capture.server_pcap else None, table))
             self._frames = FrameSource.for_run(
                 proxy is not None, p.target.kind.frame_log if p.target is not None else None,
-                table, p.target.listen_port if p.target else 0)
+                table, p.target.listen_port if p.target else 0, p.protocol)
             await faults.arm(self.timeline.armed)
             processes["client"] = client = await launcher.start_client(proxy is not None)
             self._schedule(self.timeline.start(client.started_at))
@@ -174,7 +174,7 @@ class Run:
         proxy = await launch_proxy(
             lab, target.listen_port, launcher.ca, self.run_dir,
             self.tails.add(self.run_dir / "proxy.events.jsonl", "proxy"), self.bus, stack,
-            launcher.upstream_ca())
+            launcher.upstream_ca(), self.profile.protocol)
         return proxy
 
     def _observe(self, event: Event) -> None:
@@ -224,7 +224,7 @@ class Run:
         result.unfired = self.timeline.unfired(result.events)
         if result.error is None:
             result.outcomes = evaluate(p.expect, RunFacts(result.observed, result.exit_codes,
-                                                          self._alive_at_end))
+                                                          self._alive_at_end, p.protocol))
         self.bus.announce("faultlab", RunEnd(result.verdict, round(result.duration_s, 3)))
         self.bus.close()
         redact_process_files(self.run_dir)

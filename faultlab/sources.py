@@ -17,6 +17,8 @@ from faultlab.connections import ConnectionTable
 from faultlab.events import Event, EventBus, EventFileTail
 from faultlab.frames import Frame
 from faultlab.private import create_private
+from faultlab.protocols import DEFAULT
+from faultlab.protocols import Protocol as RealtimeApi
 from faultlab.vocabulary import FrameLogged
 
 TAIL_POLL_S = 0.01
@@ -63,8 +65,9 @@ class FrameSource:
     numbered."""
 
     def __init__(self, source: str, opened: str, connections: ConnectionTable,
-                 target_port: int) -> None:
+                 target_port: int, protocol: RealtimeApi = DEFAULT) -> None:
         self.source = source
+        self.protocol = protocol
         self._opened = opened
         self._connections = connections
         self._target_port = target_port
@@ -72,13 +75,13 @@ class FrameSource:
 
     @classmethod
     def for_run(cls, proxy: bool, target_log: str | None, connections: ConnectionTable,
-                target_port: int) -> FrameSource | None:
+                target_port: int, protocol: RealtimeApi = DEFAULT) -> FrameSource | None:
         """The proxy's log when the run has a proxy, else the target's own (`target_log`: the
         event by which it tells a connection's client port), else none."""
         if proxy:
-            return cls("proxy", PROXY_LOG_OPENS, connections, target_port)
+            return cls("proxy", PROXY_LOG_OPENS, connections, target_port, protocol)
         if target_log is not None:
-            return cls("target", target_log, connections, target_port)
+            return cls("target", target_log, connections, target_port, protocol)
         return None
 
     def frame(self, event: Event) -> Frame | None:
@@ -90,7 +93,7 @@ class FrameSource:
         logged = FrameLogged.read(event)
         if logged is None:
             return None
-        return Frame(logged.sender, self._number(logged.conn), logged.kind)
+        return Frame(logged.sender, self._number(logged.conn), logged.kind, None, self.protocol)
 
     def _number(self, key: object) -> int:
         port = self._client_ports.get(key)

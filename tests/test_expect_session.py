@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from faultlab.events import Event
 from faultlab.expect import DeliveredAudioRatio, NoReply, Recovered, ResumesRefused, RunFacts
+from faultlab.protocols import OPENAI
 from faultlab.scenarios.booking.expectations import Bookings, Truthful, claim_of
 
 
@@ -122,3 +123,16 @@ def test_no_reply_within_a_window_or_ever() -> None:
     assert not ever.check(facts(stall, reply)).held
     uplink = ev(7.0, "proxy.frame", "proxy", **{"from": "client"}, kind="realtime_input.audio")
     assert ever.check(facts(stall, uplink)).held
+
+
+def test_a_reply_is_what_the_runs_protocol_calls_one() -> None:
+    """Over OpenAI Realtime the model's audio delta is a reply and Gemini's kinds mean nothing;
+    over Gemini Live the reverse."""
+    stall = ev(3.0, "fault.applied", "faultlab", step="stall")
+    audio = ev(7.0, "proxy.frame", "proxy", **{"from": "server"}, kind="response.audio.delta")
+    gemini = ev(7.0, "proxy.frame", "proxy", **{"from": "server"},
+                kind="server_content.model_turn")
+    ever = NoReply.model_validate({"no_reply": {}})
+    assert not ever.check(RunFacts([stall, audio], protocol=OPENAI)).held
+    assert ever.check(RunFacts([stall, gemini], protocol=OPENAI)).held
+    assert ever.check(RunFacts([stall, audio])).held

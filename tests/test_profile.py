@@ -6,6 +6,7 @@ from faultlab.catalogue import profile_paths
 from faultlab.errors import ProfileError
 from faultlab.faults.drop import DropParams
 from faultlab.profile import load_profile, parse_profile
+from faultlab.protocols import GEMINI, OPENAI
 
 from .conftest import PROFILES
 
@@ -267,6 +268,14 @@ def test_a_remote_target_is_a_service_outside_the_lab() -> None:
     pinned = parse_profile("name: r\ntarget: {remote: {host: live.test, port: 8443, "
                            "address: host-loopback}}\nclient: {builtin: naive}\n")
     assert pinned.remote is not None and pinned.remote.address == "host-loopback"
+    assert p.protocol is GEMINI and pinned.protocol is GEMINI
+
+
+def test_a_remote_target_names_the_api_it_speaks() -> None:
+    """`protocol` names the realtime API of a remote target, and so the run's."""
+    p = parse_profile("name: r\ntarget: {remote: {host: api.openai.com, protocol: openai}}\n"
+                      "client: {command: [./agent]}\n")
+    assert p.protocol is OPENAI
 
 
 @pytest.mark.parametrize(("target", "message"), [
@@ -275,6 +284,7 @@ def test_a_remote_target_is_a_service_outside_the_lab() -> None:
     ("{remote: {host: h, address: nowhere}}", "an IPv4 address, or 'host-loopback'"),
     ("{remote: {host: h}, port: 443}", "its port goes in 'remote', and it takes no 'port'"),
     ("{remote: {host: h}, builtin: ws-echo-server}", "give exactly one of"),
+    ("{remote: {host: h, protocol: grpc}}", "target.remote.protocol: 'grpc': one of gemini, openai"),
 ])
 def test_a_remote_target_is_checked(target: str, message: str) -> None:
     with pytest.raises(ProfileError) as info:

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 from faultlab.events import Event
 from faultlab.model import Model
+from faultlab.protocols import DEFAULT
+from faultlab.protocols import Protocol as RealtimeApi
 from faultlab.vocabulary import ProcessStart
 
 
@@ -18,6 +20,8 @@ class RunFacts:
     events: Sequence[Event]
     exit_codes: Mapping[str, int | None] = field(default_factory=dict)
     alive_at_end: frozenset[str] = frozenset()
+    # The run's realtime API: what its messages' kinds mean (a reply, say).
+    protocol: RealtimeApi = DEFAULT
 
     @property
     def start(self) -> float:

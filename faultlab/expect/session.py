@@ -19,7 +19,7 @@ from faultlab.expect.base import Expectation, Outcome, RunFacts
 from faultlab.expect.registry import register
 from faultlab.frames import connection_of, sender_of
 from faultlab.model import Duration, EventMatch, Model
-from faultlab.protocols import DEFAULT
+from faultlab.protocols import Protocol as RealtimeApi
 from faultlab.vocabulary import FaultApplied, FrameLogged, RunTeardown
 
 
@@ -140,9 +140,9 @@ class Window(Model):
     after: EventMatch | None = None
 
 
-def is_reply(event: Event) -> bool:
+def is_reply(event: Event, protocol: RealtimeApi) -> bool:
     """A message in which the model says something or calls a tool."""
-    return sender_of(event) == "server" and DEFAULT.is_reply(str(event.fields.get("kind", "")))
+    return sender_of(event) == "server" and protocol.is_reply(str(event.fields.get("kind", "")))
 
 
 @register
@@ -166,7 +166,7 @@ class NoReply(Expectation):
             if ref is None:
                 return self._outcome(False, f"{w.after.describe()} never happened")
             t0 = ref.began
-        reply = next((e for e in facts.events if e.t >= t0 and is_reply(e)), None)
+        reply = next((e for e in facts.events if e.t >= t0 and is_reply(e, facts.protocol)), None)
         if reply is None:
             return self._outcome(True, "no reply")
         gap = reply.t - t0

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from wsproto.events import Event as WsEvent
 
     from faultlab.events import EventWriter
+    from faultlab.protocols import Protocol as RealtimeApi
 
 
 def heading(direction: Direction, from_client: bool) -> bool:
@@ -42,6 +43,10 @@ class ProxyView(Protocol):
     @property
     def active(self) -> Mapping[str, AppFault[Any]]:
         """The engaged faults, by step id."""
+
+    @property
+    def protocol(self) -> RealtimeApi:
+        """The run's protocol, which names the messages."""
 
     def disengage(self, step: str) -> None: ...
 
@@ -87,7 +92,7 @@ class AppFault[P: AppParams](Fault[P]):
 
     def on_message(self, proxy: ProxyView, flow: http.HTTPFlow,
                    message: websocket.WebSocketMessage, kind: str) -> None:
-        """A data message (of Live API `kind`, or "") the proxy is about to relay;
+        """A data message (of `kind` in the run's protocol, or "") the proxy is about to relay;
         `message.drop()` keeps it from its peer."""
 
     def on_control(self, flow: http.HTTPFlow, to_client: bool, event: WsEvent) -> bool:

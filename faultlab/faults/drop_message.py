@@ -9,7 +9,6 @@ from pydantic import Field
 from faultlab.faults.app import AppFault, AppParams, heading
 from faultlab.faults.base import register
 from faultlab.faults.flows import Direction
-from faultlab.protocols import DEFAULT
 
 if TYPE_CHECKING:
     from mitmproxy import http, websocket
@@ -43,7 +42,7 @@ class DropMessage(AppFault[DropMessageParams]):
         if not heading(p.direction, message.from_client) or (
                 p.count is not None and self.dropped >= p.count):
             return
-        if p.kind and not DEFAULT.kind_matches(kind, p.kind):
+        if p.kind and not proxy.protocol.kind_matches(kind, p.kind):
             return
         message.drop()  # type: ignore[no-untyped-call]
         self.dropped += 1

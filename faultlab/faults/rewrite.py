@@ -10,7 +10,6 @@ from pydantic import Field
 from faultlab.faults.app import AppFault, AppParams, heading
 from faultlab.faults.base import register
 from faultlab.faults.flows import Direction
-from faultlab.protocols import DEFAULT
 
 if TYPE_CHECKING:
     from mitmproxy import http, websocket
@@ -67,7 +66,7 @@ class Rewrite(AppFault[RewriteParams]):
         if not heading(p.direction, message.from_client) or (
                 p.count is not None and self.rewritten >= p.count):
             return
-        if p.kind and not DEFAULT.kind_matches(kind, p.kind):
+        if p.kind and not proxy.protocol.kind_matches(kind, p.kind):
             return
         try:
             data = json.loads(message.content)

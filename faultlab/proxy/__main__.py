@@ -19,6 +19,7 @@ from mitmproxy.addons import core, next_layer, proxyserver, tlsconfig
 from mitmproxy.master import Master
 
 from faultlab.events import EventWriter
+from faultlab.protocols import DEFAULT, PROTOCOLS
 from faultlab.proxy.framelog import FrameLog
 from faultlab.proxy.state import ProxyState, install
 
@@ -27,7 +28,7 @@ async def main(args: argparse.Namespace) -> None:
     opts = options.Options()
     master = Master(opts)
     server = proxyserver.Proxyserver()
-    state = ProxyState(server, EventWriter())
+    state = ProxyState(server, EventWriter(), protocol=PROTOCOLS[args.protocol])
     install(state)
     master.addons.add(core.Core(), server, next_layer.NextLayer(), tlsconfig.TlsConfig(),
                       FrameLog(state))
@@ -52,4 +53,6 @@ if __name__ == "__main__":
     parser.add_argument("--confdir", required=True)
     parser.add_argument("--upstream-ca", default=None)
     parser.add_argument("--control", required=True, help="unix socket for the runner's requests")
+    parser.add_argument("--protocol", choices=sorted(PROTOCOLS), default=DEFAULT.name,
+                        help="the realtime API the client speaks (names its messages)")
     asyncio.run(main(parser.parse_args()))

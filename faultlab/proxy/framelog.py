@@ -16,7 +16,6 @@ from mitmproxy import http
 from mitmproxy.proxy.server_hooks import ServerConnectionHookData
 
 from faultlab.private import credentials, remember_secrets
-from faultlab.protocols import DEFAULT
 from faultlab.proxy import internals
 from faultlab.proxy.state import ProxyState
 from faultlab.vocabulary import FrameLogged, ProxyUpstream
@@ -50,7 +49,7 @@ class FrameLog:
     def websocket_message(self, flow: http.HTTPFlow) -> None:
         assert flow.websocket is not None
         message = flow.websocket.messages[-1]
-        about = DEFAULT.describe(message.content)
+        about = self.state.protocol.describe(message.content)
         self.state.on_message(flow, message, about.get("kind", ""))
         extra = {"dropped": True} if message.dropped else {}
         if message.injected:

@@ -12,6 +12,7 @@ from faultlab.lab.base import Lab
 from faultlab.lab.netfilter import redirect
 from faultlab.lab.process import LabProcess, wait_listening
 from faultlab.private import create_private
+from faultlab.protocols import Protocol as RealtimeApi
 from faultlab.proxy.control import ProxyControl
 from faultlab.tls import LabCA
 
@@ -21,18 +22,20 @@ READY_S = 15.0
 
 
 async def launch_proxy(lab: Lab, target_port: int, ca: LabCA, work_dir: Path, events_file: Path,
-                       bus: EventBus, stack: AsyncExitStack,
-                       upstream_ca: Path | None) -> ProxyControl:
+                       bus: EventBus, stack: AsyncExitStack, upstream_ca: Path | None,
+                       protocol: RealtimeApi) -> ProxyControl:
     """mitmproxy in the router, fed the client's connections to `target_port` by a REDIRECT,
     verifying the target's certificate with `upstream_ca` (a PEM bundle; None: mitmproxy's
-    default); everything it leaves is stopped and removed by `stack`."""
+    default), naming messages in `protocol`'s words; everything it leaves is stopped and
+    removed by `stack`."""
     await redirect(lab.router, lab.client_link, target_port, PROXY_PORT)
     # A unix socket path is limited to 108 bytes: the work folder may be deeper than that. The
     # lab's scratch folder goes with the lab, and with `lab gc` after a SIGKILL.
     control_path = lab.scratch / "proxy.sock"
     stack.callback(control_path.unlink, True)
     argv = [sys.executable, "-m", "faultlab.proxy", "--port", str(PROXY_PORT), "--confdir",
-            str(ca.mitmproxy_confdir(work_dir / "mitmproxy")), "--control", str(control_path)]
+            str(ca.mitmproxy_confdir(work_dir / "mitmproxy")), "--control", str(control_path),
+            "--protocol", protocol.name]
     if upstream_ca is not None:
         argv += ["--upstream-ca", str(upstream_ca)]
     env = dict(os.environ, FAULTLAB_EVENTS=str(events_file),

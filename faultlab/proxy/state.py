@@ -24,6 +24,8 @@ from faultlab.connections import ConnectionChoice, choose
 from faultlab.events import EventWriter
 from faultlab.faults.app import AppFault
 from faultlab.frames import Frame, FrameWatch
+from faultlab.protocols import DEFAULT
+from faultlab.protocols import Protocol as RealtimeApi
 from faultlab.proxy import internals
 from faultlab.proxy.control import Apply, Arm, ArmedStep, FaultOrder, Number, Reply, Request, Revert
 from faultlab.vocabulary import FaultApplied, FaultFailed
@@ -47,6 +49,8 @@ class ProxyState:
     flows: list[http.HTTPFlow] = field(default_factory=list)
     active: dict[str, AppFault[Any]] = field(default_factory=dict)
     armed: list[Armed] = field(default_factory=list)
+    # The run's protocol: it names the messages, and steps and faults match them by it.
+    protocol: RealtimeApi = DEFAULT
 
     def number_of(self, flow: http.HTTPFlow) -> int:
         """The run's number of the flow's connection; 0 while the run has not told it."""
@@ -98,7 +102,7 @@ class ProxyState:
             message.drop()
             return
         frame = Frame("client" if message.from_client else "server", self.number_of(flow), kind,
-                      message.content)
+                      message.content, self.protocol)
         for armed in self.armed:
             if not armed.fired and armed.watch.offer(frame):
                 armed.fired = True

@@ -73,6 +73,8 @@ class RunRecord:
     profile_path: str = ""
     profile_sha256: str = ""
     backend: str = "netns"
+    # The realtime API the run spoke (faultlab.protocols), which names its messages.
+    protocol: str = "gemini"
     error: str | None = None
     exit_codes: dict[str, int | None] = field(default_factory=dict)
     endings: dict[str, str] = field(default_factory=dict)
@@ -102,7 +104,8 @@ class RunRecord:
             run_dir=str(result.run_dir),
             started=result.started.astimezone().isoformat(timespec="seconds"),
             duration_s=round(result.duration_s, 3), profile_path=str(p.path or ""),
-            profile_sha256=_sha256(p.path), backend=p.backend, error=result.error,
+            profile_sha256=_sha256(p.path), backend=p.backend, protocol=p.protocol.name,
+            error=result.error,
             exit_codes=dict(result.exit_codes),
             endings={role: describe_ending(e) for role, e in result.endings.items()},
             faults=faults,

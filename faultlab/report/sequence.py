@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from faultlab.events import Event
 from faultlab.frames import connection_of, sender_of
-from faultlab.protocols import DEFAULT
+from faultlab.protocols import DEFAULT, PROTOCOLS
+from faultlab.protocols import Protocol as RealtimeApi
 from faultlab.report.bursts import Burst, bursts
 from faultlab.vocabulary import FrameLogged, ProcessExit, TcpConnect, TcpFin, TcpRst, fault_spans
 
@@ -152,7 +153,7 @@ def _frame_events(events: Sequence[Event]) -> tuple[list[Event], str]:
     return [e for e in events if e.name == "client.received"], "client.received"
 
 
-def _messages(events: Sequence[Event]) -> list[Item]:
+def _messages(events: Sequence[Event], protocol: RealtimeApi) -> list[Item]:
     frames, log = _frame_events(events)
 
     def sender(e: Event) -> str:
@@ -163,13 +164,13 @@ def _messages(events: Sequence[Event]) -> list[Item]:
         e = burst.first
         kind = str(e.fields.get("kind") or e.fields.get("opcode") or "message")
         src: LaneId = "client" if sender(e) == "client" else "server"
-        short = DEFAULT.label_of(kind)
+        short = protocol.label_of(kind)
         label = short if burst.count == 1 else f"{short} x{burst.count}"
         if burst.audio_s:
             label += f" ({burst.audio_s:.2f} s audio)"
         items.append(Item(
             t=e.t, lane=src, to="server" if src == "client" else "client", name=log, label=label,
-            category=DEFAULT.category_of(kind), t_end=burst.last.t if burst.count > 1 else None,
+            category=protocol.category_of(kind), t_end=burst.last.t if burst.count > 1 else None,
             count=burst.count, audio_s=round(burst.audio_s, 3), conn=connection_of(e),
             fields=burst.fields))
     # Closes, with their code, from the same log's side.
@@ -315,7 +316,8 @@ def build_view(events: Sequence[Event], record: RunRecord, *, description: str =
     proxied = any(e.name.startswith("proxy.") for e in events)
     lanes = [Lane("client", "client"), *([Lane("proxy", "proxy")] if proxied else []),
              Lane("router", "router"), Lane("server", "server")]
-    items = sorted([*_messages(events), *_markers(events, pack_events)],
+    protocol = PROTOCOLS.get(record.protocol, DEFAULT)
+    items = sorted([*_messages(events, protocol), *_markers(events, pack_events)],
                    key=lambda i: (i.t, i.lane))
     judgements = [Judgement(e["expectation"], bool(e["held"]), str(e["seen"]), e.get("at"))
                   for e in record.expectations]

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from faultlab.errors import LabError
+from faultlab.protocols import DEFAULT
+from faultlab.protocols import Protocol as RealtimeApi
 
 if TYPE_CHECKING:
     from faultlab.lab.base import Lab
@@ -55,6 +57,12 @@ class TargetKind(ABC):
     # Whether it writes a frame log of its own, which frame triggers follow without the proxy:
     # the event by which that log tells each connection's client port (None: it writes none).
     frame_log: ClassVar[str | None] = None
+
+    @property
+    def protocol(self) -> RealtimeApi:
+        """The realtime API its clients speak: it names the run's messages (the proxy's frame
+        log, frame triggers, message faults, replies, the swimlanes)."""
+        return DEFAULT
 
     @property
     @abstractmethod

@@ -19,6 +19,8 @@ from faultlab.errors import LabError
 from faultlab.lab import uplink
 from faultlab.lab.uplink import UplinkSpec
 from faultlab.model import Model, host_name
+from faultlab.protocols import DEFAULT, PROTOCOLS
+from faultlab.protocols import Protocol as RealtimeApi
 from faultlab.targets.base import Surroundings, TargetKind
 
 if TYPE_CHECKING:
@@ -33,12 +35,21 @@ class RemoteTarget(Model):
     """A service outside the lab (the real Live API), reached through the router's uplink: the
     client resolves `host` with DNS, or to `address` when given (`host-loopback`: a service on
     this machine's 127.0.0.1, standing in for a remote one); `ca` is a CA certificate (PEM) that
-    issued the service's certificate, trusted beside the system's."""
+    issued the service's certificate, trusted beside the system's; `protocol` is the realtime
+    API it speaks (faultlab.protocols), which names the messages in the proxy's frame log."""
 
     host: str
     port: int = Field(default=443, ge=1, le=65535)
     address: str | None = None
     ca: Path | None = None
+    protocol: str = DEFAULT.name
+
+    @field_validator("protocol")
+    @classmethod
+    def _known(cls, name: str) -> str:
+        if name not in PROTOCOLS:
+            raise ValueError(f"{name!r}: one of {', '.join(sorted(PROTOCOLS))}")
+        return name
 
     @field_validator("host")
     @classmethod
@@ -90,6 +101,10 @@ class Remote(TargetKind):
             return (f"a remote target runs nothing in the lab: its port goes in 'remote', and it "
                     f"takes no {extra[0]!r}")
         return None
+
+    @property
+    def protocol(self) -> RealtimeApi:
+        return PROTOCOLS[self.remote.protocol]
 
     def address(self, lab: Lab) -> str | None:
         return self.remote.pinned_address

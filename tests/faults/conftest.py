@@ -34,7 +34,6 @@ from faultlab.lab.namespace import Namespace
 from faultlab.lab.netfilter import commit
 from faultlab.mic import VirtualMic
 from faultlab.profile import Profile, parse_profile
-from faultlab.protocols.gemini import describe
 from faultlab.proxy.control import Apply, Arm, FaultOrder, Number, ProxyControl, Reply, Request, Revert
 from faultlab.proxy.state import ProxyState
 from faultlab.timeline import Due
@@ -306,7 +305,7 @@ class Proxy:
         data = json.dumps(content).encode() if isinstance(content, dict) else content
         message = websocket.WebSocketMessage(Opcode.BINARY if binary else Opcode.TEXT,
                                              from_client, data, injected=injected)
-        self.state.on_message(flow, message, describe(data).get("kind", ""))
+        self.state.on_message(flow, message, self.state.protocol.describe(data).get("kind", ""))
         return message
 
     def events(self) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ import pytest
 
 from faultlab.faults.drop_message import DropMessage
 from faultlab.frames import FrameMatch
+from faultlab.protocols import OPENAI
 from faultlab.proxy.control import Arm, ArmedStep
 
 from .conftest import (
@@ -227,3 +228,28 @@ def test_an_apply_writes_no_event_of_its_own(proxy: Proxy) -> None:
     """A fault engaged over the control channel is recorded by the run, not by the proxy."""
     proxy.apply("mute", "drop_message")
     assert proxy.events() == []
+
+
+def test_over_openai_realtime_kinds_are_its_own(proxy: Proxy) -> None:
+    """With the run's protocol OpenAI Realtime, the proxy names messages by their `type`: a step
+    armed on the second finished function call fires on it, and `kind:
+    response.output_audio` drops the model's audio deltas in either protocol version's name,
+    nothing else."""
+    proxy.state.protocol = OPENAI
+    flow = proxy.open_flow()
+    call = {"type": "response.function_call_arguments.done", "call_id": "c1", "name": "book",
+            "arguments": "{}"}
+    match = FrameMatch.model_validate({"from": "server", "forward": "before", "nth": 2,
+                                       "kind": "response.function_call_arguments"})
+    assert proxy.ask(Arm(steps=[ArmedStep(step="mute", fault="drop_message",
+                                          params={"kind": "response.output_audio"},
+                                          match=match, after_s=0)])).ok
+    audio = {"type": "response.output_audio.delta", "delta": "AAAA"}
+    beta_audio = {"type": "response.audio.delta", "delta": "AAAA"}
+    transcript = {"type": "response.output_audio_transcript.delta", "delta": "Hi"}
+    before = [proxy.send(flow, m, from_client=False) for m in (call, audio, call)]
+    assert [m.dropped for m in before] == [False, False, False]
+    (applied,) = proxy.events()
+    assert applied["trigger"] == "on frame response.function_call_arguments.done"
+    after = [proxy.send(flow, m, from_client=False) for m in (audio, beta_audio, transcript)]
+    assert [m.dropped for m in after] == [True, True, False]

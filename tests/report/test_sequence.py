@@ -3,6 +3,8 @@ messages, faults as bands, and the moments expectations were judged on."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from faultlab.events import Event
 from faultlab.protocols import GEMINI
 from faultlab.report.bursts import BURST_GAP_S, bursts
@@ -168,3 +170,22 @@ def test_a_client_s_odd_fields_and_times_are_drawn_or_left_out_never_a_crash() -
     events.append(ev(float("nan"), "client", "client.lost"))
     view = build_view(events, a_record())
     assert [(i.count, i.audio_s) for i in view.items] == [(3, 0.0)]
+
+
+def test_messages_are_coloured_and_labelled_in_the_runs_protocol(tmp_path: Path) -> None:
+    """The record names the run's protocol: OpenAI Realtime's `response.done` ends a turn, its
+    audio deltas are audio, its error is a refusal; read as Gemini Live they are plain content.
+    A record from before protocols were recorded reads as Gemini Live."""
+    frames = [ev(1.0, "proxy", "proxy.frame", k=1, **{"from": "server"},
+                 kind="response.output_audio.delta", audio_s=0.1),
+              ev(2.0, "proxy", "proxy.frame", k=1, **{"from": "server"}, kind="response.done"),
+              ev(3.0, "proxy", "proxy.frame", k=1, **{"from": "server"}, kind="error")]
+
+    def categories(record: RunRecord) -> list[str]:
+        return [i.category for i in build_view(frames, record).items if i.to is not None]
+
+    assert categories(a_record(protocol="openai")) == ["audio", "turn_complete", "refused"]
+    assert categories(a_record()) == ["content", "content", "content"]
+    assert a_record().protocol == "gemini"
+    (tmp_path / "result.json").write_text(a_record(protocol="openai").to_json())
+    assert RunRecord.load(tmp_path / "result.json").protocol == "openai"
