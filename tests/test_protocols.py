@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from faultlab.capture.websocket import message_kind
 from faultlab.private import (
     CREDENTIAL_HEADERS,
     CREDENTIAL_PARAMS,
@@ -17,7 +18,7 @@ from faultlab.private import (
     credentials,
     secrets_in_env,
 )
-from faultlab.protocols import DEFAULT, GEMINI, OPENAI, PROTOCOLS, Protocol
+from faultlab.protocols import DEFAULT, GEMINI, OPENAI, PROTOCOLS, Protocol, recognising
 from faultlab.tls import SERVICE_NAMES
 
 
@@ -170,3 +171,17 @@ def test_an_openai_key_is_a_credential_wherever_it_goes() -> None:
     assert credentials("/openai/realtime", {"api-key": "azure-key-0123"}) == ["azure-key-0123"]
     assert OPENAI.authorised({"authorization": "Bearer k"}, {})
     assert not OPENAI.authorised({}, {"key": ["k"]})
+
+
+@pytest.mark.parametrize(("message", "protocol"), [
+    ({"setupComplete": {}}, GEMINI),
+    ({"serverContent": {"turnComplete": True}, "usageMetadata": {}}, GEMINI),
+    ({"type": "session.created", "event_id": "e1", "session": {}}, OPENAI),
+    ({"tick": 3}, GEMINI),  # nobody's: the default names it
+])
+def test_a_capture_names_each_message_in_its_own_protocol(message: dict[str, object],
+                                                          protocol: Protocol) -> None:
+    """A capture says nothing of its protocol: each message is named by the protocol whose
+    shape it has (`pcap inspect` on an OpenAI session names `response.output_audio.delta`)."""
+    assert recognising(message) is protocol
+    assert message_kind(json.dumps(message)) == protocol.kind_of(message)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from faultlab.protocols import DEFAULT
+from faultlab.protocols import recognising
 
 OPCODES = {0: "continuation", 1: "text", 2: "binary", 8: "close", 9: "ping", 10: "pong"}
 MAX_HEADER_BYTES = 16384
@@ -25,7 +25,7 @@ class WsFrame:
     masked: bool
     close_code: int | None = None
     close_reason: str | None = None
-    # A whole text message's kind (the run's protocol, faultlab.protocols), when it is one.
+    # A whole text message's kind (in its protocol's words, faultlab.protocols), when it is one.
     kind: str | None = None
     # For a close frame: when the other end's last packet, and its last new data, came before it
     # (unix time): how long the peer had been silent when this end closed (L7's idle reaping).
@@ -126,9 +126,10 @@ def _unmask(payload: bytes, key: bytes) -> bytes:
 
 
 def message_kind(payload: bytes | str) -> str | None:
-    """The Live API kind of one whole text message, None when it is not a JSON object."""
+    """The kind of one whole text message, in the words of the protocol whose shape it has;
+    None when it is not a JSON object."""
     try:
         data = json.loads(payload)
     except (ValueError, UnicodeDecodeError):
         return None
-    return DEFAULT.kind_of(data) if isinstance(data, dict) else None
+    return recognising(data).kind_of(data) if isinstance(data, dict) else None

@@ -7,12 +7,21 @@ Another API is a module beside these and an entry in `PROTOCOLS`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from faultlab.protocols.base import Protocol, Service
 from faultlab.protocols.gemini import GEMINI
 from faultlab.protocols.openai import OPENAI
 
 PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (GEMINI, OPENAI)}
-# The protocol of a run, and of a tool that reads messages without a run (pcap inspect).
+# The protocol of a run whose target names none.
 DEFAULT: Protocol = GEMINI
 
-__all__ = ["DEFAULT", "GEMINI", "OPENAI", "PROTOCOLS", "Protocol", "Service"]
+
+def recognising(message: Mapping[str, Any]) -> Protocol:
+    """The protocol whose shape a decoded message has (a capture names none); the default's
+    when none claims it."""
+    return next((p for p in PROTOCOLS.values() if p.recognises(message)), DEFAULT)
+
+__all__ = ["DEFAULT", "GEMINI", "OPENAI", "PROTOCOLS", "Protocol", "Service", "recognising"]

@@ -49,6 +49,11 @@ class Protocol(ABC):
     reply_kinds: ClassVar[tuple[str, ...]]
 
     @abstractmethod
+    def recognises(self, message: Mapping[str, Any]) -> bool:
+        """Whether a decoded JSON object has this protocol's shape (for a capture, whose
+        protocol no run names)."""
+
+    @abstractmethod
     def kind_of(self, message: Mapping[str, Any]) -> str:
         """The kind of one message, a decoded JSON object."""
 

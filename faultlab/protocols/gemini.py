@@ -190,6 +190,10 @@ class GeminiLive(Protocol):
     secret_env: ClassVar[tuple[str, ...]] = ("GOOGLE_API_KEY", "GEMINI_API_KEY")
     reply_kinds: ClassVar[tuple[str, ...]] = ("serverContent.modelTurn", "toolCall")
 
+    def recognises(self, message: Mapping[str, Any]) -> bool:
+        # One message kind per object: every top-level value an object (`setupComplete: {}`).
+        return bool(message) and all(isinstance(v, Mapping) for v in message.values())
+
     def kind_of(self, message: Mapping[str, Any]) -> str:
         return kind_of(message)
 

@@ -134,6 +134,9 @@ class OpenAIRealtime(Protocol):
         "response.output_audio.delta", "response.output_text.delta",
         "response.output_audio_transcript.delta", "response.function_call_arguments.done")
 
+    def recognises(self, message: Mapping[str, Any]) -> bool:
+        return isinstance(message.get("type"), str)
+
     def kind_of(self, message: Mapping[str, Any]) -> str:
         return kind_of(message)
 
