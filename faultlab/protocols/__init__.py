@@ -1,8 +1,8 @@
 """The realtime APIs faultlab speaks, one `Protocol` each (faultlab.protocols.base), by name.
 
-Gemini Live (`gemini.py`) is the protocol of every run (`DEFAULT`) so far; OpenAI Realtime
-(`openai.py`) names its messages, its service and its secrets, and is not chosen by a run yet.
-Another API is a module beside these and an entry in `PROTOCOLS`.
+A run speaks its target's protocol (`TargetKind.protocol`): a remote target names it (Gemini Live,
+`gemini.py`, or OpenAI Realtime, `openai.py`); the emulator and the lab's own programs speak Gemini
+Live (`DEFAULT`) so far. Another API is a module beside these and an entry in `PROTOCOLS`.
 """
 
 from __future__ import annotations
