@@ -135,6 +135,8 @@ class Forger:
     next_seq: dict[End, int] = field(default_factory=dict)
     # The RSTs sent to each end, their sequence numbers in order.
     sent: dict[End, list[int]] = field(default_factory=dict)
+    # Per end that got a RST: the spans (first, after last) of its peer's segments since.
+    peer_since_rst: dict[End, list[tuple[int, int]]] = field(default_factory=dict)
     probed: set[End] = field(default_factory=set)
     # The ends a RST not of ours reached (its sender's and its peer's connections are gone).
     closed: set[End] = field(default_factory=set)
@@ -150,6 +152,8 @@ class Forger:
         end_seq = (seg.seq + seq_space(seg)) & SEQ_MASK
         if end not in self.next_seq or seq_after(end_seq, self.next_seq[end]):
             self.next_seq[end] = end_seq
+        if other(end) in self.peer_since_rst and end_seq != seg.seq:
+            self.peer_since_rst[other(end)].append((seg.seq, end_seq))
         if seg.flags & RST:
             self.closed |= {end, other(end)}
             return []
@@ -158,12 +162,23 @@ class Forger:
         sent = self.sent.setdefault(end, [])
         if sent and (seg.ack == sent[-1] or len(sent) >= ATTEMPTS):
             return []  # it sent this before our RST arrived, or it will not be reset
+        # Its ACK number is its rcv_nxt when it sent `seg` (exactly, for a challenge ACK); what
+        # its peer sent meanwhile reaches it before the RST does.
         seq = seg.ack
         peer_next = self.next_seq.get(other(end))
-        if not sent and peer_next is not None and seq_after(peer_next, seq):
-            seq = peer_next  # the peer's latest segment reaches it before the RST does
-        # Once a RST went, its ACK number is the exact rcv_nxt (a challenge ACK).
+        if not sent:
+            if peer_next is not None and seq_after(peer_next, seq):
+                seq = peer_next
+        else:
+            # A retry: only the peer's segments since the last RST that continue from the ACK
+            # number move it on (what it sent before that the challenge does not count never
+            # arrived). Measured: a tick of the server's between a RST and the client's
+            # challenge made a retry at the challenge's number stale.
+            for first, after in self.peer_since_rst.get(end, []):
+                if not seq_after(first, seq) and seq_after(after, seq):
+                    seq = after
         sent.append(seq)
+        self.peer_since_rst[end] = []
         self.last_rst_at = now
         return [self._forge(Forged(end, seq, 0, RST))]
 

@@ -99,6 +99,20 @@ def test_a_challenge_ack_names_the_exact_number_for_the_next_rst() -> None:
     assert forger.sent["server"] == [1100, 1040, 1041]
 
 
+def test_a_retry_takes_the_peers_data_sent_after_the_last_rst() -> None:
+    """Data the peer sent after a RST, continuing from the challenge's number, reaches the end
+    before the retry does: the retry takes the sequence number after it (the lab's case: the
+    server's 7-byte tick between the RST and the client's challenge). Data that leaves a gap
+    does not move it."""
+    forger = Forger(FLOW, ("client",))
+    forger.see(from_server(500, 77), 0.0)
+    forger.see(from_client(77, 490), 0.001)  # its first RST at 500: not the client's rcv_nxt 498
+    forger.see(from_server(498, 77, b"t" * 7, ACK | PSH), 0.002)
+    forger.see(from_server(600, 77, b"g" * 9, ACK | PSH), 0.0025)  # after a gap: no use
+    assert forger.see(from_client(77, 498), 0.003) == [Forged("client", 505, 0, RST)]
+    assert forger.sent["client"] == [500, 505]
+
+
 def test_its_own_packets_seen_going_out_are_not_the_flows() -> None:
     """The listener sees the RST it sent toward the client leave: that is no RST of the flow's, and
     no data of the server's."""
