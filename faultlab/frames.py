@@ -72,10 +72,11 @@ def value_at(data: Any, path: str) -> Any:
 
 
 class FrameMatch(Model):
-    """A WebSocket message: who sent it, its Live API kind (`toolCall`,
-    `serverContent.turnComplete`), fields by dotted path (`equals`, `regex`), the n-th such message,
-    on the k-th connection; `forward`: whether the step's fault acts before the matching message
-    is relayed (only faults that run in the proxy can) or after it."""
+    """A WebSocket message: who sent it, its kind in the run's protocol (`toolCall`,
+    `serverContent.turnComplete`; `response.function_call_arguments.done`), fields by dotted path
+    (`equals`, `regex`), the n-th such message, on the k-th connection; `forward`: whether the
+    step's fault acts before the matching message is relayed (only faults that run in the proxy
+    can) or after it."""
 
     sender: Literal["client", "server", "either"] = Field(default="either", alias="from")
     kind: str | None = None

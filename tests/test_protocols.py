@@ -106,6 +106,9 @@ def test_an_openai_message_is_named_by_its_type_as_sent(message: dict[str, objec
     ("response.done", "response", True),
     ("error", "response.done", False),
     ("conversation.item.created", "conversation.item.added", True),
+    ("response.audio.delta", "response.audio", True),  # a beta prefix
+    ("response.output_audio_transcript.done", "response.audio_transcript", True),
+    ("response.audio_transcript.delta", "response.audio", False),
 ])
 def test_an_openai_kind_matches_either_protocols_name_and_its_dotted_prefixes(
         actual: str, wanted: str, matches: bool) -> None:

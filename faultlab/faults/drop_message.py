@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 class DropMessageParams(AppParams):
-    """`direction`; `kind`: only Live API messages of this kind (e.g. toolCall); `count`: only
+    """`direction`; `kind`: only messages of this kind in the run's protocol (e.g. toolCall); `count`: only
     the next N matching messages (all while applied when absent)."""
 
     direction: Direction = "both"

@@ -13,10 +13,12 @@ filter on the server leg toward the server stalled every reconnection the client
 
 from __future__ import annotations
 
+import errno
 from typing import Any, ClassVar
 
 from pydantic import Field
 from pyroute2 import IPRoute
+from pyroute2.netlink.exceptions import NetlinkError
 
 from faultlab.errors import MechanismError
 from faultlab.faults.base import Fault, FaultContext, FaultParams, Layer, register
@@ -54,7 +56,26 @@ def _shrink_route(address: str, mtu: int) -> str:
 
 def _remove_route(address: str) -> None:
     with IPRoute() as ipr:
-        ipr.route("del", dst=f"{address}/32")
+        try:
+            ipr.route("del", dst=f"{address}/32")
+        except NetlinkError as exc:
+            # Gone with its link (a link_down meanwhile flushes the routes through it).
+            if exc.code != errno.ESRCH:
+                raise
+
+
+def _server_address(ctx: FaultContext) -> str:
+    """Where the client's packets to the target go: the lab's server, or a remote target's
+    address (pinned, or the one the client's connections went to)."""
+    lab = ctx.lab
+    if lab.target_link == lab.server_link:
+        return str(lab.server_address)
+    table = ctx.connections
+    address = table.address or (table.connections[-1].server if table.connections else None)
+    if address is None:
+        raise MechanismError("mtu_blackhole toward a remote target needs its address: pin it "
+                             "(`address` in `remote`) or let the client connect first")
+    return address
 
 
 @register
@@ -80,12 +101,14 @@ class MtuBlackhole(Fault[MtuBlackholeParams]):
     def __init__(self, step_id: str, params: MtuBlackholeParams) -> None:
         super().__init__(step_id, params)
         self._legs = LegChain(step_id)
+        # The addresses whose routes it shrank.
+        self._shrunk: list[str] = []
 
     def _ends(self, ctx: FaultContext) -> list[tuple[OneWay, str, str]]:
         """Per hurt way: the address whose route shrinks, and the router's link toward the
         sender, by which its ICMP would leave."""
         lab = ctx.lab
-        ends = {"to_server": (str(lab.server_address), lab.client_link),
+        ends = {"to_server": (_server_address(ctx), lab.client_link),
                 "to_client": (str(lab.client_address), lab.target_link)}
         return [(way, *ends[way]) for way in hurt_directions(self.params.direction)]
 
@@ -102,19 +125,18 @@ class MtuBlackhole(Fault[MtuBlackholeParams]):
         # client were counted as RX drops on s0), so a smaller link MTU would also eat the other
         # way's large packets. The forwarding path checks each GSO packet's segments against the
         # route's MTU, so aggregated packets are judged by the size they have on the wire.
+        ends = self._ends(ctx)
         chain = chain_name(self.step_id)
         rules = [f"-o {link} -p icmp --icmp-type fragmentation-needed -j DROP"
-                 for _, _, link in self._ends(ctx)]
+                 for _, _, link in ends]
         await install(ctx.lab.router, ["OUTPUT"], chain, rules)
         links: dict[str, str] = {}
         try:
-            for way, address, _ in self._ends(ctx):
+            for way, address, _ in ends:
                 links[way] = await ctx.lab.router.run(_shrink_route, address, self.params.mtu)
+                self._shrunk.append(address)
         except BaseException:
-            for way, address, _ in self._ends(ctx):
-                if way in links:
-                    await ctx.lab.router.run(_remove_route, address)
-            await uninstall(ctx.lab.router, ["OUTPUT"], chain)
+            await self.revert(ctx)
             raise
         return {"mtu": self.params.mtu, "direction": self.params.direction, "links": links}
 
@@ -122,7 +144,10 @@ class MtuBlackhole(Fault[MtuBlackholeParams]):
         if self._legs.installed:
             await self._legs.uninstall(ctx)
             return
-        # Routes first, so that no packet in flight meets the small MTU with the filter gone.
-        for _, address, _ in self._ends(ctx):
-            await ctx.lab.router.run(_remove_route, address)
-        await uninstall(ctx.lab.router, ["OUTPUT"], chain_name(self.step_id))
+        # Routes first, so that no packet in flight meets the small MTU with the filter gone;
+        # the filter goes whatever became of the routes.
+        try:
+            while self._shrunk:
+                await ctx.lab.router.run(_remove_route, self._shrunk.pop(0))
+        finally:
+            await uninstall(ctx.lab.router, ["OUTPUT"], chain_name(self.step_id))

@@ -16,6 +16,7 @@ import errno
 import math
 from pathlib import Path
 from typing import Any, ClassVar, Literal
+from weakref import WeakKeyDictionary
 
 from pydantic import Field, field_validator
 from pyroute2 import Conntrack
@@ -27,7 +28,7 @@ from faultlab.errors import MechanismError
 from faultlab.faults.base import Fault, FaultContext, Layer, register
 from faultlab.faults.flows import Direction, FlowParams, hurt_directions, iptables_matches, selected
 from faultlab.faults.legs import HOOKS, legs_chain, proxied
-from faultlab.lab.namespace import write_sysctl
+from faultlab.lab.namespace import Namespace, write_sysctl
 from faultlab.lab.netfilter import chain_name, install, uninstall
 from faultlab.model import Duration
 
@@ -156,7 +157,8 @@ class NatTimeout(Fault[NatTimeoutParams]):
     """Conntrack in the router's namespace with `idle` as the established-flow timeout, no
     mid-stream pickup, and a rule that drops (or rejects) the INVALID TCP packets of the chosen
     flows: once a flow has been silent for `idle`, its entry expires and its next packet, in
-    either direction, belongs to no flow."""
+    either direction, belongs to no flow. The settings are the namespace's: every idle flow is
+    forgotten (the rule chooses whose packets meet `then`), and one step holds them at a time."""
 
     name: ClassVar[str] = "nat_timeout"
     mechanism: ClassVar[str] = ("conntrack's established timeout set to the idle time in the "
@@ -164,46 +166,69 @@ class NatTimeout(Fault[NatTimeoutParams]):
     layer: ClassVar[Layer] = "packet"
     Params = NatTimeoutParams
 
+    # The step holding each router's conntrack settings: they are the namespace's, one NAT's.
+    _holder: ClassVar[WeakKeyDictionary[Namespace, str]] = WeakKeyDictionary()
+
     def __init__(self, step_id: str, params: NatTimeoutParams) -> None:
         super().__init__(step_id, params)
         self._on_legs = False
+        # The router's conntrack settings before the step, once read.
+        self._saved: dict[str, str] = {}
 
     async def apply(self, ctx: FaultContext) -> dict[str, Any]:
         p = self.params
         router = ctx.lab.router
+        holder = self._holder.get(router)
+        if holder is not None:
+            raise MechanismError(f"nat_timeout: step {holder!r} already sets the router's NAT "
+                                 f"timeout (one NAT per path): restore it first")
+        self._holder[router] = self.step_id
         idle_s = int(p.idle)
         matches = iptables_matches(ctx, p.direction, p.connection, at_client=False,
                                    tcp_only=True)
         # The rule first: its conntrack match switches tracking on in the namespace if nothing
         # had (no proxy, no uplink), while pickup is still on, so nothing is INVALID yet.
-        await install(router, ["FORWARD"], chain_name(self.step_id),
-                      [f"{m} -m conntrack --ctstate INVALID -j {_ACTIONS[p.then]}"
-                       for m in matches])
-        if proxied(ctx):
-            try:
+        try:
+            await install(router, ["FORWARD"], chain_name(self.step_id),
+                          [f"{m} -m conntrack --ctstate INVALID -j {_ACTIONS[p.then]}"
+                           for m in matches])
+        except BaseException:
+            del self._holder[router]
+            raise
+        try:
+            if proxied(ctx):
                 await install(router, HOOKS, legs_chain(self.step_id), _on_legs(ctx, p))
-            except BaseException:
-                await uninstall(router, ["FORWARD"], chain_name(self.step_id))
-                raise
-            self._on_legs = True
-        self._saved = await router.run(_read_sysctls, [TIMEOUT, LIBERAL, LOOSE])
-        await router.run(_write_sysctls, {TIMEOUT: idle_s, LIBERAL: 1})
-        # Flows opened before tracking began have no entry: adopt those the capture saw, so that
-        # their idle clock starts now instead of their next packet being INVALID (measured:
-        # without adoption a flow kept alive every 0.3 s from before apply died at apply). Pickup
-        # goes off last.
-        adopted = await router.run(_adopt, list(ctx.connections.connections), idle_s)
-        shortened = await router.run(_shorten, idle_s)
-        await router.run(_write_sysctls, {LOOSE: 0})
+                self._on_legs = True
+            self._saved = await router.run(_read_sysctls, [TIMEOUT, LIBERAL, LOOSE])
+            await router.run(_write_sysctls, {TIMEOUT: idle_s, LIBERAL: 1})
+            # Flows opened before tracking began have no entry: adopt those the capture saw, so
+            # that their idle clock starts now instead of their next packet being INVALID
+            # (measured: without adoption a flow kept alive every 0.3 s from before apply died
+            # at apply). Pickup goes off last.
+            adopted = await router.run(_adopt, list(ctx.connections.connections), idle_s)
+            shortened = await router.run(_shorten, idle_s)
+            await router.run(_write_sysctls, {LOOSE: 0})
+        except BaseException:
+            await self.revert(ctx)
+            raise
         details = {"idle_s": idle_s, "then": p.then, "direction": p.direction,
                    "connection": p.connection, "adopted": adopted, "shortened": shortened}
         return details | ({"legs": ["client", "server"]} if self._on_legs else {})
 
     async def revert(self, ctx: FaultContext) -> None:
-        # Pickup back on first: a forgotten flow's next packet starts a new entry, and the flow
-        # lives again, as behind a NAT that never forgot it.
-        await ctx.lab.router.run(_write_sysctls, dict(reversed(self._saved.items())))
-        await uninstall(ctx.lab.router, ["FORWARD"], chain_name(self.step_id))
-        if self._on_legs:
-            self._on_legs = False
-            await uninstall(ctx.lab.router, HOOKS, legs_chain(self.step_id))
+        router = ctx.lab.router
+        if self._holder.get(router) == self.step_id:
+            del self._holder[router]
+        try:
+            # Pickup back on first: a forgotten flow's next packet starts a new entry, and the
+            # flow lives again, as behind a NAT that never forgot it.
+            if self._saved:
+                saved, self._saved = self._saved, {}
+                await router.run(_write_sysctls, dict(reversed(saved.items())))
+        finally:
+            try:
+                await uninstall(router, ["FORWARD"], chain_name(self.step_id))
+            finally:
+                if self._on_legs:
+                    self._on_legs = False
+                    await uninstall(router, HOOKS, legs_chain(self.step_id))

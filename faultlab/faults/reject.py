@@ -2,8 +2,9 @@
 
 With the proxy in the path the end to reset is reached on its own leg (faultlab.faults.legs): what
 the client sends to the proxy is rejected to reset the client, what the server sends to the proxy
-to reset the server. A REJECT of what the proxy sends would reset the proxy's own socket instead;
-the proxy, its other leg reset, closes the leg it still holds.
+to reset the server. A REJECT of what the proxy sends would reset the proxy's own socket instead.
+The other end is told nothing, as without the proxy: the reset end's answer (a reset of its own)
+is rejected too, which drops it.
 """
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ if TYPE_CHECKING:
 
 class RewriteParams(AppParams):
     """`set`: fields by dotted path (`setup.sessionResumption.transparent`) and their new values
-    (missing mappings on the way are made); `direction`; `kind`: only messages of this Live API
-    kind; `count`: only the next N matching messages (all while applied when absent). With a
+    (missing mappings on the way are made); `direction`; `kind`: only messages of this kind in
+    the run's protocol; `count`: only the next N matching messages (all while applied when absent). With a
     frame trigger, `forward: before` rewrites the very message that triggered the step."""
 
     fields: dict[str, Any] = Field(alias="set", min_length=1)

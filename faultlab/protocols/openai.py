@@ -20,22 +20,23 @@ from faultlab.protocols.base import Protocol, Service
 
 # The PCM16 sample rate of the session's audio by default, both ways.
 AUDIO_RATE = 24000
-# Server events the GA protocol renamed: the beta's name -> the GA one.
+# Server events the GA protocol renamed: the beta's name (or the start of its names) -> the GA
+# one. `response.audio.delta` is `response.output_audio.delta`, `response.audio` its prefix.
 BETA_NAMES = {
-    "response.text.delta": "response.output_text.delta",
-    "response.text.done": "response.output_text.done",
-    "response.audio.delta": "response.output_audio.delta",
-    "response.audio.done": "response.output_audio.done",
-    "response.audio_transcript.delta": "response.output_audio_transcript.delta",
-    "response.audio_transcript.done": "response.output_audio_transcript.done",
+    "response.text": "response.output_text",
+    "response.audio": "response.output_audio",
+    "response.audio_transcript": "response.output_audio_transcript",
     "conversation.item.created": "conversation.item.added",
 }
 ROUTES = ("/v1/realtime",)
 
 
 def ga_name(kind: str) -> str:
-    """A kind as the GA protocol names it."""
-    return BETA_NAMES.get(kind, kind)
+    """A kind (or the start of one) as the GA protocol names it."""
+    for beta, ga in BETA_NAMES.items():
+        if kind == beta or kind.startswith(beta + "."):
+            return ga + kind[len(beta):]
+    return kind
 
 
 def kind_of(message: Mapping[str, Any]) -> str:

@@ -3,20 +3,28 @@ in which order, and its revert."""
 
 from __future__ import annotations
 
+import asyncio
+import errno
+
 import pytest
+from pyroute2.netlink.exceptions import NetlinkError
 
 from faultlab.connections import ConnectionTable
+from faultlab.errors import MechanismError
 from faultlab.faults.mtu_blackhole import _remove_route, _shrink_route
 from faultlab.lab.netfilter import commit
 
 from .conftest import (
+    SERVER,
     FakeContext,
+    FakeLab,
     FakeProxyChannel,
     apply_and_revert,
     assert_a_packet_fault_the_run_holds,
     build,
     params_of,
     refusal,
+    with_connections,
 )
 
 FILTER_TO_CLIENT = "-A FL-mtu -o c0 -p icmp --icmp-type fragmentation-needed -j DROP"
@@ -109,3 +117,52 @@ def test_with_the_proxy_what_arrives_from_either_end_above_the_mtu_is_dropped(
     assert ctx.lab.ns("router").batches == [
         [":FLP-mtu - [0:0]", *rules, "-I INPUT 1 -j FLP-mtu", "-I OUTPUT 1 -j FLP-mtu"],
         ["-D INPUT -j FLP-mtu", "-D OUTPUT -j FLP-mtu", "-F FLP-mtu", "-X FLP-mtu"]]
+
+
+class UplinkLab(FakeLab):
+    """The fake lab with its target behind an uplink."""
+
+    @property
+    def target_link(self) -> str:
+        return "up0"
+
+
+def test_toward_a_remote_target_the_route_to_its_address_shrinks() -> None:
+    """Behind the uplink the target is not the lab's server: the route that shrinks is the one
+    to the address the client's connections go to (pinned, or the latest connection's); with
+    none known yet the step fails, having changed nothing."""
+    ctx = FakeContext(lab=UplinkLab(), connections=ConnectionTable(443, "10.0.2.2"))
+    apply_and_revert(build("mtu_blackhole", {"mtu": 1200, "direction": "to_server"},
+                           step="mtu"), ctx)
+    assert (_shrink_route, ("10.0.2.2", 1200)) in ctx.lab.ns("router").calls
+    found = with_connections(FakeContext(lab=UplinkLab(), connections=ConnectionTable(443)),
+                             40001)
+    apply_and_revert(build("mtu_blackhole", {"mtu": 1200, "direction": "to_server"},
+                           step="mtu"), found)
+    assert (_shrink_route, (SERVER, 1200)) in found.lab.ns("router").calls
+    unknown = FakeContext(lab=UplinkLab(), connections=ConnectionTable(443))
+    with pytest.raises(MechanismError, match="needs its address"):
+        asyncio.run(build("mtu_blackhole", {"mtu": 1200}, step="mtu").apply(unknown))
+    assert unknown.lab.ns("router").calls == []
+
+
+def test_removing_a_route_its_link_took_with_it_is_no_error() -> None:
+    """A route gone before the revert (its link went down meanwhile, which flushes the routes
+    through it) is no error: the revert goes on to remove the ICMP filter."""
+    calls: list[str] = []
+
+    class Gone:
+        def route(self, *args: object, **kwargs: object) -> None:
+            calls.append(str(args[0]))
+            raise NetlinkError(errno.ESRCH, "No such process")
+
+        def __enter__(self) -> Gone:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("faultlab.faults.mtu_blackhole.IPRoute", Gone)
+        _remove_route("10.0.2.2")
+    assert calls == ["del"]

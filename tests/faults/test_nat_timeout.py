@@ -168,3 +168,38 @@ def test_with_the_proxy_one_connection_is_its_own_and_its_upstreams_headers() ->
         "-A FLP-nat -i s0 -p tcp -s 10.0.2.2 --sport 443 -d 10.0.2.1 --dport 51000 "
         f"{INVALID} -j DROP",
         f"-A FLP-nat -o c0 -p tcp --dport 40001 -d 10.0.1.2 {SENT}"]
+
+
+def test_one_nat_timeout_at_a_time_per_router() -> None:
+    """The conntrack settings are the router's (one NAT per path): a second step while one holds
+    them fails naming it, touching nothing; once the first is reverted another may apply."""
+    ctx = FakeContext()
+    first = build("nat_timeout", {"idle": "2s"}, step="nat")
+    asyncio.run(first.apply(ctx))
+    calls = len(ctx.lab.ns("router").calls)
+    with pytest.raises(MechanismError, match="step 'nat' already sets the router's NAT timeout"):
+        asyncio.run(build("nat_timeout", {"idle": "5s"}, step="other").apply(ctx))
+    assert len(ctx.lab.ns("router").calls) == calls
+    asyncio.run(first.revert(ctx))
+    apply_and_revert(build("nat_timeout", {"idle": "5s"}, step="other"), ctx)
+
+
+def test_a_failure_midway_puts_the_router_back() -> None:
+    """A step that fails after changing the router's settings (here, adopting the flows)
+    restores them and removes its rule before the error goes on."""
+    ctx = with_connections(FakeContext(), 40001)
+    record = FakeNamespace.run
+
+    async def failing(self: FakeNamespace, fn: Callable[..., Any], *args: object) -> Any:
+        if fn is _adopt:
+            raise OSError("netlink refused")
+        return await record(self, fn, *args)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(FakeNamespace, "run", failing)
+        with pytest.raises(OSError):
+            asyncio.run(build("nat_timeout", {"idle": "3s"}, step="nat").apply(ctx))
+    calls = ctx.lab.ns("router").calls
+    assert calls[-2] == (_write_sysctls, (dict(reversed(BEFORE.items())),))
+    assert calls[-1] == (commit, (["-D FORWARD -j FL-nat", "-F FL-nat", "-X FL-nat"], "filter"))
+    apply_and_revert(build("nat_timeout", {"idle": "3s"}, step="nat"), ctx)

@@ -274,7 +274,7 @@ def test_with_the_proxy_a_middlebox_fault_acts_on_the_legs_and_reverts_clean(
     OUTPUT, by the client's and the target's links: the redirected connections never cross
     FORWARD), says which legs in its details, and its revert leaves the router's rules, routes and
     sysctls as before. Their effect on proxied sessions is judged by the profiles run through the
-    proxy (test_run)."""
+    proxy (test_proxied_packet_faults)."""
     names = [TIMEOUT, LIBERAL, LOOSE]
 
     async def go() -> None:
