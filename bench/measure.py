@@ -1,6 +1,7 @@
-"""Real traffic through a lab's router, for the impairments' bench (impair_bench.py) and lab tests
-(tests/lab/test_impairments.py, which load it from this file): one-way delays of timestamped
-datagrams, a counted stream, a bulk transfer.
+"""Real traffic through a lab's router, for the benches (impair_bench.py, mtu_bench.py) and lab
+tests (tests/lab/test_impairments.py, test_middlebox_ipt.py, which load it from this file): one-way
+delays of timestamped datagrams, a counted stream, a bulk transfer, a TCP echo; and a fault
+applied to a bare lab.
 
 The sockets are made in the client's and server's namespaces (each by that namespace's thread)
 and used from this process, which reads one monotonic clock on both ends: a one-way delay is
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import struct
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -20,6 +22,7 @@ from typing import Any, cast
 
 from pyroute2 import IPRoute
 
+from faultlab.connections import ConnectionTable
 from faultlab.errors import MechanismError
 from faultlab.faults import FAULTS
 from faultlab.faults.base import Fault, FaultContext
@@ -284,17 +287,21 @@ async def while_applied[L: Lab, T](lab: L, fault: Fault[Any], probe: Callable[[L
 
 
 class LabContext:
-    """A FaultContext over a bare lab, for applying impairments outside a run (no connection
-    table, proxy or microphone)."""
+    """A FaultContext over a bare lab, for applying faults outside a run: no microphone, no
+    proxy unless one is said to be in the path (`proxy`: anything but None), and the connection
+    table given, if any (a test records its connections' SYNs in it, as the capture would)."""
 
-    def __init__(self, lab: Lab) -> None:
+    def __init__(self, lab: Lab, connections: ConnectionTable | None = None) -> None:
         self.lab = lab
-        self.proxy = None
+        self.proxy: Any = None
         self.mic = None
+        self._connections = connections
 
     @property
-    def connections(self) -> Any:
-        raise MechanismError("no connection table outside a run: leave `connection` out")
+    def connections(self) -> ConnectionTable:
+        if self._connections is None:
+            raise MechanismError("no connection table outside a run: leave `connection` out")
+        return self._connections
 
     async def revert(self, step_ids: Any) -> list[str]:
         return []
@@ -303,6 +310,34 @@ class LabContext:
 def context(lab: Lab) -> FaultContext:
     """`lab` as the context a fault is applied in."""
     return cast(FaultContext, LabContext(lab))
+
+
+def tcp_socket(listen_port: int | None = None) -> socket.socket:
+    """A non-blocking TCP socket (no Nagle) of the calling thread's namespace, listening on
+    `listen_port` when given."""
+    sock = socket.socket()
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if listen_port is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("0.0.0.0", listen_port))
+        sock.listen(64)
+    sock.setblocking(False)
+    return sock
+
+
+async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Send back whatever arrives, until the peer closes (an asyncio server's handler)."""
+    while data := await reader.read(65536):
+        writer.write(data)
+        await writer.drain()
+    writer.close()
+
+
+def chain_packets(chain: str) -> int:
+    """The packets the rules of an iptables chain matched, in the calling thread's namespace."""
+    out = subprocess.run(["iptables", "-L", chain, "-v", "-x", "-n"], capture_output=True,
+                         text=True, check=True).stdout
+    return sum(int(line.split()[0]) for line in out.splitlines()[2:] if line.strip())
 
 
 def percentile(values: list[float], q: float) -> float:

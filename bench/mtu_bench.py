@@ -14,19 +14,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import socket
-import subprocess
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 
+import measure
 import table
 from table import Measure, Row, alone
 
-from faultlab.connections import ConnectionTable
-from faultlab.faults import FAULTS
-from faultlab.lab.base import Lab
 from faultlab.lab.netns import NetnsLab
 
 PORT = 9000
@@ -36,39 +31,10 @@ HEADERS = 52
 WAIT_S = 0.4
 
 
-@dataclass
-class Context:
-    lab: Lab
-    connections: ConnectionTable = field(default_factory=ConnectionTable)
-    proxy: None = None
-    mic: None = None
-
-    async def revert(self, step_ids: Sequence[str] | None) -> list[str]:
-        return []
-
-
-def _socket(listen: bool) -> socket.socket:
-    sock = socket.socket()
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    if listen:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("0.0.0.0", PORT))
-        sock.listen(64)
-    sock.setblocking(False)
-    return sock
-
-
-async def _echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    while data := await reader.read(65536):
-        writer.write(data)
-        await writer.drain()
-    writer.close()
-
-
 async def _send(lab: NetnsLab, size: int, wait_s: float
                 ) -> tuple[int, asyncio.StreamReader, asyncio.StreamWriter]:
     """How much of a write of `size` bytes on a new connection comes back within `wait_s`."""
-    sock = await lab.client.run(_socket, False)
+    sock = await lab.client.run(measure.tcp_socket)
     loop = asyncio.get_running_loop()
     await loop.sock_connect(sock, (str(lab.server_address), PORT))
     reader, writer = await asyncio.open_connection(sock=sock)
@@ -82,20 +48,14 @@ async def _send(lab: NetnsLab, size: int, wait_s: float
     return back, reader, writer
 
 
-def _icmp_filtered() -> int:
-    out = subprocess.run(["iptables", "-L", "FL-bench-mtu", "-v", "-x", "-n"],
-                         capture_output=True, text=True, check=True).stdout
-    return sum(int(line.split()[0]) for line in out.splitlines()[2:] if line.strip())
-
-
-async def measure(mtu: int) -> dict[str, float]:
+async def black_hole(mtu: int) -> dict[str, float]:
     """The largest write that passes at `mtu`, what a larger one delivers, the ICMP filtered,
     and the seconds from revert to the stuck write's arrival."""
     async with NetnsLab() as lab:
-        server = await asyncio.start_server(_echo, sock=await lab.server.run(_socket, True))
-        ctx = Context(lab)
-        hole = FAULTS["mtu_blackhole"]("bench-mtu", FAULTS["mtu_blackhole"].Params.model_validate(
-            {"mtu": mtu, "direction": "to_server"}))
+        server = await asyncio.start_server(measure.echo,
+                                            sock=await lab.server.run(measure.tcp_socket, PORT))
+        ctx = measure.context(lab)
+        hole = measure.fault_of("mtu_blackhole", "bench-mtu", mtu=mtu, direction="to_server")
         await hole.apply(ctx)
         low, high = 1, 1448  # passes / the largest segment a 1500-byte link carries
         while low < high:
@@ -104,7 +64,7 @@ async def measure(mtu: int) -> dict[str, float]:
             writer.close()
             low, high = (mid, high) if back == mid else (low, mid - 1)
         stalled, reader, writer = await _send(lab, low + 1, 2 * WAIT_S)
-        icmp = await lab.router.run(_icmp_filtered)
+        icmp = await lab.router.run(measure.chain_packets, "FL-bench-mtu")
         reverted = time.monotonic()
         await hole.revert(ctx)
         await asyncio.wait_for(reader.readexactly(low + 1 - stalled), 30)
@@ -118,7 +78,7 @@ async def measure(mtu: int) -> dict[str, float]:
 def collect(mtus: Sequence[int] = (1200, 1400)) -> list[Row]:
     rows = []
     for mtu in mtus:
-        m = asyncio.run(measure(mtu))
+        m = asyncio.run(black_hole(mtu))
         expected = mtu - HEADERS
         print(f"mtu {mtu}: the largest write that passes is {m['passes']:.0f} B (expected "
               f"{expected}); {m['passes'] + 1:.0f} B stalls ({m['stalled_delivered']:.0f} B back "

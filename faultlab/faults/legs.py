@@ -22,7 +22,7 @@ Inbound rules (`-i`) take what the far end sends, outbound ones (`-o`) what the 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -124,11 +124,9 @@ class LegChain:
         """The chain with a rule per match, `action(i)` the target of `matches[i]`; a match
         still unknown gets its rule when the upstream is reported."""
         router = ctx.lab.router
-        await install(router, HOOKS, self.chain, [f"{m.match} {action(i)}"
-                                                  for i, m in enumerate(matches) if m.match],
-                      self.table)
-        self.installed = True
-        self.legs = {m.leg for m in matches}
+        await self.install_rules(ctx, [f"{m.match} {action(i)}"
+                                       for i, m in enumerate(matches) if m.match],
+                                 {m.leg for m in matches})
         waiting = [(i, m) for i, m in enumerate(matches) if m.match is None]
         if not waiting or conn is None:
             return
@@ -140,6 +138,14 @@ class LegChain:
                 router.run(commit, batch, self.table))
 
         self._cancel = ctx.connections.when_upstream(conn, add)
+
+    async def install_rules(self, ctx: FaultContext, rules: Sequence[str],
+                            legs: Collection[Leg]) -> None:
+        """The chain with `rules` as they are (rules that match by headers, not by a flow's
+        conntrack tuple), hurting `legs`."""
+        await install(ctx.lab.router, HOOKS, self.chain, rules, self.table)
+        self.installed = True
+        self.legs = set(legs)
 
     async def uninstall(self, ctx: FaultContext) -> None:
         """Stop waiting, let a late addition finish, and remove the chain."""

@@ -27,7 +27,7 @@ from faultlab.connections import Connection
 from faultlab.errors import MechanismError
 from faultlab.faults.base import Fault, FaultContext, Layer, register
 from faultlab.faults.flows import Direction, FlowParams, hurt_directions, iptables_matches, selected
-from faultlab.faults.legs import HOOKS, legs_chain, proxied
+from faultlab.faults.legs import LegChain, proxied
 from faultlab.lab.namespace import Namespace, write_sysctl
 from faultlab.lab.netfilter import chain_name, install, uninstall
 from faultlab.model import Duration
@@ -171,7 +171,7 @@ class NatTimeout(Fault[NatTimeoutParams]):
 
     def __init__(self, step_id: str, params: NatTimeoutParams) -> None:
         super().__init__(step_id, params)
-        self._on_legs = False
+        self._legs = LegChain(step_id)
         # The router's conntrack settings before the step, once read.
         self._saved: dict[str, str] = {}
 
@@ -197,8 +197,7 @@ class NatTimeout(Fault[NatTimeoutParams]):
             raise
         try:
             if proxied(ctx):
-                await install(router, HOOKS, legs_chain(self.step_id), _on_legs(ctx, p))
-                self._on_legs = True
+                await self._legs.install_rules(ctx, _on_legs(ctx, p), ["client", "server"])
             self._saved = await router.run(_read_sysctls, [TIMEOUT, LIBERAL, LOOSE])
             await router.run(_write_sysctls, {TIMEOUT: idle_s, LIBERAL: 1})
             # Flows opened before tracking began have no entry: adopt those the capture saw, so
@@ -213,7 +212,7 @@ class NatTimeout(Fault[NatTimeoutParams]):
             raise
         details = {"idle_s": idle_s, "then": p.then, "direction": p.direction,
                    "connection": p.connection, "adopted": adopted, "shortened": shortened}
-        return details | ({"legs": ["client", "server"]} if self._on_legs else {})
+        return details | ({"legs": sorted(self._legs.legs)} if self._legs.installed else {})
 
     async def revert(self, ctx: FaultContext) -> None:
         router = ctx.lab.router
@@ -229,6 +228,4 @@ class NatTimeout(Fault[NatTimeoutParams]):
             try:
                 await uninstall(router, ["FORWARD"], chain_name(self.step_id))
             finally:
-                if self._on_legs:
-                    self._on_legs = False
-                    await uninstall(router, HOOKS, legs_chain(self.step_id))
+                await self._legs.uninstall(ctx)

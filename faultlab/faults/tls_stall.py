@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from faultlab.faults.base import Fault, FaultContext, FaultParams, Layer, register
-from faultlab.faults.legs import HOOKS, legs_chain, proxied
+from faultlab.faults.legs import LegChain, proxied
 from faultlab.lab.netfilter import chain_name, install, uninstall
 
 # The conntrack mark of a connection opened while a tls_stall is active (its bits: #25).
@@ -41,7 +41,7 @@ class TlsStall(Fault[TlsStallParams]):
 
     def __init__(self, step_id: str, params: TlsStallParams) -> None:
         super().__init__(step_id, params)
-        self._on_legs = False
+        self._legs = LegChain(step_id)
 
     async def apply(self, ctx: FaultContext) -> dict[str, Any]:
         link = ctx.lab.client_link
@@ -60,18 +60,15 @@ class TlsStall(Fault[TlsStallParams]):
                    f"-i {server} -p tcp -m connmark --mark {STALLED_MARK} "
                    f'-m u32 --u32 "{CARRIES_DATA}" -j DROP']
         try:
-            await install(ctx.lab.router, HOOKS, legs_chain(self.step_id), on_legs)
+            await self._legs.install_rules(ctx, on_legs, ["server"])
         except BaseException:
             await uninstall(ctx.lab.router, ["FORWARD"], chain_name(self.step_id))
             raise
-        self._on_legs = True
-        return {"legs": ["server"]}
+        return {"legs": sorted(self._legs.legs)}
 
     async def revert(self, ctx: FaultContext) -> None:
         # The marks stay on the connections' conntrack entries, but no rule reads them: a stalled
         # handshake completes at the server's next retransmission (measured: 0.3-0.9 s after revert,
         # after a 3 s stall; the client's TCP saw its ClientHello acked and never retransmitted).
         await uninstall(ctx.lab.router, ["FORWARD"], chain_name(self.step_id))
-        if self._on_legs:
-            self._on_legs = False
-            await uninstall(ctx.lab.router, HOOKS, legs_chain(self.step_id))
+        await self._legs.uninstall(ctx)

@@ -15,6 +15,15 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 
+def pcm16_seconds(data: Any, rate: int) -> float:
+    """How long base64-encoded 16-bit mono PCM at `rate` Hz plays (0 for anything but a
+    string), counted from the encoding's length without decoding it."""
+    if not isinstance(data, str):
+        return 0.0
+    size = len(data) * 3 // 4 - data[-2:].count("=")
+    return size / 2 / rate
+
+
 @dataclass(frozen=True)
 class Service:
     """A service an unmodified client reaches by its real names."""

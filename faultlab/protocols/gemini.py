@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from faultlab.protocols.base import Protocol, Service
+from faultlab.protocols.base import Protocol, Service, pcm16_seconds
 
 # The sample rate in an audio MIME type, `audio/pcm;rate=16000`.
 RATE = re.compile(r"rate=(\d+)")
@@ -81,14 +81,8 @@ def kind_matches(actual: str, wanted: str) -> bool:
 
 
 def _audio_seconds(blob: dict[str, Any], default_rate: int) -> float:
-    data = blob.get("data")
-    if not isinstance(data, str):
-        return 0.0
-    mime = str(blob.get("mime_type", ""))
-    match = RATE.search(mime)
-    rate = int(match.group(1)) if match else default_rate
-    size = len(data) * 3 // 4 - data[-2:].count("=")
-    return size / 2 / rate
+    match = RATE.search(str(blob.get("mime_type", "")))
+    return pcm16_seconds(blob.get("data"), int(match.group(1)) if match else default_rate)
 
 
 def describe(content: bytes | str) -> dict[str, Any]:
@@ -190,31 +184,23 @@ class GeminiLive(Protocol):
     secret_env: ClassVar[tuple[str, ...]] = ("GOOGLE_API_KEY", "GEMINI_API_KEY")
     reply_kinds: ClassVar[tuple[str, ...]] = ("serverContent.modelTurn", "toolCall")
 
+    # The module's functions, which the Gemini-only code (emulator, clients) calls directly.
+    kind_of = staticmethod(kind_of)
+    kind_matches = staticmethod(kind_matches)
+    describe = staticmethod(describe)
+    category_of = staticmethod(category_of)
+    dialect_of = staticmethod(dialect_of)
+
     def recognises(self, message: Mapping[str, Any]) -> bool:
         # One message kind per object: every top-level value an object (`setupComplete: {}`).
         return bool(message) and all(isinstance(v, Mapping) for v in message.values())
-
-    def kind_of(self, message: Mapping[str, Any]) -> str:
-        return kind_of(message)
-
-    def kind_matches(self, actual: str, wanted: str) -> bool:
-        return kind_matches(actual, wanted)
 
     def normalise(self, data: Any) -> Any:
         # Profiles address fields in snake_case, whichever spelling the client sent.
         return snake_keys(data)
 
-    def describe(self, content: bytes | str) -> dict[str, Any]:
-        return describe(content)
-
-    def category_of(self, kind: str) -> str:
-        return category_of(kind)
-
     def label_of(self, kind: str) -> str:
         return kind.removeprefix("server_content.")
-
-    def dialect_of(self, path: str) -> str | None:
-        return dialect_of(path)
 
 
 GEMINI = GeminiLive()

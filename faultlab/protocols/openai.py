@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from faultlab.protocols.base import Protocol, Service
+from faultlab.protocols.base import Protocol, Service, pcm16_seconds
 
 # The PCM16 sample rate of the session's audio by default, both ways.
 AUDIO_RATE = 24000
@@ -51,13 +51,6 @@ def kind_matches(actual: str, wanted: str) -> bool:
     return actual == wanted or actual.startswith(wanted + ".")
 
 
-def _audio_seconds(data: Any) -> float:
-    if not isinstance(data, str):
-        return 0.0
-    size = len(data) * 3 // 4 - data[-2:].count("=")
-    return size / 2 / AUDIO_RATE
-
-
 def describe(content: bytes | str) -> dict[str, Any]:
     """`kind` and a few details of one message (empty when it is not one)."""
     try:
@@ -70,7 +63,7 @@ def describe(content: bytes | str) -> dict[str, Any]:
     out: dict[str, Any] = {"kind": kind}
     ga = ga_name(kind)
     if ga in ("input_audio_buffer.append", "response.output_audio.delta"):
-        out["audio_s"] = round(_audio_seconds(data.get("audio", data.get("delta"))), 4)
+        out["audio_s"] = round(pcm16_seconds(data.get("audio", data.get("delta")), AUDIO_RATE), 4)
     elif ga in ("response.output_text.delta", "response.output_audio_transcript.delta"):
         out["text"] = str(data.get("delta", ""))[:200]
     elif ga in ("session.created", "session.updated", "session.update"):
@@ -135,27 +128,19 @@ class OpenAIRealtime(Protocol):
         "response.output_audio.delta", "response.output_text.delta",
         "response.output_audio_transcript.delta", "response.function_call_arguments.done")
 
+    # The module's functions.
+    kind_of = staticmethod(kind_of)
+    kind_matches = staticmethod(kind_matches)
+    describe = staticmethod(describe)
+    category_of = staticmethod(category_of)
+    dialect_of = staticmethod(dialect_of)
+
     def recognises(self, message: Mapping[str, Any]) -> bool:
         return isinstance(message.get("type"), str)
-
-    def kind_of(self, message: Mapping[str, Any]) -> str:
-        return kind_of(message)
-
-    def kind_matches(self, actual: str, wanted: str) -> bool:
-        return kind_matches(actual, wanted)
 
     def normalise(self, data: Any) -> Any:
         # Its fields are snake_case on the wire already.
         return data
-
-    def describe(self, content: bytes | str) -> dict[str, Any]:
-        return describe(content)
-
-    def category_of(self, kind: str) -> str:
-        return category_of(kind)
-
-    def dialect_of(self, path: str) -> str | None:
-        return dialect_of(path)
 
 
 OPENAI = OpenAIRealtime()

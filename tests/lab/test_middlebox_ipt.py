@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import ssl
 import subprocess
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,52 +19,18 @@ import pytest
 from pyroute2 import IPRoute
 
 from faultlab.connections import ConnectionTable
-from faultlab.faults import FAULTS, Fault
 from faultlab.faults.nat_timeout import LIBERAL, LOOSE, TIMEOUT, _read_sysctls
-from faultlab.lab.base import Lab
 from faultlab.lab.netns import NetnsLab
 from faultlab.tls import LabCA
 
+from ..bench.conftest import bench_module
 from ..conftest import slack
 from .helpers import lab_traces
 
 pytestmark = pytest.mark.lab
+measure = bench_module("measure")
 
 PORT = 9443
-
-
-@dataclass
-class Context:
-    """What a run hands a fault, around a real lab: its connections as the capture would see
-    their SYNs."""
-
-    lab: Lab
-    connections: ConnectionTable = field(default_factory=ConnectionTable)
-    # Anything but None says the proxy is in the path: the faults then add rules on its legs.
-    proxy: object | None = None
-    mic: None = None
-
-    async def revert(self, step_ids: Sequence[str] | None) -> list[str]:
-        return []
-
-
-def _socket(listen: bool) -> socket.socket:
-    """A TCP socket of the calling thread's namespace, non-blocking, listening on PORT or not."""
-    sock = socket.socket()
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    if listen:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("0.0.0.0", PORT))
-        sock.listen(16)
-    sock.setblocking(False)
-    return sock
-
-
-async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    while data := await reader.read(65536):
-        writer.write(data)
-        await writer.drain()
-    writer.close()
 
 
 @dataclass
@@ -74,12 +39,12 @@ class EchoPath:
     connections to it from the client namespace."""
 
     lab: NetnsLab
-    ctx: Context
+    ctx: Any  # measure.LabContext, its connection table recording the SYNs of `connect`
     server_tls: ssl.SSLContext | None
 
     async def connect(self, tls: bool = False, timeout_s: float = 2.0
                       ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        sock = await self.lab.client.run(_socket, False)
+        sock = await self.lab.client.run(measure.tcp_socket)
         loop = asyncio.get_running_loop()
         await asyncio.wait_for(loop.sock_connect(sock, (str(self.lab.server_address), PORT)),
                                timeout_s)
@@ -110,19 +75,15 @@ class EchoPath:
 async def lab_path(tmp_path: Path, tls: bool = False) -> AsyncIterator[EchoPath]:
     async with NetnsLab() as lab:
         server_tls = LabCA(tmp_path / "ca").server_context() if tls else None
-        listener = await lab.server.run(_socket, True)
-        server = await asyncio.start_server(echo, sock=listener, ssl=server_tls)
+        listener = await lab.server.run(measure.tcp_socket, PORT)
+        server = await asyncio.start_server(measure.echo, sock=listener, ssl=server_tls)
         try:
-            yield EchoPath(lab, Context(lab), server_tls)
+            yield EchoPath(lab, measure.LabContext(lab, ConnectionTable()), server_tls)
         finally:
             server.close()
     # Teardown leaves nothing of the lab: its namespaces (with their conntrack tables and
     # sysctls), scratch folder and lease are gone.
     assert lab_traces(lab.slot, os.getpid()) == []
-
-
-def fault(name: str, step: str, **params: Any) -> Fault[Any]:
-    return FAULTS[name](step, FAULTS[name].Params.model_validate(params))
 
 
 async def round_trip(conn: tuple[asyncio.StreamReader, asyncio.StreamWriter], size: int,
@@ -151,7 +112,7 @@ def test_mtu_blackhole_passes_small_messages_and_swallows_large_ones(tmp_path: P
         async with lab_path(tmp_path) as path:
             before = path.router_state()
             conn = await path.connect()
-            hole = fault("mtu_blackhole", "mtu", mtu=1200, direction="to_server")
+            hole = measure.fault_of("mtu_blackhole", "mtu", mtu=1200, direction="to_server")
             details = await hole.apply(path.ctx)
             assert details["links"] == {"to_server": "s0"}
             assert await round_trip(conn, 1000, slack(1.0))
@@ -159,7 +120,7 @@ def test_mtu_blackhole_passes_small_messages_and_swallows_large_ones(tmp_path: P
             writer.write(b"y" * 4000)
             with pytest.raises(TimeoutError):
                 await asyncio.wait_for(reader.readexactly(4000), slack(1.5))
-            dropped = path.lab.router.call(_icmp_dropped)
+            dropped = path.lab.router.call(measure.chain_packets, "FL-mtu")
             assert dropped > 0, "the router sent no fragmentation-needed to filter"
             assert path.lab.client.call(_learned_mtu, str(path.lab.server_address)) is None
             await hole.revert(path.ctx)
@@ -169,13 +130,6 @@ def test_mtu_blackhole_passes_small_messages_and_swallows_large_ones(tmp_path: P
             assert path.lab.client.call(_learned_mtu, str(path.lab.server_address)) is None
 
     run(go)
-
-
-def _icmp_dropped() -> int:
-    """The packets the ICMP filter chain dropped (in the router's namespace)."""
-    out = subprocess.run(["iptables", "-L", "FL-mtu", "-v", "-x", "-n"], capture_output=True,
-                         text=True, check=True).stdout
-    return sum(int(line.split()[0]) for line in out.splitlines()[2:] if line.strip())
 
 
 def _learned_mtu(address: str) -> int | None:
@@ -192,7 +146,7 @@ def test_mtu_blackhole_to_the_client_spares_the_servers_way(tmp_path: Path) -> N
     async def go() -> None:
         async with lab_path(tmp_path) as path:
             conn = await path.connect()
-            hole = fault("mtu_blackhole", "mtu", mtu=1200, direction="to_client")
+            hole = measure.fault_of("mtu_blackhole", "mtu", mtu=1200, direction="to_client")
             await hole.apply(path.ctx)
             assert await round_trip(conn, 800, slack(1.0))
             assert not await round_trip(conn, 4000, slack(1.0))
@@ -208,7 +162,7 @@ def test_tls_stall_hangs_new_handshakes_and_spares_an_open_connection(tmp_path: 
         async with lab_path(tmp_path, tls=True) as path:
             before = path.router_state()
             old = await path.connect(tls=True)
-            stall = fault("tls_stall", "tls")
+            stall = measure.fault_of("tls_stall", "tls")
             await stall.apply(path.ctx)
             with pytest.raises(TimeoutError):
                 await path.connect(tls=True, timeout_s=slack(1.5))
@@ -234,7 +188,7 @@ def test_nat_timeout_kills_an_idle_flow_and_spares_a_kept_alive_one(tmp_path: Pa
         async with lab_path(tmp_path) as path:
             before, sysctls = path.router_state(), path.lab.router.call(_read_sysctls, names)
             kept, idle = await path.connect(), await path.connect()
-            nat = fault("nat_timeout", "nat", idle="1s", then=then)
+            nat = measure.fault_of("nat_timeout", "nat", idle="1s", then=then)
             details = await nat.apply(path.ctx)
             assert details["adopted"] == 2
             late = await path.connect()
@@ -282,7 +236,7 @@ def test_with_the_proxy_a_middlebox_fault_acts_on_the_legs_and_reverts_clean(
             path.ctx.proxy = object()
             path.ctx.connections.port = PORT
             before, sysctls = path.router_state(), path.lab.router.call(_read_sysctls, names)
-            hurt = fault(name, "mb", **params)
+            hurt = measure.fault_of(name, "mb", **params)
             details = await hurt.apply(path.ctx)
             rules = path.lab.router.call(_legs_rules)
             links = {path.lab.client_link, path.lab.target_link}
