@@ -5,9 +5,8 @@ from __future__ import annotations
 import heapq
 import itertools
 from dataclasses import dataclass, field
-from typing import Any
 
-Frame = dict[str, Any]
+from faultlab.emulator.messages import Frame
 
 
 @dataclass(order=True)

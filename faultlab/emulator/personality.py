@@ -71,6 +71,9 @@ class Personality(Model):
     """How one flavour of the Live API behaves."""
 
     name: str
+    # The API it speaks (faultlab.emulator.apis), and which of that API's flavours (its dialect:
+    # the routes it serves, and what differs on the wire).
+    protocol: Literal["gemini"] = "gemini"
     api: Literal["developer", "vertex"]
     setup_complete_s: Range = (0.246, 0.351)  # S1, fresh session
     resumed_setup_complete_s: Range = (0.507, 0.668)  # S2

@@ -15,7 +15,6 @@ from faultlab.emulator.server import EmulatorServer
 from faultlab.emulator.session import Emulator
 from faultlab.errors import EmulatorError
 from faultlab.events import EventWriter
-from faultlab.protocols import GEMINI
 from faultlab.scenarios import brain_of
 from faultlab.tls import LOOPBACK_IPS, SERVICE_NAMES, LabCA, client_environment
 
@@ -83,7 +82,7 @@ async def serve_until_stopped(
     try:
         async with EmulatorServer(emulator, ca.server_context(names, ips), host, port) as server:
             announce(client_environment(str(ca.cert_path), base_url(host, server.port),
-                                        GEMINI.service), server.port)
+                                        emulator.api.protocol.service), server.port)
             await stop.wait()
     except OSError as exc:
         raise EmulatorError(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None

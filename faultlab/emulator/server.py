@@ -33,7 +33,6 @@ from websockets.http11 import Request, Response
 from faultlab.emulator import wsinternals
 from faultlab.emulator.refusals import close_reason
 from faultlab.emulator.session import Emulator
-from faultlab.protocols.gemini import GEMINI, kind_of
 from faultlab.vocabulary import FrameLogged
 
 log = logging.getLogger(__name__)
@@ -156,7 +155,7 @@ class EmulatorServer:
                 log.exception("emulator bug while forgetting dead sessions")
 
     def _check_path(self, ws: ServerConnection, request: Request) -> Response | None:
-        if GEMINI.dialect_of(request.path) is None:
+        if self.emulator.api.protocol.dialect_of(request.path) is None:
             return ws.respond(HTTPStatus.NOT_FOUND, "Not Found\n")
         return None
 
@@ -175,9 +174,12 @@ class EmulatorServer:
         request = ws.request
         assert request is not None
         peer = ws.remote_address
-        conn = self.emulator.connect(loop.time(), GEMINI.dialect_of(request.path) or "developer",
+        protocol = self.emulator.api.protocol
+        dialect = protocol.dialect_of(request.path)
+        assert dialect is not None  # _check_path refused the others
+        conn = self.emulator.connect(loop.time(), dialect,
                                      client_port=int(peer[1]) if peer else None)
-        if not GEMINI.authorised(request.headers, parse_qs(urlsplit(request.path).query)):
+        if not protocol.authorised(request.headers, parse_qs(urlsplit(request.path).query)):
             self.emit("emulator.refused", conn=conn.number, path=without_query(request.path),
                       code=1008, reason=NO_IDENTITY_REASON)
             conn.peer_closed(loop.time())
@@ -212,7 +214,7 @@ class EmulatorServer:
                         text = json.dumps(action.frame, separators=(",", ":"))
                         await ws.send(text)
                         self.emulator.announce(FrameLogged(
-                            "emulator", "server", conn.number, kind_of(action.frame), len(text),
+                            "emulator", "server", conn.number, protocol.kind_of(action.frame), len(text),
                             extra={"audio_s": round(action.audio_s, 4)} if action.audio_s else {}))
                     else:
                         await ws.close(action.code, action.reason)

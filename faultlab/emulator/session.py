@@ -24,9 +24,17 @@ import uuid
 from dataclasses import replace
 from typing import Any
 
+from faultlab.emulator.apis import APIS
 from faultlab.emulator.audio import TranscriptRegistry, Vad
 from faultlab.emulator.brain import Brain, Mind, echo
-from faultlab.emulator.outbox import Action, Frame, Outbox
+from faultlab.emulator.messages import (
+    Configure,
+    FunctionResults,
+    Input,
+    Setup,
+    UserContent,
+)
+from faultlab.emulator.outbox import Action, Outbox
 from faultlab.emulator.personality import (
     INTERNAL_ERROR,
     INVALID_ARGUMENT,
@@ -37,14 +45,6 @@ from faultlab.emulator.personality import (
 from faultlab.emulator.refusals import ProtocolError, close_reason
 from faultlab.emulator.sessions import Handles, Session
 from faultlab.emulator.turns import Emit, Turns
-from faultlab.emulator.wire import (
-    ClientContent,
-    ContextUpdate,
-    RealtimeInput,
-    Setup,
-    ToolResponse,
-    parse_frame,
-)
 from faultlab.events import Announcement
 from faultlab.vocabulary import FrameLogged
 
@@ -68,6 +68,7 @@ class Emulator:
         self.brain = brain or echo()
         self.registry = registry or TranscriptRegistry()
         self.emit: Emit = emit or (lambda *a, **k: None)
+        self.api = APIS[personality.protocol]
         self.rng = random.Random(seed)
         self.handles = Handles(self.scaled(personality.handle_ttl_s), self.rng)
         self._conn_ids = itertools.count(1)
@@ -119,6 +120,7 @@ class Connection:
         self.closed = False
         self.closing = False
         self.outbox = Outbox()
+        self.encoder = emulator.api.encoder(api, self.p)
         self.turns: Turns | None = None  # from the setup on
         self._setup_seen = False
         self._silent = False  # a dead handle's resume left unanswered (S5)
@@ -131,8 +133,9 @@ class Connection:
         if self.p.connection_lifetime_s is not None:
             self._lifetime_end = now + self.em.scaled(self.p.connection_lifetime_s)
             left = min(self.p.go_away_before_s, self.p.connection_lifetime_s)
-            self.outbox.send(self._lifetime_end - self.em.scaled(left),
-                             {"goAway": {"timeLeft": f"{left:g}s"}})
+            at = self._lifetime_end - self.em.scaled(left)
+            for frame in self.encoder.go_away(left):
+                self.outbox.send(at, frame)
 
     # The shell's interface.
 
@@ -142,7 +145,7 @@ class Connection:
             return
         self.last_client_msg = now
         try:
-            parsed = parse_frame(raw)
+            parsed = self.em.api.parse(raw)
             self.em.announce(FrameLogged("emulator", "client", self.number, parsed.raw_kind,
                                          len(raw), extra=self._audio_note(parsed.message)))
             if self.session is None and not isinstance(parsed.message, Setup):
@@ -155,13 +158,13 @@ class Connection:
                 return
             assert self.session is not None and self.turns is not None
             self.session.consumed += 1
-            if isinstance(parsed.message, ClientContent):
+            if isinstance(parsed.message, UserContent):
                 self.turns.on_client_content(parsed.message, now)
-            elif isinstance(parsed.message, RealtimeInput):
+            elif isinstance(parsed.message, Input):
                 self.turns.on_realtime(parsed.message, now)
-            elif isinstance(parsed.message, ToolResponse):
+            elif isinstance(parsed.message, FunctionResults):
                 self.turns.on_tool_response(parsed.message, now)
-            elif isinstance(parsed.message, ContextUpdate):
+            elif isinstance(parsed.message, Configure):
                 mind = self.session.mind
                 if parsed.message.system_instruction:
                     mind.instruct(parsed.message.system_instruction)
@@ -292,7 +295,7 @@ class Connection:
             self.turns.cancel()
 
     def _audio_note(self, message: object) -> dict[str, Any]:
-        if isinstance(message, RealtimeInput) and message.audio:
+        if isinstance(message, Input) and message.audio:
             return {"audio_s": round(len(message.audio) / 2 / message.audio_rate, 4)}
         return {}
 
@@ -376,16 +379,15 @@ class Connection:
             silence_ms=setup.vad.silence_duration_ms or self.p.vad_silence_ms,
             prefix_padding_ms=setup.vad.prefix_padding_ms or self.p.vad_prefix_padding_ms,
             start_sensitivity=setup.vad.start_sensitivity, end_sensitivity=setup.vad.end_sensitivity)
-        self.turns = Turns(self.em, self.outbox, session, self.model, vad, self.number, self.api)
-        complete: Frame = {}
-        if self.p.session_id_in_setup_complete:
-            complete = {"sessionId": session.id}
-        self.outbox.send(ready_at, {"setupComplete": complete})
+        self.turns = Turns(self.em, self.outbox, self.encoder, session, self.model, vad, self.number)
+        for frame in self.encoder.setup_complete(session.id):
+            self.outbox.send(ready_at, frame)
         if setup.resumption:
-            update: Frame = {"newHandle": self.em.handles.issue(session), "resumable": True}
-            if setup.transparent:
-                update["lastConsumedClientMessageIndex"] = str(session.consumed)
-            self.outbox.send(ready_at + self.em.draw(update_span), {"sessionResumptionUpdate": update})
+            update = self.encoder.resumption_update(
+                self.em.handles.issue(session), session.consumed if setup.transparent else None)
+            at = ready_at + self.em.draw(update_span)
+            for frame in update:
+                self.outbox.send(at, frame)
         if session.cut_speech:
             self.turns.repeat(session.cut_speech, ready_at + self.em.draw(self.p.tool_reply_s))
             session.cut_speech = None

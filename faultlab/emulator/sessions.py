@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from faultlab.emulator.brain import Mind
-from faultlab.emulator.wire import Setup
+from faultlab.emulator.messages import Setup
 
 DEAD_HANDLES_KEPT = 10_000
 

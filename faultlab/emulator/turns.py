@@ -9,7 +9,6 @@ kept whole if small, else its status and error (RESULT_KEPT_BYTES).
 
 from __future__ import annotations
 
-import base64
 import json
 import random
 from collections.abc import Callable, Iterable
@@ -19,11 +18,11 @@ import numpy as np
 
 from faultlab.emulator.audio import TranscriptRegistry, Utterance, Vad
 from faultlab.emulator.brain import Brain, CallRecord, Mind, Reply, is_placeholder
-from faultlab.emulator.outbox import Action, Frame, Outbox
+from faultlab.emulator.messages import Call, Encoder, Frame, FunctionResults, Input, Usage, UserContent
+from faultlab.emulator.outbox import Action, Outbox
 from faultlab.emulator.personality import Personality, ServedModel
 from faultlab.emulator.refusals import ProtocolError
 from faultlab.emulator.sessions import Session
-from faultlab.emulator.wire import ClientContent, RealtimeInput, ToolResponse
 from faultlab.speech import RATE_IN, RATE_OUT, resample, synthesise
 
 Emit = Callable[..., None]
@@ -48,15 +47,15 @@ class Turns:
     """The turns of one connection's conversation, from its setup on: the user's, ended by what
     the client sends, and the model's, scheduled in the connection's `outbox`."""
 
-    def __init__(self, emulator: Shared, outbox: Outbox, session: Session,
-                 model: ServedModel | None, vad: Vad | None, number: int, api: str) -> None:
+    def __init__(self, emulator: Shared, outbox: Outbox, encoder: Encoder, session: Session,
+                 model: ServedModel | None, vad: Vad | None, number: int) -> None:
         self.em = emulator
         self.p = emulator.personality
         self.outbox = outbox
+        self.encoder = encoder
         self.session = session
         self.model = model
         self.number = number  # the connection's, for the events
-        self.api = api
         self._vad = vad
         self._manual_audio: Utterance | None = None
         self._turn = 0
@@ -74,6 +73,10 @@ class Turns:
         self._user_speaking = False
         self._turn_open = False
         self._model_turn_end = 0.0
+
+    def _send(self, at: float, frames: list[Frame], turn: int = 0, audio_s: float = 0.0) -> None:
+        for frame in frames:
+            self.outbox.send(at, frame, turn, audio_s)
 
     def speaking(self, now: float) -> bool:
         """Whether the model's speech is still playing at `now`."""
@@ -94,7 +97,7 @@ class Turns:
         self._speak(text, at, self._turn)
 
 
-    def on_client_content(self, msg: ClientContent, now: float) -> None:
+    def on_client_content(self, msg: UserContent, now: float) -> None:
         """Turns join the conversation; `turnComplete` ends the user's turn (T7), with the words
         of the parts sent before it."""
         self._say(msg.turns)
@@ -106,7 +109,7 @@ class Turns:
             return
         self._turn_ends(words or self._turn_open, now, now + self.em.draw(self.p.reply_s))
 
-    def on_realtime(self, msg: RealtimeInput, now: float) -> None:
+    def on_realtime(self, msg: Input, now: float) -> None:
         if msg.text is not None:
             # Text input ends a turn as `clientContent` does, with the same latency.
             self._say([("user", msg.text)])
@@ -143,8 +146,7 @@ class Turns:
     def _on_speech_start(self, now: float) -> None:
         self._user_starts_speaking(now)
         if self.p.voice_activity_events:
-            self.outbox.send(now + self.em.draw(self.p.activity_start_s),
-                             {"voiceActivity": {"voiceActivityType": "ACTIVITY_START"}})
+            self._send(now + self.em.draw(self.p.activity_start_s), self.encoder.speech_started())
 
     def _end_of_speech(self, utterance: Utterance, now: float) -> None:
         audio = utterance.samples()
@@ -156,8 +158,7 @@ class Turns:
                      recognised=heard is not None, text=text, **dropped)
         at = now + self.em.draw(self.p.turn_end_s)
         if self.session.setup.input_transcription:
-            self.outbox.send(at, {"serverContent": {"inputTranscription": {"text": text,
-                                                                           "finished": True}}})
+            self._send(at, self.encoder.input_transcription(text))
         self._say([("user", text)])
         self._user_speaking = self._turn_open = False
         self._owe_answer(at)
@@ -251,12 +252,12 @@ class Turns:
         self.outbox.cut_turns()
         self._speaking_until = now
         self._model_turn_end = now + self.em.scaled(self.em.rng.uniform(0.002, 0.007))
-        self.outbox.send(now, {"serverContent": {"interrupted": True}})
-        self.outbox.send(self._model_turn_end, {"serverContent": {"turnComplete": True}})
+        self._send(now, self.encoder.interrupted())
+        self._send(self._model_turn_end, self.encoder.turn_complete(None))
         mind = self.session.mind
         mind.calls = [c for c in mind.calls if c.non_blocking or c.result is not None]
 
-    def on_tool_response(self, msg: ToolResponse, now: float) -> None:
+    def on_tool_response(self, msg: FunctionResults, now: float) -> None:
         mind = self.session.mind
         for response in msg.responses:
             call = next((c for c in mind.calls if c.id == response.id), None)
@@ -283,12 +284,12 @@ class Turns:
         if reply.calls:
             calls = []
             for planned in reply.calls:
-                call_id = f"function-call-{self.em.rng.getrandbits(64):016x}"
+                call_id = self.encoder.call_id(self.em.rng.getrandbits(64))
                 record = CallRecord(call_id, planned.name, dict(planned.args),
                                     non_blocking=self._behavior(planned.name) == "NON_BLOCKING")
                 self.session.mind.calls.append(record)
-                calls.append({"id": call_id, "name": planned.name, "args": dict(planned.args)})
-            self.outbox.send(at, {"toolCall": {"functionCalls": calls}}, turn)
+                calls.append(Call(call_id, planned.name, dict(planned.args)))
+            self._send(at, self.encoder.function_calls(calls), turn)
             if reply.speech is None:
                 self._finish_turn(at + self.em.draw(tail), turn, 0)
                 return
@@ -306,41 +307,33 @@ class Turns:
     def _speak(self, text: str, at: float, turn: int) -> None:
         setup = self.session.setup
         if "AUDIO" not in setup.modalities:
-            self.outbox.send(at, {"serverContent": {"modelTurn": {"role": "model",
-                                                                  "parts": [{"text": text}]}}},
-                             turn)
+            self._send(at, self.encoder.text(text), turn)
             self._finish_turn(at, turn, len(text.split()))
             return
         pcm = synthesise(text, RATE_OUT)
         chunk = RATE_OUT * self.p.audio_chunk_ms // 1000
         chunk_s = self.p.audio_chunk_ms / 1000
         if setup.output_transcription:
-            self.outbox.send(at, {"serverContent": {"outputTranscription": {"text": text}}}, turn)
+            self._send(at, self.encoder.output_transcription(text), turn)
         for i, start in enumerate(range(0, len(pcm), chunk)):
             part = pcm[start : start + chunk]
-            data = base64.b64encode(part.astype("<i2").tobytes()).decode()
-            self.outbox.send(at + self.em.scaled(i * chunk_s / self.p.audio_speedup), {"serverContent": {
-                "modelTurn": {"role": "model", "parts": [{"inlineData": {
-                    "mimeType": f"audio/pcm;rate={RATE_OUT}", "data": data}}]}}},
-                turn, audio_s=len(part) / RATE_OUT)
+            self._send(at + self.em.scaled(i * chunk_s / self.p.audio_speedup),
+                       self.encoder.audio(part.astype("<i2").tobytes(), RATE_OUT), turn,
+                       audio_s=len(part) / RATE_OUT)
         duration = len(pcm) / RATE_OUT
         self._speech = (text, at, at + self.em.scaled(duration))
         generated = at + self.em.scaled(duration / self.p.audio_speedup)
-        self.outbox.send(generated, {"serverContent": {"generationComplete": True}}, turn)
+        self._send(generated, self.encoder.generation_complete(), turn)
         playback_end = at + self.em.scaled(duration)
         self._speaking_until = playback_end
         self._finish_turn(playback_end, turn, len(text.split()), generation_done=True)
 
     def _finish_turn(self, at: float, turn: int, words: int, generation_done: bool = False) -> None:
         if not generation_done:
-            self.outbox.send(at, {"serverContent": {"generationComplete": True}}, turn)
+            self._send(at, self.encoder.generation_complete(), turn)
         self._model_turn_end = max(self._model_turn_end, at)
-        prompt = 40 + 10 * self._turn
-        response = max(1, words * 2)
-        usage: Frame = {"promptTokenCount": prompt, "totalTokenCount": prompt + response}
-        usage["candidatesTokenCount" if self.api == "vertex" else "responseTokenCount"] = response
-        # The turn's usage rides on its turnComplete (frameworks read it there).
-        self.outbox.send(at, {"serverContent": {"turnComplete": True}, "usageMetadata": usage}, turn)
+        usage = Usage(prompt=40 + 10 * self._turn, response=max(1, words * 2))
+        self._send(at, self.encoder.turn_complete(usage), turn)
 
 
 def kept_result(response: dict[str, Any]) -> dict[str, Any]:

@@ -23,13 +23,13 @@ from google.genai.client import Client
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
+from faultlab.emulator.apis.gemini_parse import parse_frame
 from faultlab.emulator.personality import PERSONALITIES
 from faultlab.emulator.refusals import ProtocolError
 from faultlab.emulator.server import MAX_CLIENT_FRAME
 from faultlab.emulator.session import EMULATOR_BUG, Emulator
 from faultlab.emulator.strictjson import MAX_DEPTH, MAX_VALUES
 from faultlab.emulator.turns import Turns
-from faultlab.emulator.wire import parse_frame
 
 from .conftest import RunningEmulator
 from .test_setup_schema import everything, setup_as_sent

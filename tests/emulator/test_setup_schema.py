@@ -20,8 +20,9 @@ from google.genai import _transformers as t
 from google.genai.client import Client
 
 from faultlab.emulator import schema
+from faultlab.emulator.apis.gemini_parse import parse_frame
+from faultlab.emulator.messages import Setup
 from faultlab.emulator.refusals import ProtocolError
-from faultlab.emulator.wire import Setup, parse_frame
 
 MODEL = "gemini-3.8-live"
 DEPTH = 12

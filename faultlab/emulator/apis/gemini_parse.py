@@ -1,4 +1,4 @@
-"""The Live API's client frames, parsed into typed messages; bad input raises `ProtocolError`.
+"""Gemini Live's client frames, parsed into the core's messages; bad input raises `ProtocolError`.
 
 The SDK camelCases only some levels and passes other sub-objects in snake_case, and raw clients
 use either spelling: every key is accepted both ways. A frame is first read as strict JSON within
@@ -12,10 +12,21 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from faultlab.emulator.conformance import check_fields
+from faultlab.emulator.messages import (
+    ClientMessage,
+    Configure,
+    FunctionDecl,
+    FunctionResponse,
+    FunctionResults,
+    Input,
+    Parsed,
+    Setup,
+    UserContent,
+    Vad,
+)
 from faultlab.emulator.refusals import (
     INVALID_JSON,
     ProtocolError,
@@ -27,78 +38,6 @@ from faultlab.emulator.refusals import (
 from faultlab.emulator.schema import client_message
 from faultlab.emulator.strictjson import load_frame
 from faultlab.protocols.gemini import RATE, kind_of, snake, snake_keys
-
-
-@dataclass(frozen=True)
-class FunctionDecl:
-    name: str
-    behavior: str | None  # BLOCKING, NON_BLOCKING; None: the model's default
-
-
-@dataclass(frozen=True)
-class Vad:
-    disabled: bool = False
-    silence_duration_ms: int | None = None
-    prefix_padding_ms: int | None = None
-    start_sensitivity: str | None = None
-    end_sensitivity: str | None = None
-
-
-@dataclass(frozen=True)
-class Setup:
-    model: str
-    modalities: tuple[str, ...]
-    functions: tuple[FunctionDecl, ...]
-    resumption: bool
-    handle: str | None
-    transparent: bool
-    vad: Vad
-    input_transcription: bool
-    output_transcription: bool
-    system_instruction: str
-
-
-@dataclass(frozen=True)
-class ClientContent:
-    turns: tuple[tuple[str, str], ...]
-    turn_complete: bool
-
-
-@dataclass(frozen=True)
-class RealtimeInput:
-    audio: bytes | None = None
-    audio_rate: int = 16000
-    audio_stream_end: bool = False
-    text: str | None = None
-    activity_start: bool = False
-    activity_end: bool = False
-
-
-@dataclass(frozen=True)
-class FunctionResponse:
-    id: str
-    name: str
-    response: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class ToolResponse:
-    responses: tuple[FunctionResponse, ...]
-
-
-@dataclass(frozen=True)
-class ContextUpdate:
-    system_instruction: str
-    functions: tuple[FunctionDecl, ...]
-
-
-ClientMessage = Setup | ClientContent | RealtimeInput | ToolResponse | ContextUpdate
-
-
-@dataclass(frozen=True)
-class Parsed:
-    message: ClientMessage
-    raw_kind: str
 
 
 def _text_of(content: Any, where: str) -> str:
@@ -134,10 +73,10 @@ def _functions(tools: Any, where: str) -> tuple[FunctionDecl, ...]:
     return tuple(out)
 
 
-def parse_context_update(body: Any) -> ContextUpdate:
+def parse_context_update(body: Any) -> Configure:
     c = object_at(body, "context_update")
     tools = object_at(c.get("tools") or {}, "context_update.tools")
-    return ContextUpdate(_text_of(c.get("system_instruction"), "context_update.system_instruction"),
+    return Configure(_text_of(c.get("system_instruction"), "context_update.system_instruction"),
                          _functions(tools.get("tools"), "context_update.tools.tools"))
 
 
@@ -204,7 +143,7 @@ def _b64(data: Any, where: str) -> bytes:
     return raw
 
 
-def parse_realtime(body: Any) -> RealtimeInput:
+def parse_realtime(body: Any) -> Input:
     r = object_at(body, "realtime_input")
     audio = None
     rate = 16000
@@ -217,22 +156,22 @@ def parse_realtime(body: Any) -> RealtimeInput:
         if (blob.get("mime_type") or "audio/pcm").startswith("audio/"):
             rate = _audio_rate(blob.get("mime_type"))
             audio = (audio or b"") + _b64(blob.get("data"), f"realtime_input.media_chunks[{i}].data")
-    return RealtimeInput(audio=audio, audio_rate=rate,
+    return Input(audio=audio, audio_rate=rate,
                          audio_stream_end=bool(r.get("audio_stream_end")), text=r.get("text"),
                          activity_start=r.get("activity_start") is not None,
                          activity_end=r.get("activity_end") is not None)
 
 
-def parse_client_content(body: Any) -> ClientContent:
+def parse_client_content(body: Any) -> UserContent:
     c = object_at(body, "client_content")
     turns = []
     for i, turn in enumerate(list_at(c.get("turns") or [], "client_content.turns")):
         t = object_at(turn, f"client_content.turns[{i}]")
         turns.append((t.get("role") or "user", _text_of(t, f"client_content.turns[{i}]")))
-    return ClientContent(tuple(turns), bool(c.get("turn_complete")))
+    return UserContent(tuple(turns), bool(c.get("turn_complete")))
 
 
-def parse_tool_response(body: Any) -> ToolResponse:
+def parse_tool_response(body: Any) -> FunctionResults:
     t = object_at(body, "tool_response")
     out = []
     for i, item in enumerate(list_at(t.get("function_responses") or [], "tool_response.function_responses")):
@@ -240,7 +179,7 @@ def parse_tool_response(body: Any) -> ToolResponse:
         if not isinstance(f.get("id"), str):
             raise ProtocolError("Request contains an invalid argument.")
         out.append(FunctionResponse(f["id"], f.get("name") or "", f.get("response") or {}))
-    return ToolResponse(tuple(out))
+    return FunctionResults(tuple(out))
 
 
 _PARSERS: dict[str, Callable[[Any], ClientMessage]] = {
