@@ -179,4 +179,5 @@ def trust_environment(ca_path: str) -> dict[str, str]:
 def client_environment(ca_path: str, base_url: str, service: Service) -> dict[str, str]:
     """What an unmodified SDK client of `service` needs in its environment to reach the emulator
     at `base_url`, whose certificate the CA in `ca_path` issued."""
-    return {**trust_environment(ca_path), **dict.fromkeys(service.base_url_variables, base_url)}
+    return {**trust_environment(ca_path),
+            **dict.fromkeys(service.base_url_variables, base_url + service.base_path)}

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 Frame = dict[str, Any]
@@ -26,6 +26,8 @@ Frame = dict[str, Any]
 class FunctionDecl:
     name: str
     behavior: str | None  # BLOCKING, NON_BLOCKING; None: the model's default
+    # The declaration as the client sent it, where the API echoes it back (OpenAI's session).
+    declaration: Mapping[str, Any] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,10 @@ class Input:
     text: str | None = None
     activity_start: bool = False
     activity_end: bool = False
+    # OpenAI's input buffer: with no turn detection, audio is kept until `commit` makes it the
+    # user's turn, with no mark of its start.
+    buffered: bool = False
+    commit: bool = False
 
 
 @dataclass(frozen=True)
@@ -86,23 +92,46 @@ class FunctionResponse:
 @dataclass(frozen=True)
 class FunctionResults:
     responses: tuple[FunctionResponse, ...]
+    answer: bool = True  # the model speaks of them unasked (Gemini), or when asked (OpenAI)
 
 
 @dataclass(frozen=True)
 class Configure:
-    """New instructions and functions for the session under way."""
+    """Changes to the session under way: more instructions and functions, and the settings an
+    API lets a client change (None: unchanged)."""
 
     system_instruction: str
     functions: tuple[FunctionDecl, ...]
+    modalities: tuple[str, ...] | None = None
+    vad: Vad | None = None
+    input_transcription: bool | None = None
 
 
-ClientMessage = Setup | UserContent | Input | FunctionResults | Configure
+@dataclass(frozen=True)
+class Respond:
+    """The client asks the model to answer now (OpenAI's response.create)."""
+
+
+@dataclass(frozen=True)
+class Cancel:
+    """The client cuts the model's answer under way (OpenAI's response.cancel)."""
+
+
+@dataclass(frozen=True)
+class Other:
+    """A message the core has nothing to do with; the encoder may acknowledge it."""
+
+
+ClientMessage = Setup | UserContent | Input | FunctionResults | Configure | Respond | Cancel | Other
 
 
 @dataclass(frozen=True)
 class Parsed:
     message: ClientMessage
     raw_kind: str  # the kind as the protocol names it (faultlab.protocols)
+    # The decoded frame and the client's own id for it, where the API answers by them.
+    data: Any = field(default=None, compare=False)
+    event_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -129,7 +158,7 @@ class Encoder(ABC):
         """A new function call's id, from `bits` random bits."""
 
     @abstractmethod
-    def setup_complete(self, session_id: str) -> list[Frame]:
+    def setup_complete(self, session_id: str, setup: Setup) -> list[Frame]:
         """The session is ready for the client."""
 
     @abstractmethod
@@ -141,9 +170,27 @@ class Encoder(ABC):
     def go_away(self, time_left_s: float) -> list[Frame]:
         """The connection ends in `time_left_s`."""
 
+    def acknowledge(self, parsed: Parsed, setup: Setup | None) -> list[Frame]:
+        """What the server answers at once to a client message the core took (`setup`: the
+        session's settings after it)."""
+        return []
+
+    def error(self, message: str, code: str, param: str | None,
+              event_id: str | None) -> list[Frame]:
+        """An error told in-band (the APIs that close on every error tell nothing)."""
+        return []
+
+    def expired(self, message: str) -> list[Frame]:
+        """The session reached its longest life."""
+        return []
+
     @abstractmethod
     def speech_started(self) -> list[Frame]:
         """The server's VAD heard the user start speaking."""
+
+    def speech_stopped(self) -> list[Frame]:
+        """The user's speech ended (VAD or a commit): their turn joins the conversation."""
+        return []
 
     @abstractmethod
     def input_transcription(self, text: str) -> list[Frame]:
@@ -166,13 +213,18 @@ class Encoder(ABC):
         """One chunk of the model's speech (16-bit PCM at `rate`)."""
 
     @abstractmethod
-    def generation_complete(self) -> list[Frame]:
+    def generation_complete(self, usage: Usage) -> list[Frame]:
         """The model has produced all of its turn (its speech may still be playing)."""
 
     @abstractmethod
     def turn_complete(self, usage: Usage | None) -> list[Frame]:
         """The model's turn is over (`usage`: None for a turn cut short)."""
 
+    def nothing_to_say(self) -> list[Frame]:
+        """Asked to answer, the model had nothing to say."""
+        return []
+
     @abstractmethod
-    def interrupted(self) -> list[Frame]:
-        """The user cut the model's turn under way."""
+    def interrupted(self, generated: bool, by_client: bool) -> list[Frame]:
+        """The model's turn under way was cut: by the user's speech, or by the client
+        (`by_client`); `generated`: all of it had been produced already."""

@@ -12,7 +12,6 @@ serves it.
 from __future__ import annotations
 
 import fnmatch
-import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -41,10 +40,6 @@ Seconds = Annotated[float, Field(ge=0)]
 Range = Annotated[tuple[Seconds, Seconds], AfterValidator(_ordered)]
 INTERNAL_ERROR = "Internal error encountered."
 INVALID_ARGUMENT = "Request contains an invalid argument."
-# Developer API `models/<id>`; Vertex `publishers/google/models/<id>`, optionally under
-# `projects/<p>/locations/<l>/`.
-MODEL_NAME = re.compile(
-    r"^(models/|(projects/[^/]+/locations/[^/]+/)?publishers/[^/]+/models/)[A-Za-z0-9._-]+$")
 
 
 class ServedModel(Model):
@@ -73,8 +68,8 @@ class Personality(Model):
     name: str
     # The API it speaks (faultlab.emulator.apis), and which of that API's flavours (its dialect:
     # the routes it serves, and what differs on the wire).
-    protocol: Literal["gemini"] = "gemini"
-    api: Literal["developer", "vertex"]
+    protocol: Literal["gemini", "openai"] = "gemini"
+    api: Literal["developer", "vertex", "realtime"]
     setup_complete_s: Range = (0.246, 0.351)  # S1, fresh session
     resumed_setup_complete_s: Range = (0.507, 0.668)  # S2
     resumption_update_s: Range = (0.110, 0.150)  # U1, after setupComplete (fresh)
@@ -128,6 +123,26 @@ PERSONALITIES: dict[str, Personality] = {
         ),
     )
 }
+# OpenAI Realtime's GA protocol of 2025-08 (docs/openai-realtime.md). No figures of its timings
+# are public: every range here is a guess of the same order as the Live API's (O-items there).
+OPENAI_REALTIME = Personality(
+    name="openai-realtime-2025-08", protocol="openai", api="realtime",
+    setup_complete_s=(0.05, 0.15),  # guess: session.created soon after the upgrade
+    invalid_argument_s=(0.0, 0.01),  # guess: an in-band error at once
+    connection_lifetime_s=3600.0, go_away_before_s=0.0,  # documented: a 60-minute session cap
+    reap_after_s=3600.0,  # guess: no idle reaping is documented
+    models=(ServedModel(pattern="gpt-realtime*", modalities=("AUDIO", "TEXT")),
+            ServedModel(pattern="gpt-4o-realtime-preview*"),
+            ServedModel(pattern="gpt-4o-mini-realtime-preview*")),
+    unknown_model="The model `{model}` does not exist or you do not have access to it.",
+    voice_activity_events=True, activity_start_s=(0.05, 0.15),  # guess
+    vad_silence_ms=500, vad_prefix_padding_ms=300,  # documented defaults of server VAD
+    turn_end_s=(0.1, 0.3), reply_s=(0.3, 0.7), tool_reply_s=(0.3, 0.7),  # guesses
+    audio_speedup=4.0,  # guess: audio is streamed faster than real time
+)
+PERSONALITIES[OPENAI_REALTIME.name] = OPENAI_REALTIME
+# The newest OpenAI Realtime personality, by the name without a date.
+PERSONALITIES["openai-realtime"] = OPENAI_REALTIME.model_copy(update={"name": "openai-realtime"})
 DEFAULT_PERSONALITY = "gemini-dev-2026-10"
 # A personality file's field naming the built-in personality it changes.
 BASE_FIELD = "base"
@@ -201,12 +216,11 @@ def personality_file_text(base: str, changes: dict[str, Any], heading: str = "")
     return comments + body
 
 
-def served_model(personality: Personality, model: str) -> ServedModel | None:
-    """What `model` (`models/<id>` or a Vertex resource name) is on this service; None: the
-    service does not serve it (unknown, retired, or no model name at all)."""
-    if not MODEL_NAME.match(model):
+def served_model(personality: Personality, name: str | None) -> ServedModel | None:
+    """What the model of id `name` (EmulatedApi.model_id) is on this service; None: the service
+    does not serve it (unknown, retired, or no model name at all)."""
+    if name is None:
         return None
-    name = model.rsplit("models/", 1)[-1]
     for served in personality.models:
         if fnmatch.fnmatchcase(name, served.pattern):
             return None if served.retired else served

@@ -15,12 +15,21 @@ CLOSE_REASON_BYTES = 123
 
 
 class ProtocolError(Exception):
-    """A client frame the service rejects: closed with `code` and `reason` (<= 123 bytes)."""
+    """A client message the service rejects. An API that closes on errors (Gemini) closes with
+    `code` and `reason` (<= 123 bytes); one that tells them in-band (OpenAI) sends the whole
+    message with its `error_code`, the field at fault (`param`) and the client's `event_id`, and
+    closes only on a `fatal` one (faultlab.emulator.apis)."""
 
-    def __init__(self, reason: str, code: int = 1007) -> None:
+    def __init__(self, reason: str, code: int = 1007, *, error_code: str = "invalid_value",
+                 param: str | None = None, event_id: str | None = None,
+                 fatal: bool = False) -> None:
         super().__init__(reason)
         self.code = code
         self.reason = close_reason(reason)
+        self.error_code = error_code
+        self.param = param
+        self.event_id = event_id
+        self.fatal = fatal
 
 
 def close_reason(text: str) -> str:

@@ -185,6 +185,7 @@ class EmulatorServer:
             conn.peer_closed(loop.time())
             await ws.close(1008, NO_IDENTITY_REASON)
             return
+        conn.begin(request.path, loop.time())
         wake = asyncio.Event()
 
         async def read() -> None:

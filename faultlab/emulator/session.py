@@ -28,12 +28,16 @@ from faultlab.emulator.apis import APIS
 from faultlab.emulator.audio import TranscriptRegistry, Vad
 from faultlab.emulator.brain import Brain, Mind, echo
 from faultlab.emulator.messages import (
+    Cancel,
     Configure,
+    FunctionDecl,
     FunctionResults,
     Input,
+    Respond,
     Setup,
     UserContent,
 )
+from faultlab.emulator.messages import Vad as VadSettings
 from faultlab.emulator.outbox import Action, Outbox
 from faultlab.emulator.personality import (
     INTERNAL_ERROR,
@@ -53,7 +57,6 @@ TRANSPARENT_REFUSED = ('Invalid JSON payload received. Unknown name "transparent
                        "'setup.session_resumption': Cannot find field.")
 MODALITIES_REFUSED = ("The requested combination of response modalities ({modalities}) is not "
                       "supported by the model.")
-DEADLINE = "Deadline expired before operation could complete."
 EMULATOR_BUG = "Internal error encountered (an emulator bug: see its log)."
 
 
@@ -120,7 +123,7 @@ class Connection:
         self.closed = False
         self.closing = False
         self.outbox = Outbox()
-        self.encoder = emulator.api.encoder(api, self.p)
+        self.encoder = emulator.api.encoder(api, self.p, emulator.rng)
         self.turns: Turns | None = None  # from the setup on
         self._setup_seen = False
         self._silent = False  # a dead handle's resume left unanswered (S5)
@@ -139,11 +142,24 @@ class Connection:
 
     # The shell's interface.
 
+    def begin(self, path: str, now: float) -> None:
+        """The WebSocket is open (its request's `path`): a session that opens with the
+        connection (OpenAI) opens now."""
+        setup = self.em.api.opening(path)
+        if setup is None:
+            return
+        self._setup_seen = True
+        try:
+            self._on_setup(setup, now)
+        except Exception as exc:  # a bug
+            self._bug(now, exc, "the connection's opening")
+
     def receive(self, raw: str | bytes, now: float) -> None:
         """A frame from the client."""
         if self.closed or self.closing or self._silent:
             return
         self.last_client_msg = now
+        parsed = None
         try:
             parsed = self.em.api.parse(raw)
             self.em.announce(FrameLogged("emulator", "client", self.number, parsed.raw_kind,
@@ -165,14 +181,17 @@ class Connection:
             elif isinstance(parsed.message, FunctionResults):
                 self.turns.on_tool_response(parsed.message, now)
             elif isinstance(parsed.message, Configure):
-                mind = self.session.mind
-                if parsed.message.system_instruction:
-                    mind.instruct(parsed.message.system_instruction)
-                mind.declared |= {f.name: f.behavior for f in parsed.message.functions}
+                self._configure(parsed.message)
+            elif isinstance(parsed.message, Respond):
+                self.turns.on_respond(now)
+            elif isinstance(parsed.message, Cancel):
+                self.turns.on_cancel(now)
+            for frame in self.encoder.acknowledge(parsed, self.session.setup):
+                self.outbox.send(now, frame)
         except ProtocolError as exc:
-            # The event keeps what a close frame's 123 bytes cut (a long field path).
-            full = {"detail": str(exc)[:500]} if str(exc) != exc.reason else {}
-            self._close(now, exc.code, exc.reason, "bad client message", **full)
+            if exc.event_id is None and parsed is not None:
+                exc.event_id = parsed.event_id
+            self._refuse(now, exc, "bad client message")
         except Exception as exc:  # a bug: every input error is a ProtocolError
             self._bug(now, exc, "a client frame")
 
@@ -201,7 +220,10 @@ class Connection:
             if self.session is not None:
                 self.session.dead = True
         if self._lifetime_end is not None and self._lifetime_end <= now and not self.closing:
-            self._close(self._lifetime_end, 1011, DEADLINE, "connection lifetime over")
+            code, reason = self.em.api.lifetime_over(self.p)
+            for frame in self.encoder.expired(reason):
+                self.outbox.send(self._lifetime_end, frame)
+            self._close(self._lifetime_end, code, reason, "connection lifetime over")
         while not self.closed and (action := self.outbox.pop_due(now)) is not None:
             if action.think:
                 assert self.turns is not None
@@ -272,6 +294,37 @@ class Connection:
                          speaking=s.dropped_speaking)
             self.em.handles.check_at(s, now if s.dead else self.em.handles.end(now))
 
+    def _configure(self, change: Configure) -> None:
+        """The session's settings change (instructions and functions are added to the mind)."""
+        assert self.session is not None and self.turns is not None
+        mind = self.session.mind
+        if change.system_instruction:
+            mind.instruct(change.system_instruction)
+        mind.declared |= {f.name: f.behavior for f in change.functions}
+        setup = self.session.setup
+        self.session.setup = replace(
+            setup, functions=_merged(setup.functions, change.functions),
+            modalities=change.modalities or setup.modalities, vad=change.vad or setup.vad,
+            input_transcription=(setup.input_transcription if change.input_transcription is None
+                                 else change.input_transcription))
+        if change.vad is not None:
+            self.turns.set_vad(self._vad(change.vad))
+
+    def _refuse(self, at: float, error: ProtocolError, why: str) -> None:
+        """A client's error: told in-band, or closing the connection, as the API does."""
+        message = str(error)
+        for frame in self.encoder.error(message, error.error_code, error.param, error.event_id):
+            self.outbox.send(at, frame)
+        close = self.em.api.closes_on(error)
+        if close is None:
+            self.em.emit("emulator.error", conn=self.number, code=error.error_code,
+                         message=message[:500], why=why)
+            return
+        # The event keeps what a close frame's 123 bytes cut (a long field path).
+        code, reason = close
+        full = {"detail": message[:500]} if message != reason else {}
+        self._close(at, code, reason, why, **full)
+
     def _close(self, at: float, code: int, reason: str, why: str, **detail: Any) -> None:
         if self.closing:
             return
@@ -301,10 +354,11 @@ class Connection:
 
     def _on_setup(self, setup: Setup, now: float) -> None:
         p, em = self.p, self.em
-        self.model = served_model(p, setup.model)
+        self.model = served_model(p, em.api.model_id(setup.model))
         if self.model is None:
-            self._close(now + em.draw(p.invalid_argument_s), 1008,
-                        p.unknown_model.replace("{model}", setup.model), "unknown model")
+            self._refuse(now + em.draw(p.invalid_argument_s), ProtocolError(
+                p.unknown_model.replace("{model}", setup.model), 1008,
+                error_code="model_not_found", param="model", fatal=True), "unknown model")
             return
         if setup.transparent and not p.transparent_resumption:
             self._close(now + em.draw(p.invalid_argument_s), 1007, TRANSPARENT_REFUSED,
@@ -370,17 +424,23 @@ class Connection:
         self._close(now + self.em.draw(self.p.refusal_s), 1011, INTERNAL_ERROR,
                     "resume refused: dead handle")
 
+    def _vad(self, asked: VadSettings) -> Vad | None:
+        """The server's VAD as the client configured it (None: the client marks its turns)."""
+        if asked.disabled:
+            return None
+        return Vad(silence_ms=asked.silence_duration_ms or self.p.vad_silence_ms,
+                   prefix_padding_ms=asked.prefix_padding_ms or self.p.vad_prefix_padding_ms,
+                   start_sensitivity=asked.start_sensitivity,
+                   end_sensitivity=asked.end_sensitivity)
+
     def _attach(self, session: Session, setup: Setup, now: float, ready_at: float,
                 update_span: tuple[float, float]) -> None:
         self.session = session
         session.holder = self
         session.dropped_at = None
-        vad = None if setup.vad.disabled else Vad(
-            silence_ms=setup.vad.silence_duration_ms or self.p.vad_silence_ms,
-            prefix_padding_ms=setup.vad.prefix_padding_ms or self.p.vad_prefix_padding_ms,
-            start_sensitivity=setup.vad.start_sensitivity, end_sensitivity=setup.vad.end_sensitivity)
-        self.turns = Turns(self.em, self.outbox, self.encoder, session, self.model, vad, self.number)
-        for frame in self.encoder.setup_complete(session.id):
+        self.turns = Turns(self.em, self.outbox, self.encoder, session, self.model,
+                           self._vad(setup.vad), self.number)
+        for frame in self.encoder.setup_complete(session.id, setup):
             self.outbox.send(ready_at, frame)
         if setup.resumption:
             update = self.encoder.resumption_update(
@@ -391,3 +451,10 @@ class Connection:
         if session.cut_speech:
             self.turns.repeat(session.cut_speech, ready_at + self.em.draw(self.p.tool_reply_s))
             session.cut_speech = None
+
+
+def _merged(functions: tuple[FunctionDecl, ...],
+            more: tuple[FunctionDecl, ...]) -> tuple[FunctionDecl, ...]:
+    """`functions` with `more` added, a function declared again taking its new declaration."""
+    names = {f.name for f in more}
+    return tuple(f for f in functions if f.name not in names) + more

@@ -60,6 +60,7 @@ class Turns:
         self._manual_audio: Utterance | None = None
         self._turn = 0
         self._speaking_until = 0.0
+        self._generated_at = 0.0  # when the model has produced all of its turn under way
         self._speech: tuple[str, float, float] | None = None  # text, start, end of playback
         # The model's next answer, when due (an action in the outbox); whether it owes the user
         # an answer (a user turn ended), and how many turns came after that end (clientContent
@@ -96,6 +97,10 @@ class Turns:
         self._turn += 1
         self._speak(text, at, self._turn)
 
+    def set_vad(self, vad: Vad | None) -> None:
+        """The client changed the session's turn detection (what was heard so far is dropped)."""
+        self._vad = vad
+        self._manual_audio = None
 
     def on_client_content(self, msg: UserContent, now: float) -> None:
         """Turns join the conversation; `turnComplete` ends the user's turn (T7), with the words
@@ -128,6 +133,8 @@ class Turns:
             pcm = resample(np.frombuffer(msg.audio, dtype="<i2").astype(np.int16), msg.audio_rate,
                            RATE_IN)
             if self._vad is None:
+                if self._manual_audio is None and msg.buffered:
+                    self._manual_audio = Utterance()
                 if self._manual_audio is not None:
                     self._manual_audio.add(pcm)
             else:
@@ -142,13 +149,59 @@ class Turns:
                 and self.p.audio_stream_end_ends_turn):
             self._vad.speaking = False
             self._end_of_speech(self._vad.take_utterance(), now)
+        if msg.commit:
+            self._commit(now)
+
+    def _commit(self, now: float) -> None:
+        """The client makes the audio it sent its turn (OpenAI's input_audio_buffer.commit);
+        answered when asked."""
+        utterance = None
+        if self._vad is None:
+            utterance, self._manual_audio = self._manual_audio, None
+        elif self._vad.speaking:
+            self._vad.speaking = False
+            utterance = self._vad.take_utterance()
+        if utterance is None or len(utterance.samples()) < RATE_IN // 10:
+            raise ProtocolError("Error committing input audio buffer: buffer too small. Expected "
+                                "at least 100ms of audio.",
+                                error_code="input_audio_buffer_commit_empty")
+        self._end_of_speech(utterance, now, answer=False)
+
+    def active(self, now: float) -> bool:
+        """Whether an answer is due or being produced."""
+        return self._thinking is not None or self._generated_at > now
+
+    def on_respond(self, now: float) -> None:
+        """The client asks for an answer now (OpenAI's response.create): about the function
+        results not spoken of, else about the conversation."""
+        if self.active(now):
+            raise ProtocolError("Conversation already has an active response in progress. Wait "
+                                "until the response is finished before creating a new one.",
+                                error_code="conversation_already_has_active_response")
+        if self._results:
+            self._answer_at(now + self.em.draw(self.p.tool_reply_s))
+            return
+        self._turn_ends(True, now, now + self.em.draw(self.p.reply_s))
+
+    def on_cancel(self, now: float) -> None:
+        """The client cuts the answer under way (OpenAI's response.cancel)."""
+        if not self.active(now):
+            raise ProtocolError("Cancellation failed: no active response found",
+                                error_code="response_cancel_not_active")
+        begun = self._thinking is None
+        self._put_off_answer()
+        self._answer_owed = False
+        if begun:
+            self._cut(now, by_client=True)
+        else:
+            self._send(now, self.encoder.interrupted(generated=False, by_client=True))
 
     def _on_speech_start(self, now: float) -> None:
         self._user_starts_speaking(now)
         if self.p.voice_activity_events:
             self._send(now + self.em.draw(self.p.activity_start_s), self.encoder.speech_started())
 
-    def _end_of_speech(self, utterance: Utterance, now: float) -> None:
+    def _end_of_speech(self, utterance: Utterance, now: float, answer: bool = True) -> None:
         audio = utterance.samples()
         heard = self.em.registry.recognise(audio)
         seconds = len(audio) / RATE_IN
@@ -156,6 +209,13 @@ class Turns:
         dropped = {"dropped_s": round(utterance.dropped / RATE_IN, 3)} if utterance.dropped else {}
         self.em.emit("emulator.heard", conn=self.number, audio_s=round(seconds, 3),
                      recognised=heard is not None, text=text, **dropped)
+        self._send(now, self.encoder.speech_stopped())
+        if not answer:
+            self._send(now, self.encoder.input_transcription(text)
+                       if self.session.setup.input_transcription else [])
+            self._say([("user", text)])
+            self._user_speaking = self._turn_open = False
+            return
         at = now + self.em.draw(self.p.turn_end_s)
         if self.session.setup.input_transcription:
             self._send(at, self.encoder.input_transcription(text))
@@ -240,6 +300,7 @@ class Turns:
         answer = self.em.brain.on_turn(mind, held)
         if answer is None:
             self.em.emit("emulator.nudge", conn=self.number, why="nothing unanswered")
+            self._send(at, self.encoder.nothing_to_say())
             return
         self.em.emit("emulator.answer", conn=self.number, parts=parts, results=0,
                      calls=[c.name for c in answer.calls], speech=answer.speech)
@@ -249,10 +310,16 @@ class Turns:
         """Barge-in: the model's turn still playing is cut (T4); BLOCKING calls are dropped (T5)."""
         if self._speaking_until <= now:
             return
+        self._cut(now, by_client=False)
+
+    def _cut(self, now: float, by_client: bool) -> None:
+        """The model's turn under way ends now: what is left of it is not sent."""
         self.outbox.cut_turns()
+        generated = self._generated_at <= now
         self._speaking_until = now
+        self._generated_at = min(self._generated_at, now)
         self._model_turn_end = now + self.em.scaled(self.em.rng.uniform(0.002, 0.007))
-        self._send(now, self.encoder.interrupted())
+        self._send(now, self.encoder.interrupted(generated, by_client))
         self._send(self._model_turn_end, self.encoder.turn_complete(None))
         mind = self.session.mind
         mind.calls = [c for c in mind.calls if c.non_blocking or c.result is not None]
@@ -267,7 +334,7 @@ class Turns:
             call.result = kept_result(response.response)
             self.em.emit("emulator.tool_response", conn=self.number, id=call.id, name=call.name)
             self._results.append(call)
-        if self._results:
+        if self._results and msg.answer:
             # T2: speech 0.5-0.8 s after the response, or with the answer already due.
             at = now + self.em.draw(self.p.tool_reply_s)
             self._answer_at(min(at, self._thinking.at) if self._thinking is not None else at)
@@ -291,7 +358,8 @@ class Turns:
                 calls.append(Call(call_id, planned.name, dict(planned.args)))
             self._send(at, self.encoder.function_calls(calls), turn)
             if reply.speech is None:
-                self._finish_turn(at + self.em.draw(tail), turn, 0)
+                end = at + self.em.draw(tail)
+                self._finish_turn(end, end, turn, 0)
                 return
             at += self.em.draw(tail)
         if reply.speech is not None:
@@ -308,7 +376,7 @@ class Turns:
         setup = self.session.setup
         if "AUDIO" not in setup.modalities:
             self._send(at, self.encoder.text(text), turn)
-            self._finish_turn(at, turn, len(text.split()))
+            self._finish_turn(at, at, turn, len(text.split()))
             return
         pcm = synthesise(text, RATE_OUT)
         chunk = RATE_OUT * self.p.audio_chunk_ms // 1000
@@ -323,17 +391,18 @@ class Turns:
         duration = len(pcm) / RATE_OUT
         self._speech = (text, at, at + self.em.scaled(duration))
         generated = at + self.em.scaled(duration / self.p.audio_speedup)
-        self._send(generated, self.encoder.generation_complete(), turn)
         playback_end = at + self.em.scaled(duration)
         self._speaking_until = playback_end
-        self._finish_turn(playback_end, turn, len(text.split()), generation_done=True)
+        self._finish_turn(generated, playback_end, turn, len(text.split()))
 
-    def _finish_turn(self, at: float, turn: int, words: int, generation_done: bool = False) -> None:
-        if not generation_done:
-            self._send(at, self.encoder.generation_complete(), turn)
-        self._model_turn_end = max(self._model_turn_end, at)
+    def _finish_turn(self, generated: float, end: float, turn: int, words: int) -> None:
+        """The model's turn is all produced at `generated` and over at `end` (its speech has
+        played)."""
         usage = Usage(prompt=40 + 10 * self._turn, response=max(1, words * 2))
-        self._send(at, self.encoder.turn_complete(usage), turn)
+        self._generated_at = max(self._generated_at, generated)
+        self._send(generated, self.encoder.generation_complete(usage), turn)
+        self._model_turn_end = max(self._model_turn_end, end)
+        self._send(end, self.encoder.turn_complete(usage), turn)
 
 
 def kept_result(response: dict[str, Any]) -> dict[str, Any]:

@@ -33,8 +33,10 @@ class Service:
     hosts: tuple[str, ...]
     # What a certificate for it covers: its names, a wildcard for the regional ones.
     certificate_names: tuple[str, ...]
-    # The variables that point its SDKs at another base URL (an emulator's).
+    # The variables that point its SDKs at another base URL (an emulator's), and the path that
+    # URL ends with (OpenAI's SDKs: /v1).
     base_url_variables: tuple[str, ...]
+    base_path: str = ""
 
     @property
     def endpoint(self) -> str:

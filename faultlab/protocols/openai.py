@@ -119,6 +119,7 @@ class OpenAIRealtime(Protocol):
         certificate_names=("api.openai.com",),
         # The official SDKs' (Python, Node): a base URL ending in /v1.
         base_url_variables=("OPENAI_BASE_URL",),
+        base_path="/v1",
     )
     credential_params: ClassVar[tuple[str, ...]] = ()
     # Azure OpenAI's key header beside the bearer token.

@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from faultlab.emulator.apis import APIS
+from faultlab.emulator.personality import personality_from
 from faultlab.speech import RATE_IN, read_wav, synthesise, write_wav
 
 from ..conftest import REPO
@@ -80,8 +82,10 @@ def start_emulator(tmp_path: Path, utterances: Path,
         started.append(proc)
         env: dict[str, str] = {}
         assert proc.stdout is not None
+        # The service's base URL variables come last.
+        service = APIS[personality_from(personality).protocol].protocol.service
         deadline = time.monotonic() + 20
-        while len(env) < 5 and time.monotonic() < deadline:
+        while not set(service.base_url_variables) <= set(env) and time.monotonic() < deadline:
             line = proc.stdout.readline()
             if not line:
                 raise AssertionError(f"emulator exited: {log.name}")
@@ -89,6 +93,7 @@ def start_emulator(tmp_path: Path, utterances: Path,
             env[key] = value
         for key, value in env.items():
             monkeypatch.setenv(key, value)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-a-secret")
         monkeypatch.setenv("GOOGLE_API_KEY", "test-key-not-a-secret")
         monkeypatch.delenv("GEMINI_API_KEY", raising=False)
         if personality.startswith("vertex"):

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from faultlab.emulator.apis.base import EmulatedApi
 from faultlab.emulator.apis.gemini import GEMINI_API
+from faultlab.emulator.apis.openai import OPENAI_API
 
-APIS: dict[str, EmulatedApi] = {api.protocol.name: api for api in (GEMINI_API,)}
+APIS: dict[str, EmulatedApi] = {api.protocol.name: api for api in (GEMINI_API, OPENAI_API)}
 
 __all__ = ["APIS", "EmulatedApi"]

@@ -1,11 +1,14 @@
-"""What the emulator needs of one API beyond its protocol: a parser and an encoder."""
+"""What the emulator needs of one API beyond its protocol: how a session opens, a parser of
+the client's frames, an encoder of the server's, and how the API ends a connection."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from random import Random
 
-from faultlab.emulator.messages import Encoder, Parsed
+from faultlab.emulator.messages import Encoder, Parsed, Setup
 from faultlab.emulator.personality import Personality
+from faultlab.emulator.refusals import ProtocolError
 from faultlab.protocols.base import Protocol
 
 
@@ -17,5 +20,22 @@ class EmulatedApi(ABC):
         """One client frame as a neutral message; `ProtocolError` for bad input."""
 
     @abstractmethod
-    def encoder(self, dialect: str, personality: Personality) -> Encoder:
+    def encoder(self, dialect: str, personality: Personality, rng: Random) -> Encoder:
         """A new connection's encoder, for the API's `dialect` (Protocol.dialect_of)."""
+
+    def opening(self, path: str) -> Setup | None:
+        """The session a connection opens by itself, from its request's path (None: the
+        client's first message opens it)."""
+        return None
+
+    @abstractmethod
+    def model_id(self, model: str) -> str | None:
+        """The id a personality's model patterns match in a model name (None: not a name)."""
+
+    def closes_on(self, error: ProtocolError) -> tuple[int, str] | None:
+        """The close an error ends the connection with (None: it stays open)."""
+        return error.code, error.reason
+
+    @abstractmethod
+    def lifetime_over(self, personality: Personality) -> tuple[int, str]:
+        """The close code and reason of a connection that reached its longest life."""

@@ -4,12 +4,20 @@ spelled, as the Developer API and Vertex send them."""
 from __future__ import annotations
 
 import base64
+import re
+from random import Random
 
 from faultlab.emulator.apis.base import EmulatedApi
 from faultlab.emulator.apis.gemini_parse import parse_frame
-from faultlab.emulator.messages import Call, Encoder, Frame, Parsed, Usage
+from faultlab.emulator.messages import Call, Encoder, Frame, Parsed, Setup, Usage
 from faultlab.emulator.personality import Personality
 from faultlab.protocols.gemini import GEMINI
+
+DEADLINE = "Deadline expired before operation could complete."
+# Developer API `models/<id>`; Vertex `publishers/google/models/<id>`, optionally under
+# `projects/<p>/locations/<l>/`.
+MODEL_NAME = re.compile(
+    r"^(models/|(projects/[^/]+/locations/[^/]+/)?publishers/[^/]+/models/)[A-Za-z0-9._-]+$")
 
 
 class GeminiEncoder(Encoder):
@@ -20,7 +28,7 @@ class GeminiEncoder(Encoder):
     def call_id(self, bits: int) -> str:
         return f"function-call-{bits:016x}"
 
-    def setup_complete(self, session_id: str) -> list[Frame]:
+    def setup_complete(self, session_id: str, setup: Setup) -> list[Frame]:
         # S1: Vertex says which session it is; the Developer API says nothing.
         complete = {"sessionId": session_id} if self.session_id_in_setup_complete else {}
         return [{"setupComplete": complete}]
@@ -54,7 +62,7 @@ class GeminiEncoder(Encoder):
         return [{"serverContent": {"modelTurn": {"role": "model", "parts": [{"inlineData": {
             "mimeType": f"audio/pcm;rate={rate}", "data": base64.b64encode(pcm).decode()}}]}}}]
 
-    def generation_complete(self) -> list[Frame]:
+    def generation_complete(self, usage: Usage) -> list[Frame]:
         return [{"serverContent": {"generationComplete": True}}]
 
     def turn_complete(self, usage: Usage | None) -> list[Frame]:
@@ -67,7 +75,7 @@ class GeminiEncoder(Encoder):
         # The turn's usage rides on its turnComplete (frameworks read it there).
         return [{"serverContent": {"turnComplete": True}, "usageMetadata": counts}]
 
-    def interrupted(self) -> list[Frame]:
+    def interrupted(self, generated: bool, by_client: bool) -> list[Frame]:
         return [{"serverContent": {"interrupted": True}}]
 
 
@@ -77,8 +85,16 @@ class GeminiApi(EmulatedApi):
     def parse(self, frame: str | bytes) -> Parsed:
         return parse_frame(frame)
 
-    def encoder(self, dialect: str, personality: Personality) -> Encoder:
+    def encoder(self, dialect: str, personality: Personality, rng: Random) -> Encoder:
         return GeminiEncoder(dialect, personality.session_id_in_setup_complete)
+
+    def model_id(self, model: str) -> str | None:
+        if not MODEL_NAME.match(model):
+            return None
+        return model.rsplit("models/", 1)[-1]
+
+    def lifetime_over(self, personality: Personality) -> tuple[int, str]:
+        return 1011, DEADLINE
 
 
 GEMINI_API = GeminiApi()

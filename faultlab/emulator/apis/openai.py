@@ -1,0 +1,529 @@
+"""OpenAI Realtime (the GA protocol of 2025-08) in the emulator: its client events parsed into the
+core's messages, and the core's moves spelled as its server events (docs/openai-realtime.md).
+
+A connection is a session: it opens with the request (`?model=`), `session.created` first, and
+nothing survives it (no resumption). Errors are told in-band by an `error` event and the socket
+stays open, but for a fatal one (an unknown model), which closes 4000 with
+`<type>.<code>` as the reason. A response is `response.created`, its output items (a message
+with its content part and deltas, or a function call with its arguments), and `response.done`
+once it is all generated (its audio may still be playing at the client).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import copy
+import json
+import re
+import string
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from random import Random
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from faultlab.emulator.apis.base import EmulatedApi
+from faultlab.emulator.messages import (
+    Call,
+    Cancel,
+    ClientMessage,
+    Configure,
+    Encoder,
+    Frame,
+    FunctionDecl,
+    FunctionResponse,
+    FunctionResults,
+    Input,
+    Other,
+    Parsed,
+    Respond,
+    Setup,
+    Usage,
+    UserContent,
+    Vad,
+)
+from faultlab.emulator.personality import Personality
+from faultlab.emulator.refusals import ProtocolError
+from faultlab.emulator.strictjson import load_frame
+from faultlab.protocols.openai import AUDIO_RATE, OPENAI
+
+ERROR_TYPE = "invalid_request_error"
+MODEL_ID = re.compile(r"^[A-Za-z0-9._-]+$")
+ID_CHARS = string.ascii_letters + string.digits
+# What the service answers an event it does not know, and every event it does.
+CLIENT_EVENTS = (
+    "session.update", "input_audio_buffer.append", "input_audio_buffer.commit",
+    "input_audio_buffer.clear", "conversation.item.create", "conversation.item.delete",
+    "conversation.item.truncate", "conversation.item.retrieve", "response.create",
+    "response.cancel", "output_audio_buffer.clear")
+# The session's turn detection by default (documented: server VAD, 500 ms of silence, 300 ms
+# of padding; a capture of the service in 2025-12 showed 200 ms of silence).
+DEFAULT_VAD = Vad(silence_duration_ms=500, prefix_padding_ms=300)
+SESSION_EXPIRED = "Your session hit the maximum duration of {minutes:g} minutes."
+
+
+def _error(message: str, param: str | None = None, code: str = "invalid_value") -> ProtocolError:
+    return ProtocolError(message, error_code=code, param=param)
+
+
+def _object(value: Any, param: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _error(f"Invalid type for '{param}': expected an object, but got "
+                     f"{type(value).__name__} instead.", param, "invalid_type")
+    return value
+
+
+def _string(value: Any, param: str) -> str:
+    if not isinstance(value, str):
+        raise _error(f"Invalid type for '{param}': expected a string, but got "
+                     f"{type(value).__name__} instead.", param, "invalid_type")
+    return value
+
+
+def _required(body: Mapping[str, Any], name: str, where: str) -> Any:
+    if name not in body:
+        param = f"{where}.{name}" if where else name
+        raise _error(f"Missing required parameter: '{param}'.", param, "missing_required_parameter")
+    return body[name]
+
+
+def _vad(value: Any) -> Vad:
+    """`audio.input.turn_detection`: null turns it off; semantic VAD is served as server VAD."""
+    if value is None:
+        return Vad(disabled=True)
+    detection = _object(value, "session.audio.input.turn_detection")
+    kind = detection.get("type")
+    if kind not in ("server_vad", "semantic_vad"):
+        raise _error(f"Invalid value: '{kind}'. Supported values are: 'server_vad' and "
+                     "'semantic_vad'.", "session.audio.input.turn_detection.type")
+    silence, padding = detection.get("silence_duration_ms"), detection.get("prefix_padding_ms")
+    for name, number in (("silence_duration_ms", silence), ("prefix_padding_ms", padding)):
+        if number is not None and (not isinstance(number, int) or number < 0):
+            raise _error(f"Invalid value for 'session.audio.input.turn_detection.{name}'.",
+                         f"session.audio.input.turn_detection.{name}")
+    return Vad(silence_duration_ms=silence or DEFAULT_VAD.silence_duration_ms,
+               prefix_padding_ms=padding or DEFAULT_VAD.prefix_padding_ms)
+
+
+def _functions(tools: Any) -> tuple[FunctionDecl, ...]:
+    if not isinstance(tools, list):
+        raise _error("Invalid type for 'session.tools': expected an array.", "session.tools",
+                     "invalid_type")
+    out = []
+    for i, tool in enumerate(tools):
+        t = _object(tool, f"session.tools[{i}]")
+        if t.get("type", "function") != "function":
+            continue  # MCP tools: not emulated
+        out.append(FunctionDecl(_string(_required(t, "name", f"session.tools[{i}]"),
+                                        f"session.tools[{i}].name"), None, declaration=t))
+    return tuple(out)
+
+
+def parse_session_update(body: dict[str, Any]) -> Configure:
+    session = _object(_required(body, "session", ""), "session")
+    if _required(session, "type", "session") != "realtime":
+        raise _error(f"Invalid value: '{session['type']}'. Supported values are: 'realtime'.",
+                     "session.type")
+    modalities = None
+    if "output_modalities" in session:
+        asked = session["output_modalities"]
+        if asked not in (["audio"], ["text"]):
+            raise _error("Invalid modalities: output_modalities is either ['audio'] or ['text'].",
+                         "session.output_modalities")
+        modalities = (asked[0].upper(),)
+    audio_in = _object(_object(session.get("audio") or {}, "session.audio").get("input") or {},
+                       "session.audio.input")
+    if "format" in audio_in:
+        fmt = _object(audio_in["format"], "session.audio.input.format")
+        if fmt.get("type") != "audio/pcm" or fmt.get("rate", AUDIO_RATE) != AUDIO_RATE:
+            raise _error("The emulator takes audio/pcm at 24000 Hz only.",
+                         "session.audio.input.format", "unsupported_value")
+    instructions = session.get("instructions")
+    return Configure(
+        system_instruction=_string(instructions, "session.instructions") if instructions else "",
+        functions=_functions(session["tools"]) if "tools" in session else (),
+        modalities=modalities,
+        vad=_vad(audio_in["turn_detection"]) if "turn_detection" in audio_in else None,
+        input_transcription=(audio_in["transcription"] is not None
+                             if "transcription" in audio_in else None))
+
+
+def _audio(data: Any, param: str) -> bytes:
+    try:
+        raw = base64.b64decode(_string(data, param), validate=True)
+    except (binascii.Error, ValueError):
+        raise _error("Invalid 'audio'. Expected base64-encoded audio bytes.", param) from None
+    if len(raw) % 2:
+        raise _error("Audio must be 16-bit PCM: an even number of bytes.", param)
+    return raw
+
+
+def _text(content: Any) -> str:
+    if not isinstance(content, list):
+        raise _error("Invalid type for 'item.content': expected an array.", "item.content",
+                     "invalid_type")
+    parts = [_object(p, "item.content") for p in content]
+    return " ".join(str(p.get("text") or p.get("transcript") or "") for p in parts).strip()
+
+
+def _result(output: str) -> dict[str, Any]:
+    """A function's output (a string, often JSON) as the core keeps results: a JSON object as
+    it is, anything else under `output`."""
+    try:
+        value = json.loads(output)
+    except ValueError:
+        return {"output": output}
+    return value if isinstance(value, dict) else {"output": value}
+
+
+def parse_item(body: dict[str, Any]) -> ClientMessage:
+    item = _object(_required(body, "item", ""), "item")
+    kind = _required(item, "type", "item")
+    if kind == "message":
+        role = _required(item, "role", "item")
+        if role not in ("user", "system", "assistant"):
+            raise _error(f"Invalid value: '{role}'. Supported values are: 'user', 'assistant', "
+                         "and 'system'.", "item.role")
+        return UserContent(((role if role != "assistant" else "model",
+                             _text(_required(item, "content", "item"))),), turn_complete=False)
+    if kind == "function_call_output":
+        call_id = _string(_required(item, "call_id", "item"), "item.call_id")
+        output = _string(_required(item, "output", "item"), "item.output")
+        return FunctionResults((FunctionResponse(call_id, "", _result(output)),), answer=False)
+    if kind == "function_call":
+        return Other()
+    raise _error(f"Invalid value: '{kind}'. Supported values are: 'message', 'function_call', "
+                 "and 'function_call_output'.", "item.type")
+
+
+def parse_event(frame: str | bytes) -> Parsed:
+    data = load_frame(frame)
+    if not isinstance(data, dict):
+        raise _error("Invalid JSON: a client event is an object.", None, "invalid_json")
+    event_id = data.get("event_id") if isinstance(data.get("event_id"), str) else None
+    kind = data.get("type")
+    try:
+        if not isinstance(kind, str):
+            raise _error("The 'type' field is missing.", "type", "invalid_event")
+        message: ClientMessage
+        if kind == "session.update":
+            message = parse_session_update(data)
+        elif kind == "input_audio_buffer.append":
+            message = Input(audio=_audio(_required(data, "audio", ""), "audio"),
+                            audio_rate=AUDIO_RATE, buffered=True)
+        elif kind == "input_audio_buffer.commit":
+            message = Input(commit=True)
+        elif kind == "conversation.item.create":
+            message = parse_item(data)
+        elif kind == "response.create":
+            message = Respond()
+        elif kind == "response.cancel":
+            message = Cancel()
+        elif kind in CLIENT_EVENTS:
+            message = Other()
+        else:
+            raise _error(f"Invalid value: '{kind[:60]}'. Supported values are: "
+                         + ", ".join(f"'{k}'" for k in CLIENT_EVENTS) + ".", "type")
+    except ProtocolError as exc:
+        exc.event_id = event_id
+        raise
+    return Parsed(message, kind, data=data, event_id=event_id)
+
+
+@dataclass
+class _Response:
+    id: str
+    output: list[Frame] = field(default_factory=list)
+    # The assistant message under way: its item, and its content part's text or transcript.
+    message: Frame | None = None
+    kind: str = "audio"  # its content part's: audio (with a transcript) or text
+    said: str = ""
+
+
+class OpenAIEncoder(Encoder):
+    """One connection's server events. Frames are built when the core schedules them: the
+    response under way is the one the core's latest moves belong to."""
+
+    def __init__(self, rng: Random, personality: Personality) -> None:
+        self.rng = rng
+        self.personality = personality
+        self.conversation = self._id("conv")
+        self.last_item: str | None = None
+        self.speech_item: str | None = None  # the user's audio item the VAD opened
+        self.response: _Response | None = None
+        self.last_response: _Response | None = None
+        self.instructions = ""
+        self.session_id = ""
+        self.created = 0
+
+    def _id(self, prefix: str) -> str:
+        return f"{prefix}_" + "".join(self.rng.choice(ID_CHARS) for _ in range(21))
+
+    def _event(self, kind: str, **fields: Any) -> Frame:
+        """An event as of now: the items and responses it carries go on changing after it."""
+        return {"type": kind, "event_id": self._id("event"),
+                **{k: copy.deepcopy(v) if isinstance(v, dict | list) else v
+                   for k, v in fields.items()}}
+
+    def call_id(self, bits: int) -> str:
+        return "call_" + "".join(ID_CHARS[(bits >> (6 * i)) % 62] for i in range(10))
+
+    def session(self, setup: Setup) -> Frame:
+        audio = setup.modalities == ("AUDIO",)
+        vad = setup.vad
+        detection = None if vad.disabled else {
+            "type": "server_vad", "threshold": 0.5,
+            "prefix_padding_ms": vad.prefix_padding_ms or self.personality.vad_prefix_padding_ms,
+            "silence_duration_ms": vad.silence_duration_ms or self.personality.vad_silence_ms,
+            "idle_timeout_ms": None, "create_response": True, "interrupt_response": True}
+        pcm = {"type": "audio/pcm", "rate": AUDIO_RATE}
+        return {
+            "type": "realtime", "object": "realtime.session", "id": self.session_id,
+            "model": setup.model, "output_modalities": ["audio" if audio else "text"],
+            "instructions": self.instructions,
+            "tools": [dict(f.declaration or {"type": "function", "name": f.name})
+                      for f in setup.functions],
+            "tool_choice": "auto", "max_output_tokens": "inf", "tracing": None,
+            "truncation": "auto", "prompt": None,
+            "expires_at": self.created + int(self.personality.connection_lifetime_s or 3600),
+            "audio": {"input": {"format": pcm, "transcription": (
+                          {"model": "gpt-4o-transcribe"} if setup.input_transcription else None),
+                                "noise_reduction": None, "turn_detection": detection},
+                      "output": {"format": pcm, "voice": "alloy", "speed": 1.0}},
+            "include": None}
+
+    def setup_complete(self, session_id: str, setup: Setup) -> list[Frame]:
+        self.session_id = f"sess_{session_id}"
+        return [self._event("session.created", session=self.session(setup))]
+
+    def resumption_update(self, handle: str, consumed: int | None) -> list[Frame]:
+        return []
+
+    def go_away(self, time_left_s: float) -> list[Frame]:
+        return []
+
+    def acknowledge(self, parsed: Parsed, setup: Setup | None) -> list[Frame]:
+        kind, data = parsed.raw_kind, parsed.data
+        if kind == "session.update" and setup is not None:
+            if "instructions" in data["session"]:
+                self.instructions = str(data["session"]["instructions"] or "")
+            return [self._event("session.updated", session=self.session(setup))]
+        if kind == "conversation.item.create":
+            item = {"id": self._id("item"), **data["item"], "status": "completed"}
+            return [self._item_added(item), self._item_done(item)]
+        if kind == "response.create":
+            return self._response()[1]
+        if kind == "input_audio_buffer.clear":
+            return [self._event("input_audio_buffer.cleared")]
+        if kind == "conversation.item.delete":
+            return [self._event("conversation.item.deleted", item_id=data.get("item_id"))]
+        if kind == "conversation.item.truncate":
+            return [self._event("conversation.item.truncated", item_id=data.get("item_id"),
+                                content_index=data.get("content_index", 0),
+                                audio_end_ms=data.get("audio_end_ms", 0))]
+        return []
+
+    def error(self, message: str, code: str, param: str | None,
+              event_id: str | None) -> list[Frame]:
+        return [self._event("error", error={"type": ERROR_TYPE, "code": code, "message": message,
+                                            "param": param, "event_id": event_id})]
+
+    def expired(self, message: str) -> list[Frame]:
+        return self.error(message, "session_expired", None, None)
+
+    def _item_added(self, item: Frame) -> Frame:
+        frame = self._event("conversation.item.added", previous_item_id=self.last_item, item=item)
+        self.last_item = item["id"]
+        return frame
+
+    def _item_done(self, item: Frame) -> Frame:
+        return self._event("conversation.item.done", previous_item_id=None, item=item)
+
+    def speech_started(self) -> list[Frame]:
+        self.speech_item = self._id("item")
+        return [self._event("input_audio_buffer.speech_started", audio_start_ms=0,
+                            item_id=self.speech_item)]
+
+    def speech_stopped(self) -> list[Frame]:
+        item_id, self.speech_item = self.speech_item, None
+        frames = []
+        if item_id is not None:
+            frames.append(self._event("input_audio_buffer.speech_stopped", audio_end_ms=0,
+                                      item_id=item_id))
+        item = {"id": item_id or self._id("item"), "type": "message", "status": "completed",
+                "role": "user", "content": [{"type": "input_audio", "transcript": None}]}
+        frames.append(self._event("input_audio_buffer.committed", previous_item_id=self.last_item,
+                                  item_id=item["id"]))
+        return [*frames, self._item_added(item), self._item_done(item)]
+
+    def input_transcription(self, text: str) -> list[Frame]:
+        return [self._event("conversation.item.input_audio_transcription.completed",
+                            item_id=self.last_item, content_index=0, transcript=text,
+                            usage={"type": "duration", "seconds": 0})]
+
+    # The response under way.
+
+    def _response(self) -> tuple[_Response, list[Frame]]:
+        """The response the next output belongs to, opened (`response.created`) if none is."""
+        if self.response is not None:
+            return self.response, []
+        self.response = _Response(self._id("resp"))
+        return self.response, [self._event("response.created", response=self._body(
+            self.response, "in_progress", None, None))]
+
+    def _body(self, response: _Response, status: str, details: Frame | None,
+              usage: Usage | None) -> Frame:
+        return {"object": "realtime.response", "id": response.id, "status": status,
+                "status_details": details, "output": response.output,
+                "conversation_id": self.conversation, "output_modalities": ["audio"],
+                "max_output_tokens": "inf",
+                "audio": {"output": {"format": {"type": "audio/pcm", "rate": AUDIO_RATE},
+                                     "voice": "alloy"}},
+                "usage": None if usage is None else {
+                    "total_tokens": usage.prompt + usage.response, "input_tokens": usage.prompt,
+                    "output_tokens": usage.response},
+                "metadata": None}
+
+    def _ids(self, response: _Response, item: Frame) -> dict[str, Any]:
+        return {"response_id": response.id, "item_id": item["id"],
+                "output_index": len(response.output) - 1}
+
+    def _add_output(self, response: _Response, item: Frame) -> list[Frame]:
+        response.output.append(item)
+        return [self._event("response.output_item.added", response_id=response.id,
+                            output_index=len(response.output) - 1, item=item),
+                self._item_added(item)]
+
+    def function_calls(self, calls: list[Call]) -> list[Frame]:
+        response, frames = self._response()
+        for call in calls:
+            arguments = json.dumps(dict(call.args))
+            item = {"id": self._id("item"), "type": "function_call", "status": "in_progress",
+                    "name": call.name, "call_id": call.id, "arguments": ""}
+            frames += self._add_output(response, item)
+            ids = self._ids(response, item)
+            frames.append(self._event("response.function_call_arguments.delta", **ids,
+                                      call_id=call.id, delta=arguments))
+            frames.append(self._event("response.function_call_arguments.done", **ids,
+                                      call_id=call.id, name=call.name, arguments=arguments))
+            item.update(status="completed", arguments=arguments)
+            frames += self._close_item(response, item)
+        return frames
+
+    def _close_item(self, response: _Response, item: Frame) -> list[Frame]:
+        return [self._event("response.output_item.done", response_id=response.id,
+                            output_index=response.output.index(item), item=item),
+                self._item_done(item)]
+
+    def _message(self, kind: str) -> tuple[_Response, Frame, list[Frame]]:
+        """The assistant message under way, opened with a content part of `kind` if none is."""
+        response, frames = self._response()
+        if response.message is None:
+            item = {"id": self._id("item"), "type": "message", "status": "in_progress",
+                    "role": "assistant", "content": []}
+            response.message, response.kind = item, kind
+            frames += self._add_output(response, item)
+            part = {"type": kind, "transcript": ""} if kind == "audio" else {"type": kind, "text": ""}
+            frames.append(self._event("response.content_part.added", **self._ids(response, item),
+                                      content_index=0, part=part))
+        return response, response.message, frames
+
+    def text(self, text: str) -> list[Frame]:
+        response, item, frames = self._message("text")
+        ids = {**self._ids(response, item), "content_index": 0}
+        response.said += text
+        return [*frames, self._event("response.output_text.delta", **ids, delta=text),
+                self._event("response.output_text.done", **ids, text=response.said)]
+
+    def output_transcription(self, text: str) -> list[Frame]:
+        response, item, frames = self._message("audio")
+        response.said += text
+        return [*frames, self._event("response.output_audio_transcript.delta",
+                                     **self._ids(response, item), content_index=0, delta=text)]
+
+    def audio(self, pcm: bytes, rate: int) -> list[Frame]:
+        response, item, frames = self._message("audio")
+        return [*frames, self._event("response.output_audio.delta", **self._ids(response, item),
+                                     content_index=0, delta=base64.b64encode(pcm).decode())]
+
+    def generation_complete(self, usage: Usage) -> list[Frame]:
+        response, frames = self._response()
+        frames += self._end_message(response, "completed")
+        self.response, self.last_response = None, response
+        return [*frames, self._event("response.done", response=self._body(
+            response, "completed", None, usage))]
+
+    def _end_message(self, response: _Response, status: str) -> list[Frame]:
+        item = response.message
+        if item is None:
+            return []
+        response.message = None
+        ids = {"response_id": response.id, "item_id": item["id"],
+               "output_index": response.output.index(item), "content_index": 0}
+        frames = []
+        if response.kind == "audio":
+            part = {"type": "audio", "transcript": response.said}
+            content = {"type": "output_audio", "transcript": response.said}
+            frames += [self._event("response.output_audio.done", **ids),
+                       self._event("response.output_audio_transcript.done", **ids,
+                                   transcript=response.said)]
+        else:
+            part = {"type": "text", "text": response.said}
+            content = {"type": "output_text", "text": response.said}
+        item.update(status=status, content=[content])
+        return [*frames, self._event("response.content_part.done", **ids, part=part),
+                *self._close_item(response, item)]
+
+    def turn_complete(self, usage: Usage | None) -> list[Frame]:
+        return []
+
+    def nothing_to_say(self) -> list[Frame]:
+        if self.response is None:
+            return []
+        response, self.response = self.response, None
+        return [self._event("response.done", response=self._body(
+            response, "completed", None, Usage(0, 0)))]
+
+    def interrupted(self, generated: bool, by_client: bool) -> list[Frame]:
+        """The response asked for and not begun, or the one whose end was cut, is cancelled;
+        one all generated has had its response.done (the client truncates what it played)."""
+        if generated and self.response is None:
+            return []
+        response = self.response or self.last_response
+        if response is None:
+            return []
+        self.response, self.last_response = None, None
+        reason = "client_cancelled" if by_client else "turn_detected"
+        return [self._event("response.done", response=self._body(
+            response, "cancelled", {"type": "cancelled", "reason": reason}, None))]
+
+
+class OpenAIApi(EmulatedApi):
+    protocol = OPENAI
+
+    def parse(self, frame: str | bytes) -> Parsed:
+        return parse_event(frame)
+
+    def encoder(self, dialect: str, personality: Personality, rng: Random) -> Encoder:
+        return OpenAIEncoder(Random(rng.getrandbits(64)), personality)
+
+    def opening(self, path: str) -> Setup | None:
+        model = parse_qs(urlsplit(path).query).get("model", [""])[0]
+        return Setup(model=model, modalities=("AUDIO",), functions=(), resumption=False,
+                     handle=None, transparent=False, vad=DEFAULT_VAD, input_transcription=False,
+                     output_transcription=True, system_instruction="")
+
+    def model_id(self, model: str) -> str | None:
+        return model if MODEL_ID.match(model) else None
+
+    def closes_on(self, error: ProtocolError) -> tuple[int, str] | None:
+        # Measured on the service: a fatal error's event, then 4000 "<type>.<code>".
+        return (4000, f"{ERROR_TYPE}.{error.error_code}") if error.fatal else None
+
+    def lifetime_over(self, personality: Personality) -> tuple[int, str]:
+        minutes = (personality.connection_lifetime_s or 3600) / 60
+        return 1001, SESSION_EXPIRED.format(minutes=minutes)
+
+
+OPENAI_API = OpenAIApi()
