@@ -39,7 +39,7 @@ from faultlab.clients.options import main, parser_for
 from faultlab.clients.uplink import Uplink
 from faultlab.events import EventWriter
 from faultlab.protocols.gemini import kind_of
-from faultlab.scenarios.booking.conversation import BookingConversation, Turn
+from faultlab.scenarios.booking.conversation import TOOL, BookingConversation, Turn
 
 # A set-up connection: the stack that closes it, and the SDK's session on it.
 Connection = tuple[AsyncExitStack, Any]
@@ -124,7 +124,10 @@ class NaiveClient:
         return types.LiveConnectConfig(
             response_modalities=[types.Modality.AUDIO if audio else types.Modality.TEXT],
             output_audio_transcription=types.AudioTranscriptionConfig() if audio else None,
-            tools=self.conversation.tools(),
+            tools=[types.Tool(function_declarations=[types.FunctionDeclaration(
+                name=TOOL, behavior=types.Behavior.NON_BLOCKING,
+                parameters=types.Schema(type=types.Type.OBJECT, properties={
+                    "slot": types.Schema(type=types.Type.STRING)}))])],
             session_resumption=types.SessionResumptionConfig(handle=handle))
 
     async def connect(self, handle: str | None) -> Connection:
@@ -253,6 +256,12 @@ class NaiveClient:
         await self.session.send_client_content(turns=[
             types.Content(role=role, parts=[types.Part(text=text)]) for role, text in turns],
             turn_complete=turn_complete)
+
+    async def answer_call(self, call_id: str, name: str, response: dict[str, Any]) -> None:
+        from google.genai import types
+
+        await self.session.send_tool_response(function_responses=[
+            types.FunctionResponse(id=call_id, name=name, response=response)])
 
     # Resuming.
 

@@ -1,5 +1,6 @@
-"""The google-genai internals the reference clients reach into, each use explained, in one place
-(as faultlab/proxy/internals.py is for mitmproxy's).
+"""The SDK internals the reference clients reach into, each use explained, in one place (as
+faultlab/proxy/internals.py is for mitmproxy's): google-genai's, and the openai SDK's (whose
+realtime connection has the same `websockets` connection under another private name).
 
 The SDK's `AsyncSession` keeps its WebSocket (a `websockets` client connection) in the private
 attribute `_ws` and offers no public way to it. The clients need it for what the SDK does not do:
@@ -22,8 +23,9 @@ from typing import Any
 
 
 def websocket(session: Any) -> Any | None:
-    """The session's `websockets` connection (the SDK's private `_ws`), if there is one."""
-    return getattr(session, "_ws", None)
+    """The session's `websockets` connection, if there is one: google-genai's `AsyncSession`
+    keeps it in `_ws`, the openai SDK's realtime connection in `_connection`."""
+    return getattr(session, "_ws", None) or getattr(session, "_connection", None)
 
 
 async def ping(session: Any) -> asyncio.Future[Any]:

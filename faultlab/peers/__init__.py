@@ -1,4 +1,5 @@
-"""faultlab's own programs a profile can name as `builtin`: WebSocket peers and Live API clients."""
+"""faultlab's own programs a profile can name as `builtin`: WebSocket peers, and the reference
+clients of Gemini Live and OpenAI Realtime."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ BUILTINS: dict[str, str] = {
     "naive": "faultlab.clients.naive",
     "field-recovery": "faultlab.clients.recovery",
     "racing-recovery": "faultlab.clients.racing",
+    "openai-naive": "faultlab.clients.openai_naive",
+    "openai-recovery": "faultlab.clients.openai_recovery",
 }
 
 

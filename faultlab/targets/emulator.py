@@ -1,4 +1,5 @@
-"""faultlab's Live API emulator as the target: `faultlab emulator serve` in the server's namespace.
+"""faultlab's emulator as the target: `faultlab emulator serve` in the server's namespace, speaking
+its personality's API (Gemini Live, OpenAI Realtime).
 
 The client resolves the service's real host names to it and trusts the run's own CA, which
 issued its certificate, so an unmodified SDK client reaches it; it writes a frame log of its own,
@@ -18,7 +19,7 @@ from faultlab.emulator.personality import DEFAULT_PERSONALITY, PERSONALITIES, pe
 from faultlab.model import Model, one_of
 from faultlab.private import create_private
 from faultlab.problems import message_of
-from faultlab.protocols import GEMINI
+from faultlab.protocols import PROTOCOLS, Protocol
 from faultlab.targets.base import Surroundings, TargetKind
 
 # The port it listens on when the profile gives none: the service's.
@@ -62,6 +63,12 @@ class Emulator(TargetKind):
         self.image = image
 
     @property
+    def protocol(self) -> Protocol:
+        """The API its personality speaks."""
+        return PROTOCOLS[personality_with(self.settings.personality,
+                                          self.settings.overrides).protocol]
+
+    @property
     def listen_port(self) -> int:
         return self.port or DEFAULT_PORT
 
@@ -91,15 +98,16 @@ class Emulator(TargetKind):
 
     def client_names(self) -> list[str]:
         # So that the SDK's default endpoints reach it.
-        return list(GEMINI.service.hosts)
+        return list(self.protocol.service.hosts)
 
     def client_env(self, run: Surroundings, proxied: bool) -> dict[str, str]:
         from faultlab.tls import client_environment  # the TLS stack loads when a run starts
 
         port = self.listen_port
         suffix = "" if port == DEFAULT_PORT else f":{port}"
-        return client_environment(str(run.ca.cert_path), f"https://{GEMINI.service.endpoint}{suffix}",
-                                  GEMINI.service)
+        service = self.protocol.service
+        return client_environment(str(run.ca.cert_path), f"https://{service.endpoint}{suffix}",
+                                  service)
 
     def upstream_ca(self, run: Surroundings) -> Path | None:
         return run.ca.cert_path

@@ -116,7 +116,8 @@ def test_personality_file_problems_all_at_once_with_their_lines(tmp_path: Path) 
     with pytest.raises(ProfileError) as caught:
         read_personality_file(path)
     assert caught.value.problems == [
-        f"{path}:1: base: required field is missing; one of: gemini-dev-2026-10, vertex-2026",
+        f"{path}:1: base: required field is missing; one of: gemini-dev-2026-10, "
+        "openai-realtime, openai-realtime-2025-08, vertex-2026",
         f"{path}:1: refusal: unknown field",
         f"{path}:2: setup_complete_s: the low end 0.5 is above the high end 0.3",
     ]

@@ -22,7 +22,10 @@ from faultlab.events import EventWriter
 from faultlab.scenarios.booking.backend import Booking, BookingBackend
 from faultlab.units import parse_duration
 
+# The function the model may call: book_slot(slot), NON_BLOCKING (the clients declare it in
+# their API's spelling).
 TOOL = "book_slot"
+TOOL_PARAMETERS = {"type": "object", "properties": {"slot": {"type": "string"}}}
 # A user's turn: (role, text).
 Turn = tuple[str, str]
 
@@ -36,6 +39,9 @@ class Line(Protocol):
     generation: int  # which session is in use: a new session cannot answer an old one's calls
 
     async def say(self, turns: list[Turn], turn_complete: bool) -> None: ...
+
+    async def answer_call(self, call_id: str, name: str, response: dict[str, Any]) -> None:
+        """Send a function's result (raises when the connection cannot take it)."""
 
     async def drop(self, why: str) -> None: ...
 
@@ -76,15 +82,6 @@ class BookingConversation:
         self.asked = False
         self.replied = False
 
-    def tools(self) -> list[Any]:
-        """The function the model may call: book_slot(slot), NON_BLOCKING."""
-        from google.genai import types
-
-        return [types.Tool(function_declarations=[types.FunctionDeclaration(
-            name=TOOL, behavior=types.Behavior.NON_BLOCKING,
-            parameters=types.Schema(type=types.Type.OBJECT,
-                                    properties={"slot": types.Schema(type=types.Type.STRING)}))])]
-
     def opening(self) -> list[Turn]:
         return [("user", self.args.say)]
 
@@ -102,8 +99,6 @@ class BookingConversation:
     async def _respond(self, call_id: str, name: str, booking: Booking) -> None:
         """Answer a call by its id once the backend has committed, on whatever connection of its
         session is up; a call whose session is gone is `outlived`."""
-        from google.genai import types
-
         born = self.line.generation
         await self.backend.committed(booking)
         if not self.args.answer:
@@ -115,9 +110,7 @@ class BookingConversation:
                 await self.outlived(booking)
                 return
             try:
-                await self.line.session.send_tool_response(function_responses=[
-                    types.FunctionResponse(id=call_id, name=name,
-                                           response=self._response(booking))])
+                await self.line.answer_call(call_id, name, self._response(booking))
                 self.events.emit("client.tool_response", id=call_id, booking=booking.id)
                 return
             except Exception:
