@@ -280,6 +280,8 @@ class RealtimeClient:
         try:
             while time.monotonic() < deadline:
                 if self.lost.is_set():
+                    if talk.done():
+                        return 0  # the user has the answer: what the connection does no longer matters
                     if not await self.recover():
                         return 3
                     continue

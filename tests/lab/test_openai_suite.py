@@ -1,0 +1,44 @@
+"""OpenAI Realtime in the lab: profiles/openai/ asks the field study's questions of this API
+(silent loss, abort and a clean close while a function call is pending, freeze and thaw, an
+in-band error, the session cap) of both reference clients on the openai SDK, against the emulator:
+the naive one fails where it should (the user never told), the recovering one passes."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from ..conftest import PROFILES, faultlab, slack
+
+pytestmark = [pytest.mark.lab, pytest.mark.alone]
+
+SUITE_TIMEOUT_S = slack(240)  # about 1 minute one run after another on 2 cores
+QUESTIONS = ["silent-loss", "abort", "clean-close", "session-cap"]
+ALONE = ["freeze-thaw", "in-band-error"]  # one client: nothing is lost, both behave alike
+
+
+@pytest.mark.timeout(SUITE_TIMEOUT_S + 60)
+def test_the_openai_suite_tells_the_naive_client_from_the_recovering_one(tmp_path: Path) -> None:
+    names = sorted([*(f"{q}-{c}" for q in QUESTIONS for c in ("naive", "recovery")), *ALONE])
+    assert sorted(p.stem for p in (PROFILES / "openai").glob("*.yaml")) == names
+    done = faultlab("run", "-q", "--jobs", "2", "--runs-dir", str(tmp_path),
+                    str(PROFILES / "openai"), timeout=SUITE_TIMEOUT_S)
+    failed = re.findall(r"== (\S+): (?:FAIL|ERROR)", done.stdout)
+    assert done.returncode == 0 and not failed, done.stdout[-6000:] + done.stderr
+    (table,) = tmp_path.glob("suite-*.md")
+    lines = [line for line in table.read_text().splitlines() if line.startswith("| ")]
+    header = [c.strip() for c in lines[0].split("|")[1:-1]]
+    rows = {cells[0]: dict(zip(header, cells, strict=True))
+            for cells in ([c.strip() for c in line.split("|")[1:-1]] for line in lines[2:])}
+    for question in QUESTIONS:
+        assert rows[f"openai-{question}-naive"]["user told"] == "never told"
+        assert rows[f"openai-{question}-recovery"]["user told"] == "truth"
+    assert all(row["bookings"] == "1" for row in rows.values())
+    # The swimlanes and the capture name the API's own kinds.
+    (run,) = tmp_path.glob("*-openai-silent-loss-recovery")
+    assert "response.function_call_arguments.done" in (run / "report.html").read_text()
+    inspected = faultlab("pcap", "inspect", str(run))
+    assert inspected.returncode == 0, inspected.stderr
+    assert "kind=session.created" in inspected.stdout
