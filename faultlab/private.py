@@ -42,6 +42,8 @@ SECRET_ENDINGS = ("handle", "token", "apikey", "secret", "password")
 CREDENTIAL_PARAMS = tuple(dict.fromkeys(n for p in PROTOCOLS.values() for n in p.credential_params))
 CREDENTIAL_HEADERS = tuple(dict.fromkeys(n for p in PROTOCOLS.values()
                                          for n in p.credential_headers))
+CREDENTIAL_SUBPROTOCOLS = tuple(dict.fromkeys(n for p in PROTOCOLS.values()
+                                              for n in p.credential_subprotocols))
 # The environment variables that give a client its API key.
 SECRET_ENV = tuple(dict.fromkeys(n for p in PROTOCOLS.values() for n in p.secret_env))
 # Shorter values are not redacted where they appear in text: a key of "x" would erase every x.
@@ -57,12 +59,14 @@ _SHAPES = (
     rf"|(?P<param>[?&;](?:{'|'.join(CREDENTIAL_PARAMS)})=)(?P<pvalue>{_VALUE})"
     rf"|(?P<header>\b(?:{'|'.join(CREDENTIAL_HEADERS)})[\"']?\s*[:=]\s*[\"']?"
     rf"(?:(?:bearer|basic)\s+)?)(?P<hvalue>{_VALUE})"
+    rf"|(?P<subprotocol>\b(?:{'|'.join(map(re.escape, CREDENTIAL_SUBPROTOCOLS))}))"
+    rf"(?P<svalue>{_VALUE})"
     r"|(?P<uuid>\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b))"
 )
 # Substrings one of which text holds if a shape may match (a UUID's start is checked whole), and
 # a JSON line if one of its fields may be a secret's.
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-")
-_NAMES = (*(f"{p}=" for p in CREDENTIAL_PARAMS), *CREDENTIAL_HEADERS)
+_NAMES = (*(f"{p}=" for p in CREDENTIAL_PARAMS), *CREDENTIAL_HEADERS, *CREDENTIAL_SUBPROTOCOLS)
 _FIELD_HINTS = ("key", "authorization", *SECRET_ENDINGS)
 
 
@@ -103,6 +107,8 @@ def credentials(path: str, headers: Mapping[str, str]) -> list[str]:
         value = headers.get(name)
         if value:
             found.append(value.split()[-1])
+    offered = headers.get("sec-websocket-protocol") or ""
+    found += [m.group("svalue") for m in _pattern.finditer(offered) if m.group("svalue")]
     return found
 
 
@@ -132,6 +138,8 @@ def _replace(match: re.Match[str]) -> str:
         return match.group("param") + redact_value(match.group("pvalue"))
     if match.group("hvalue"):
         return match.group("header") + redact_value(match.group("hvalue"))
+    if match.group("svalue"):
+        return match.group("subprotocol") + redact_value(match.group("svalue"))
     return redact_value(match.group(0))
 
 
@@ -147,6 +155,8 @@ def _may_hold_secret(text: str) -> bool:
     and numbers, and the regex costs several times more (the proxy redacts every frame's
     event)."""
     if "-" in text and text.count("-") >= 4 and _UUID.search(text):
+        return True
+    if any(prefix in text for prefix in CREDENTIAL_SUBPROTOCOLS):
         return True
     if "=" in text or ":" in text:
         lower = text.lower()

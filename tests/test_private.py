@@ -98,9 +98,20 @@ def test_text_redaction_is_idempotent(env_key: str) -> None:
 
 
 def test_credentials_of_a_request() -> None:
-    """The values a request authenticates with: its query's and its headers'."""
+    """The values a request authenticates with: its query's and its headers', and a browser's
+    key offered as a subprotocol (OpenAI Realtime)."""
     assert credentials("/ws/x?key=k1&access_token=t1", {"authorization": "Bearer t2"}) == [
         "k1", "t1", "t2"]
+    assert credentials("/v1/realtime?model=m", {
+        "sec-websocket-protocol": "realtime, openai-insecure-api-key.sk-browser-1"}) == [
+        "sk-browser-1"]
+
+
+def test_a_key_offered_as_a_subprotocol_is_redacted() -> None:
+    """OpenAI's browser clients put their key in Sec-WebSocket-Protocol; the rest stays."""
+    out = redact_text(f"Sec-WebSocket-Protocol: realtime, openai-insecure-api-key.{KEY}")
+    assert KEY not in out
+    assert out.startswith("Sec-WebSocket-Protocol: realtime, openai-insecure-api-key.<redacted ")
 
 
 def test_bus_and_writer_files_are_private_and_redacted(tmp_path: Path, env_key: str) -> None:

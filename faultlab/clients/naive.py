@@ -33,7 +33,7 @@ from collections.abc import Coroutine
 from contextlib import AsyncExitStack
 from typing import Any, Protocol
 
-from faultlab.clients import sdk
+from faultlab.clients import sdk, uplink
 from faultlab.clients.liveness import Liveness, close_parked
 from faultlab.clients.options import main, parser_for
 from faultlab.clients.uplink import Uplink
@@ -256,6 +256,15 @@ class NaiveClient:
         await self.session.send_client_content(turns=[
             types.Content(role=role, parts=[types.Part(text=text)]) for role, text in turns],
             turn_complete=turn_complete)
+
+    async def send_audio(self, pcm: bytes) -> None:
+        from google.genai import types
+
+        await self.session.send_realtime_input(
+            audio=types.Blob(data=pcm, mime_type=f"audio/pcm;rate={uplink.RATE}"))
+
+    async def end_audio(self) -> None:
+        await self.session.send_realtime_input(audio_stream_end=True)
 
     async def answer_call(self, call_id: str, name: str, response: dict[str, Any]) -> None:
         from google.genai import types

@@ -23,22 +23,28 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
 import json
 import time
 from collections.abc import Coroutine
 from typing import Any
 
-from faultlab.clients import sdk
+import numpy as np
+
+from faultlab.clients import sdk, uplink
 from faultlab.clients.liveness import Liveness
 from faultlab.clients.options import main, parser_for
+from faultlab.clients.uplink import Uplink
 from faultlab.events import EventWriter
+from faultlab.protocols.openai import AUDIO_RATE
 from faultlab.scenarios.booking.conversation import (
     TOOL,
     TOOL_PARAMETERS,
     BookingConversation,
     Turn,
 )
+from faultlab.speech import resample
 from faultlab.units import parse_duration
 
 # The events that say nothing a run looks at (the stream's bookkeeping), left out of
@@ -126,6 +132,8 @@ class RealtimeClient:
             return
         self.events.emit("client.lost", why=why)
         self._lost_at = time.monotonic()
+        # What the lost response had said is no answer: a new session answers anew.
+        self._answer, self._audio_s = [], 0.0
         self.up.clear()
         self.lost.set()
         for task in self._tasks:
@@ -214,6 +222,14 @@ class RealtimeClient:
         if turn_complete:
             await self._respond()
 
+    async def send_audio(self, pcm: bytes) -> None:
+        samples = np.frombuffer(pcm, dtype="<i2")
+        pcm24 = resample(samples, uplink.RATE, AUDIO_RATE).astype("<i2").tobytes()
+        await self.session.input_audio_buffer.append(audio=base64.b64encode(pcm24).decode())
+
+    async def end_audio(self) -> None:
+        pass  # OpenAI Realtime has no end of stream: server VAD ends turns on silence
+
     async def answer_call(self, call_id: str, name: str, response: dict[str, Any]) -> None:
         await self.session.conversation.item.create(item={
             "type": "function_call_output", "call_id": call_id, "output": json.dumps(response)})
@@ -262,10 +278,6 @@ class RealtimeClient:
 
     async def run(self) -> int:
         talk = self.conversation
-        if self.args.mic:
-            self.events.emit("client.refused", code=None,
-                             reason="--mic: this client speaks by text or audio replies only")
-            return 2
         try:
             self.install(await self.connect())
         except Refused as exc:
@@ -275,7 +287,10 @@ class RealtimeClient:
             self.events.emit("client.refused", code=None, reason=f"{type(exc).__name__}: {exc}")
             return 2
         self.events.emit("client.connected")
-        await self.say(talk.opening(), turn_complete=True)
+        if self.args.mic:
+            self.spawn(Uplink(self, self.args.keep_alive, self.args.stream_end, self.events).run())
+        else:
+            await self.say(talk.opening(), turn_complete=True)
         deadline = time.monotonic() + self.args.duration
         try:
             while time.monotonic() < deadline:

@@ -1,12 +1,14 @@
 """The clients' audio path: the lab's microphone to the session, with an audio keep-alive.
 
 The microphone (`FAULTLAB_MIC`, a unix socket the lab serves) hands over 16 kHz 16-bit mono PCM
-at real-time rate and ends with EOF. The uplink coalesces it into 100 ms `realtimeInput.audio`
-messages. The server's VAD ends a turn only on silence that arrives as samples at real-time rate
-(docs/live-server-behaviour.md A1-A3), so a source that stalls (a browser handing empty buffers) would
-leave the turn hanging: the keep-alive fills such pauses with silent samples. It is keyed on the
-source's arrival, not on the uplink's sends (a bursty sender would look stalled, §8.10): whenever
-the source is more than 200 ms behind the wall clock since it started, the gap is sent as silence.
+at real-time rate and ends with EOF. The uplink coalesces it into 100 ms messages (Gemini's
+`realtimeInput.audio`; OpenAI's `input_audio_buffer.append`, resampled to 24 kHz). The server's
+VAD ends a turn only on silence that arrives as samples at real-time rate
+(docs/live-server-behaviour.md A1-A3), so a source that stalls (a browser handing empty buffers)
+would leave the turn hanging: the keep-alive fills such pauses with silent samples. It is keyed
+on the source's arrival, not on the uplink's sends (a bursty sender would look stalled, §8.10):
+whenever the source is more than 200 ms behind the wall clock since it started, the gap is sent
+as silence.
 
 `keep_alive="uplink"` is the mistake §8.10 warns of, kept to show it: keyed on the uplink's
 deliveries (a frame counts once the connection's TCP has had its bytes acknowledged; without a
@@ -39,7 +41,6 @@ FRAME_BYTES = int(RATE * FRAME_S) * SAMPLE_BYTES
 # worth of slack over the 100 ms coalescing, so an on-time source never gets silence mixed in.
 KEEP_ALIVE_LAG_S = 0.2
 KEEP_ALIVE_TICK_S = 0.05
-MIME = f"audio/pcm;rate={RATE}"
 # What the keep-alive measures the wall clock against: the source's arrival (right), the
 # uplink's sends (the mistake), or nothing (no keep-alive).
 KeepAlive = Literal["source", "uplink"] | None
@@ -49,10 +50,16 @@ TCP_INFO_BYTES_ACKED_AT = 120
 
 
 class Speaker(Protocol):
-    """The client side the uplink sends through."""
+    """The client side the uplink sends through, in its API's messages."""
 
     up: asyncio.Event
     session: Any
+
+    async def send_audio(self, pcm: bytes) -> None:
+        """Send 16 kHz 16-bit mono PCM (raises when the connection cannot take it)."""
+
+    async def end_audio(self) -> None:
+        """Tell the server the audio stream has ended, where the API can say so."""
 
 
 class Uplink:
@@ -163,7 +170,7 @@ class Uplink:
                          lost_s=self._seconds(self.lost_bytes))
         if self.stream_end and self.speaker.up.is_set():
             with contextlib.suppress(Exception):
-                await self.speaker.session.send_realtime_input(audio_stream_end=True)
+                await self.speaker.end_audio()
                 self.events.emit("uplink.stream_end")
 
     def _queue(self, data: bytes) -> None:
@@ -195,8 +202,6 @@ class Uplink:
                 return
 
     async def _flush(self, final: bool = False) -> None:
-        from google.genai import types
-
         while len(self._buffer) >= FRAME_BYTES or (final and self._buffer):
             frame = bytes(self._buffer[:FRAME_BYTES])
             del self._buffer[:FRAME_BYTES]
@@ -204,8 +209,7 @@ class Uplink:
                 self.lost_bytes += len(frame)  # no connection: the audio is gone, as on a phone
                 continue
             try:
-                await self.speaker.session.send_realtime_input(
-                    audio=types.Blob(data=frame, mime_type=MIME))
+                await self.speaker.send_audio(frame)
             except Exception:
                 self.lost_bytes += len(frame)
                 continue

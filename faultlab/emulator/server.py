@@ -185,7 +185,7 @@ class EmulatorServer:
             conn.peer_closed(loop.time())
             await ws.close(1008, NO_IDENTITY_REASON)
             return
-        conn.begin(request.path, loop.time())
+        conn.begin(request.path, request.headers, loop.time())
         wake = asyncio.Event()
 
         async def read() -> None:

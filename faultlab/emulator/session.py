@@ -21,6 +21,7 @@ import itertools
 import logging
 import random
 import uuid
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -142,15 +143,18 @@ class Connection:
 
     # The shell's interface.
 
-    def begin(self, path: str, now: float) -> None:
-        """The WebSocket is open (its request's `path`): a session that opens with the
-        connection (OpenAI) opens now."""
-        setup = self.em.api.opening(path)
-        if setup is None:
-            return
-        self._setup_seen = True
+    def begin(self, path: str, headers: Mapping[str, str], now: float) -> None:
+        """The WebSocket is open (its request's `path` and `headers`): a session that opens with
+        the connection (OpenAI) opens now."""
         try:
+            setup = self.em.api.opening(path, headers)
+            if setup is None:
+                return
+            self._setup_seen = True
             self._on_setup(setup, now)
+        except ProtocolError as exc:
+            self._setup_seen = True
+            self._refuse(now + self.em.draw(self.p.invalid_argument_s), exc, "refused request")
         except Exception as exc:  # a bug
             self._bug(now, exc, "the connection's opening")
 

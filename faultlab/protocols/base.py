@@ -53,6 +53,9 @@ class Protocol(ABC):
     # Where a request carries its credentials: query parameters and headers (lower case).
     credential_params: ClassVar[tuple[str, ...]]
     credential_headers: ClassVar[tuple[str, ...]]
+    # Where a browser, which cannot set headers, puts its key: a WebSocket subprotocol that
+    # starts with one of these (the key is the rest of it).
+    credential_subprotocols: ClassVar[tuple[str, ...]] = ()
     # The environment variables that give a client its API key.
     secret_env: ClassVar[tuple[str, ...]]
     # The kinds (as a profile writes them) of a message in which the model says something or
@@ -102,5 +105,7 @@ class Protocol(ABC):
     def authorised(self, headers: Mapping[str, str], query: Mapping[str, list[str]]) -> bool:
         """Whether a request shows an identity (a key or a token), as the service asks of
         every request before it looks at anything else."""
+        offered = headers.get("sec-websocket-protocol") or ""
         return (any(headers.get(name) for name in self.credential_headers)
-                or any(query.get(name) for name in self.credential_params))
+                or any(query.get(name) for name in self.credential_params)
+                or any(prefix in offered for prefix in self.credential_subprotocols))

@@ -124,6 +124,8 @@ class OpenAIRealtime(Protocol):
     credential_params: ClassVar[tuple[str, ...]] = ()
     # Azure OpenAI's key header beside the bearer token.
     credential_headers: ClassVar[tuple[str, ...]] = ("authorization", "api-key")
+    # A browser's key, offered as a subprotocol beside "realtime".
+    credential_subprotocols: ClassVar[tuple[str, ...]] = ("openai-insecure-api-key.",)
     secret_env: ClassVar[tuple[str, ...]] = ("OPENAI_API_KEY",)
     reply_kinds: ClassVar[tuple[str, ...]] = (
         "response.output_audio.delta", "response.output_text.delta",

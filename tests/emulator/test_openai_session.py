@@ -30,9 +30,9 @@ def emulator(**changes: Any) -> Emulator:
                     seed=1, registry=TranscriptRegistry())
 
 
-def opened(em: Emulator, path: str = PATH) -> Connection:
+def opened(em: Emulator, path: str = PATH, **headers: str) -> Connection:
     conn = em.connect(0.0, "realtime")
-    conn.begin(path, 0.0)
+    conn.begin(path, headers, 0.0)
     return conn
 
 
@@ -81,6 +81,15 @@ def test_an_unknown_model_is_refused_with_an_error_and_a_close_4000() -> None:
         None, 4000, "invalid_request_error.model_not_found")
 
 
+def test_the_beta_header_is_refused_as_the_retired_beta() -> None:
+    conn = opened(emulator(), **{"openai-beta": "realtime=v1"})
+    actions = conn.poll(1.0)
+    (error,) = events(actions)
+    assert error["error"]["code"] == "beta_api_shape_disabled"
+    assert (actions[-1].code, actions[-1].reason) == (
+        4000, "invalid_request_error.beta_api_shape_disabled")
+
+
 def test_a_bad_event_is_an_in_band_error_and_the_session_goes_on() -> None:
     conn = opened(emulator())
     conn.poll(1.0)
@@ -121,7 +130,8 @@ def test_a_text_turn_is_answered_when_asked_with_a_whole_response() -> None:
     send(conn, 10.0, "response.create")
     got = events(conn.poll(20.0))
     assert [f["type"] for f in got] == [
-        "response.created", "response.output_item.added", "conversation.item.added",
+        "response.created", "rate_limits.updated", "response.output_item.added",
+        "conversation.item.added",
         "response.content_part.added", "response.output_text.delta", "response.output_text.done",
         "response.content_part.done", "response.output_item.done", "conversation.item.done",
         "response.done"]

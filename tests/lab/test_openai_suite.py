@@ -1,6 +1,7 @@
 """OpenAI Realtime in the lab: profiles/openai/ asks the field study's questions of this API
-(silent loss, abort and a clean close while a function call is pending, freeze and thaw, an
-in-band error, the session cap) of both reference clients on the openai SDK, against the emulator:
+(silent loss, abort and a clean close while a function call is pending, loss during speech,
+freeze and thaw, an in-band error, the session cap, server VAD with and without an audio
+keep-alive) of both reference clients on the openai SDK, against the emulator:
 the naive one fails where it should (the user never told), the recovering one passes."""
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from ..conftest import PROFILES, faultlab, slack
 
 pytestmark = [pytest.mark.lab, pytest.mark.alone]
 
-SUITE_TIMEOUT_S = slack(240)  # about 1 minute one run after another on 2 cores
-QUESTIONS = ["silent-loss", "abort", "clean-close", "session-cap"]
-ALONE = ["freeze-thaw", "in-band-error"]  # one client: nothing is lost, both behave alike
+SUITE_TIMEOUT_S = slack(300)  # about 2 minutes one run after another on 2 cores
+QUESTIONS = ["silent-loss", "abort", "clean-close", "session-cap", "speech-loss"]
+# One client: nothing is lost (both clients behave alike), or server VAD with and without the
+# audio keep-alive.
+ALONE = ["freeze-thaw", "in-band-error", "vad-keepalive", "vad-no-keepalive"]
 
 
 @pytest.mark.timeout(SUITE_TIMEOUT_S + 60)

@@ -4,6 +4,7 @@ the client's frames, an encoder of the server's, and how the API ends a connecti
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from random import Random
 
 from faultlab.emulator.messages import Encoder, Parsed, Setup
@@ -23,9 +24,10 @@ class EmulatedApi(ABC):
     def encoder(self, dialect: str, personality: Personality, rng: Random) -> Encoder:
         """A new connection's encoder, for the API's `dialect` (Protocol.dialect_of)."""
 
-    def opening(self, path: str) -> Setup | None:
-        """The session a connection opens by itself, from its request's path (None: the
-        client's first message opens it)."""
+    def opening(self, path: str, headers: Mapping[str, str]) -> Setup | None:
+        """The session a connection opens by itself, from its request's path and headers (None:
+        the client's first message opens it); `ProtocolError` for a request the service
+        refuses once the WebSocket is open."""
         return None
 
     @abstractmethod

@@ -17,6 +17,7 @@ import copy
 import json
 import re
 import string
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from random import Random
@@ -61,6 +62,11 @@ CLIENT_EVENTS = (
 # of padding; a capture of the service in 2025-12 showed 200 ms of silence).
 DEFAULT_VAD = Vad(silence_duration_ms=500, prefix_padding_ms=300)
 SESSION_EXPIRED = "Your session hit the maximum duration of {minutes:g} minutes."
+BETA_REFUSED = ("The Realtime Beta API is no longer supported. Please use /v1/realtime for the GA "
+                "API.")
+# What rate_limits.updated says as a response starts: a guess of the shape the service sends
+# (requests and tokens per minute), with the tokens going down as responses are made.
+RATE_LIMIT_TOKENS = 40_000
 
 
 def _error(message: str, param: str | None = None, code: str = "invalid_value") -> ProtocolError:
@@ -255,7 +261,8 @@ class OpenAIEncoder(Encoder):
         self.last_response: _Response | None = None
         self.instructions = ""
         self.session_id = ""
-        self.created = 0
+        self.created = int(time.time())  # session.created's expires_at counts from it
+        self.tokens_used = 0
 
     def _id(self, prefix: str) -> str:
         return f"{prefix}_" + "".join(self.rng.choice(ID_CHARS) for _ in range(21))
@@ -369,8 +376,15 @@ class OpenAIEncoder(Encoder):
         if self.response is not None:
             return self.response, []
         self.response = _Response(self._id("resp"))
-        return self.response, [self._event("response.created", response=self._body(
-            self.response, "in_progress", None, None))]
+        self.tokens_used += 100
+        return self.response, [
+            self._event("response.created", response=self._body(
+                self.response, "in_progress", None, None)),
+            self._event("rate_limits.updated", rate_limits=[
+                {"name": "requests", "limit": 5000, "remaining": 4999, "reset_seconds": 0.012},
+                {"name": "tokens", "limit": RATE_LIMIT_TOKENS,
+                 "remaining": max(0, RATE_LIMIT_TOKENS - self.tokens_used),
+                 "reset_seconds": 0.15}])]
 
     def _body(self, response: _Response, status: str, details: Frame | None,
               usage: Usage | None) -> Frame:
@@ -508,7 +522,11 @@ class OpenAIApi(EmulatedApi):
     def encoder(self, dialect: str, personality: Personality, rng: Random) -> Encoder:
         return OpenAIEncoder(Random(rng.getrandbits(64)), personality)
 
-    def opening(self, path: str) -> Setup | None:
+    def opening(self, path: str, headers: Mapping[str, str]) -> Setup | None:
+        if "realtime=v1" in (headers.get("openai-beta") or ""):
+            # The beta protocol: retired in 2026 (until then the header chose it); the service
+            # opens the WebSocket, says so, and closes 4000.
+            raise ProtocolError(BETA_REFUSED, error_code="beta_api_shape_disabled", fatal=True)
         model = parse_qs(urlsplit(path).query).get("model", [""])[0]
         return Setup(model=model, modalities=("AUDIO",), functions=(), resumption=False,
                      handle=None, transparent=False, vad=DEFAULT_VAD, input_transcription=False,
