@@ -123,20 +123,21 @@ PERSONALITIES: dict[str, Personality] = {
         ),
     )
 }
-# OpenAI Realtime's GA protocol of 2025-08 (docs/openai-realtime.md). No figures of its timings
-# are public: every range here is a guess of the same order as the Live API's (O-items there).
+# OpenAI Realtime's GA protocol of 2025-08 (docs/openai-realtime.md, whose O-items these fields
+# follow). No figures of its timings are public: every range is a guess of the same order as the
+# Live API's measured ones.
 OPENAI_REALTIME = Personality(
     name="openai-realtime-2025-08", protocol="openai", api="realtime",
     setup_complete_s=(0.05, 0.15),  # guess: session.created soon after the upgrade
     invalid_argument_s=(0.0, 0.01),  # guess: an in-band error at once
-    connection_lifetime_s=3600.0, go_away_before_s=0.0,  # documented: a 60-minute session cap
+    connection_lifetime_s=3600.0, go_away_before_s=0.0,  # O8: a 60-minute cap, no warning
     reap_after_s=3600.0,  # guess: no idle reaping is documented
     models=(ServedModel(pattern="gpt-realtime*", modalities=("AUDIO", "TEXT")),
             ServedModel(pattern="gpt-4o-realtime-preview*"),
             ServedModel(pattern="gpt-4o-mini-realtime-preview*")),
     unknown_model="The model `{model}` does not exist or you do not have access to it.",
     voice_activity_events=True, activity_start_s=(0.05, 0.15),  # guess
-    vad_silence_ms=500, vad_prefix_padding_ms=300,  # documented defaults of server VAD
+    vad_silence_ms=500, vad_prefix_padding_ms=300,  # O13: server VAD's documented defaults
     turn_end_s=(0.1, 0.3), reply_s=(0.3, 0.7), tool_reply_s=(0.3, 0.7),  # guesses
     audio_speedup=4.0,  # guess: audio is streamed faster than real time
 )

@@ -1,8 +1,9 @@
 """The realtime APIs faultlab speaks, one `Protocol` each (faultlab.protocols.base), by name.
 
 A run speaks its target's protocol (`TargetKind.protocol`): a remote target names it (Gemini Live,
-`gemini.py`, or OpenAI Realtime, `openai.py`); the emulator and the lab's own programs speak Gemini
-Live (`DEFAULT`) so far. Another API is a module beside these and an entry in `PROTOCOLS`.
+`gemini.py`, or OpenAI Realtime, `openai.py`), the emulator speaks its personality's, and the lab's
+own programs Gemini Live (`DEFAULT`). Another API is a module beside these and an entry in
+`PROTOCOLS` (and, for the emulator, faultlab.emulator.apis).
 """
 
 from __future__ import annotations

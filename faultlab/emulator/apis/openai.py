@@ -1,12 +1,12 @@
 """OpenAI Realtime (the GA protocol of 2025-08) in the emulator: its client events parsed into the
 core's messages, and the core's moves spelled as its server events (docs/openai-realtime.md).
 
-A connection is a session: it opens with the request (`?model=`), `session.created` first, and
-nothing survives it (no resumption). Errors are told in-band by an `error` event and the socket
-stays open, but for a fatal one (an unknown model), which closes 4000 with
-`<type>.<code>` as the reason. A response is `response.created`, its output items (a message
-with its content part and deltas, or a function call with its arguments), and `response.done`
-once it is all generated (its audio may still be playing at the client).
+A connection is a session: it opens with the request (`?model=`), `session.created` first (O2),
+and nothing survives it (no resumption, O3). Errors are told in-band by an `error` event and the
+socket stays open, but for a fatal one (an unknown model, O4; the beta header, O5), which closes
+4000 with `<type>.<code>` as the reason (O6). A response is `response.created`, its output items
+(a message with its content part and deltas, or a function call with its arguments), and
+`response.done` once it is all generated (its audio may still be playing at the client, O11).
 """
 
 from __future__ import annotations
@@ -58,8 +58,8 @@ CLIENT_EVENTS = (
     "input_audio_buffer.clear", "conversation.item.create", "conversation.item.delete",
     "conversation.item.truncate", "conversation.item.retrieve", "response.create",
     "response.cancel", "output_audio_buffer.clear")
-# The session's turn detection by default (documented: server VAD, 500 ms of silence, 300 ms
-# of padding; a capture of the service in 2025-12 showed 200 ms of silence).
+# The session's turn detection by default (O13: server VAD, 500 ms of silence, 300 ms of padding
+# documented; a capture of the service in 2025-12 showed 200 ms of silence).
 DEFAULT_VAD = Vad(silence_duration_ms=500, prefix_padding_ms=300)
 SESSION_EXPIRED = "Your session hit the maximum duration of {minutes:g} minutes."
 BETA_REFUSED = ("The Realtime Beta API is no longer supported. Please use /v1/realtime for the GA "
@@ -536,7 +536,7 @@ class OpenAIApi(EmulatedApi):
         return model if MODEL_ID.match(model) else None
 
     def closes_on(self, error: ProtocolError) -> tuple[int, str] | None:
-        # Measured on the service: a fatal error's event, then 4000 "<type>.<code>".
+        # O6, as users of the service reported it: a fatal error's event, then 4000 "<type>.<code>".
         return (4000, f"{ERROR_TYPE}.{error.error_code}") if error.fatal else None
 
     def lifetime_over(self, personality: Personality) -> tuple[int, str]:
