@@ -1,5 +1,6 @@
-"""`faultlab calibrate`: the official SDK's probes against a Live API endpoint (the real service,
-or an emulator), measured beside a personality's ranges.
+"""`faultlab calibrate`: the official SDK's probes against a realtime endpoint (the real service,
+or an emulator), measured beside a personality's ranges: Gemini Live's probes (`probes`), or
+OpenAI Realtime's (`realtime`) for a personality of that protocol.
 
 `calibrate(endpoint, personality, samples, tolerance_s)` runs the probes (`probes`) and returns a
 `Calibration`: the sheet (`sheet`) as text or JSON, which measures are flagged, and the measured
@@ -17,7 +18,16 @@ from typing import Any
 
 from faultlab.calibrate.endpoint import DEFAULT_MODEL, Endpoint, EndpointError
 from faultlab.calibrate.probes import Prober, run_probes, run_time_s
-from faultlab.calibrate.sheet import Observations, Row, judge, measured_fields, render
+from faultlab.calibrate.sheet import (
+    GEMINI_SHEET,
+    OPENAI_SHEET,
+    Observations,
+    Row,
+    Sheet,
+    judge,
+    measured_fields,
+    render,
+)
 from faultlab.emulator.personality import Personality, personality_file_text
 from faultlab.private import redact
 
@@ -35,9 +45,13 @@ class Calibration:
     seen: Observations
     duration_s: float
 
+    @property
+    def sheet(self) -> Sheet:
+        return OPENAI_SHEET if self.personality.protocol == "openai" else GEMINI_SHEET
+
     @cached_property
     def rows(self) -> list[Row]:
-        return judge(self.seen, self.personality, self.tolerance_s)
+        return judge(self.seen, self.personality, self.tolerance_s, self.sheet)
 
     @property
     def flagged(self) -> list[str]:
@@ -49,7 +63,7 @@ class Calibration:
                 f"{self.duration_s:.1f}s")
 
     def text(self) -> str:
-        return render(self.rows, self.heading(), self.tolerance_s)
+        return render(self.rows, self.heading(), self.tolerance_s, self.sheet.docs)
 
     def to_json(self) -> dict[str, Any]:
         data = {
@@ -71,8 +85,8 @@ class Calibration:
                    f"against {self.endpoint.describe()} (model {self.endpoint.model}), "
                    f"{self.samples} sample(s) a probe.\n"
                    "Serve it: faultlab emulator serve --personality THIS_FILE")
-        return personality_file_text(base, {**kept, **measured_fields(self.seen, self.personality)},
-                                     heading)
+        measured = measured_fields(self.seen, self.personality, self.sheet)
+        return personality_file_text(base, {**kept, **measured}, heading)
 
 
 async def calibrate(endpoint: Endpoint, personality: Personality, samples: int,
@@ -82,5 +96,11 @@ async def calibrate(endpoint: Endpoint, personality: Personality, samples: int,
     loop = asyncio.get_running_loop()
     started = loop.time()
     seen = Observations()
-    await run_probes(Prober(endpoint, personality, seen), samples, progress)
+    if personality.protocol == "openai":
+        from faultlab.calibrate import realtime
+
+        await realtime.run_probes(realtime.RealtimeProber(endpoint, personality, seen), samples,
+                                  progress)
+    else:
+        await run_probes(Prober(endpoint, personality, seen), samples, progress)
     return Calibration(endpoint, personality, samples, tolerance_s, seen, loop.time() - started)

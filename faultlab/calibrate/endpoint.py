@@ -61,8 +61,8 @@ class Endpoint:
             raise ValueError(f"--base-url {redact_text(base_url)!r}: write e.g. "
                              "https://localhost:8443")
         if base_url is None and not keys:
-            raise ValueError("the real service needs GOOGLE_API_KEY in the environment (or give "
-                             "--base-url and --ca of an emulator)")
+            raise ValueError("the real service needs its key in the environment (GOOGLE_API_KEY, "
+                             "or OPENAI_API_KEY; or give --base-url and --ca of an emulator)")
         remember_secrets(keys)
         return cls(base_url.rstrip("/") if base_url else None, ca, model, timeout_s,
                    keys[0] if keys else STAND_IN_KEY)

@@ -36,7 +36,7 @@ class Timing:
     """A timing the probes measure and the personality field (a range in seconds) it calibrates."""
 
     field: str
-    items: str  # docs/live-server-behaviour.md's item ids
+    items: str  # the item ids of the sheet's docs page
     what: str
     unit: str = " s"
 
@@ -127,6 +127,44 @@ BEHAVIOURS = (
 )
 
 
+@dataclass(frozen=True)
+class Sheet:
+    """What one API's probes measure, and the docs page whose item ids the measures cite."""
+
+    timings: tuple[Timing, ...]
+    behaviours: tuple[Behaviour, ...]
+    docs: str
+
+
+GEMINI_SHEET = Sheet(TIMINGS, BEHAVIOURS, "docs/live-server-behaviour.md")
+# OpenAI Realtime (docs/openai-realtime.md): nothing is resumed, errors are in-band.
+STAYS_OPEN = "error, stays open"
+NEW_SESSION = "a new, empty session"
+OPENAI_SHEET = Sheet(
+    timings=(
+        Timing("setup_complete_s", "O2", "connect start to session.created"),
+        Timing("invalid_argument_s", "O6", "a session.update without its type to its error"),
+        Timing("reply_s", "O11", "response.create after a user item to the first output"),
+        Timing("tool_reply_s", "O10", "function_call_output + response.create to the first "
+                                      "output"),
+        EndOfTurn("turn_end_s", "O13", "last speech chunk (then silent samples at real-time "
+                                       "rate) to the response; personality: vad_silence_ms + "
+                                       "turn_end_s"),
+        Rate("audio_speedup", "O11", "the reply's audio seconds per wall second, first "
+                                     "output_audio.delta to response.done"),
+    ),
+    behaviours=(
+        Behaviour("in_band_error", "O6", "a bad event: an error event, and the session answers "
+                                         "the next one", lambda p: STAYS_OPEN),
+        Behaviour("no_resumption", "O3", "a second connection: its session has another id and "
+                                         "none of the first's instructions",
+                  lambda p: NEW_SESSION),
+        Behaviour("unknown_model", "O4", "a model the service does not serve",
+                  lambda p: "error model_not_found, close 4000"),
+    ),
+    docs="docs/openai-realtime.md")
+
+
 @dataclass
 class Observations:
     """What the probes saw: every timing's samples, every behaviour's outcomes, and why a
@@ -159,10 +197,11 @@ class Row:
     data: dict[str, Any]
 
 
-def judge(seen: Observations, personality: Personality, tolerance_s: float) -> list[Row]:
+def judge(seen: Observations, personality: Personality, tolerance_s: float,
+          sheet: Sheet = GEMINI_SHEET) -> list[Row]:
     """Every measure of the sheet, in the sheet's order."""
     out: list[Row] = []
-    for timing in TIMINGS:
+    for timing in sheet.timings:
         samples = seen.samples.get(timing.field, [])
         expected = timing.expected(personality)
         outside = [s.value for s in samples if not timing.within(s, expected, tolerance_s)]
@@ -174,7 +213,7 @@ def judge(seen: Observations, personality: Personality, tolerance_s: float) -> l
             span(list(expected), timing.unit), bool(outside or notes or not samples),
             {"values": [round(s.value, 4) for s in samples], "expected": list(expected),
              "outside": [round(v, 4) for v in outside], "notes": notes}))
-    for behaviour in BEHAVIOURS:
+    for behaviour in sheet.behaviours:
         outcomes = seen.outcomes.get(behaviour.key, [])
         wanted = behaviour.expected(personality)
         out.append(Row(
@@ -185,13 +224,15 @@ def judge(seen: Observations, personality: Personality, tolerance_s: float) -> l
     return out
 
 
-def measured_fields(seen: Observations, personality: Personality) -> dict[str, Any]:
+def measured_fields(seen: Observations, personality: Personality,
+                    sheet: Sheet = GEMINI_SHEET) -> dict[str, Any]:
     """The personality fields the samples give values for, as a personality file writes them."""
     return {t.field: t.field_value(seen.samples[t.field], personality)
-            for t in TIMINGS if seen.samples.get(t.field)}
+            for t in sheet.timings if seen.samples.get(t.field)}
 
 
-def render(sheet: list[Row], heading: str, tolerance_s: float) -> str:
+def render(sheet: list[Row], heading: str, tolerance_s: float,
+           docs: str = GEMINI_SHEET.docs) -> str:
     """The sheet as text: one line per measure, flagged ones marked, and the verdict."""
     width = max(len(r.name) for r in sheet)
     measured = max(len(r.measured) for r in sheet)
@@ -201,7 +242,7 @@ def render(sheet: list[Row], heading: str, tolerance_s: float) -> str:
     for row in sheet:
         lines.append(f"{row.name:<{width}}  {row.items:<5}  {row.measured:<{measured}}  "
                      f"{row.expected:<{expected}}  {'FLAGGED' if row.flagged else 'ok'}")
-    lines += ["", "how each is measured (item ids: docs/live-server-behaviour.md):"]
+    lines += ["", f"how each is measured (item ids: {docs}):"]
     lines += [f"  {row.name}: {row.what}" for row in sheet]
     flagged = [r.name for r in sheet if r.flagged]
     lines += ["", f"tolerance: {tolerance_s:g} s on every timing (network round trips, load)",

@@ -76,17 +76,17 @@ def serve(host: str, port: int, personality: str, time_scale: float, ca_dir: Pat
 
 
 @click.command()
-@click.option("--base-url", metavar="URL", default=None, envvar="GOOGLE_GEMINI_BASE_URL",
-              show_envvar=True,
-              help="An emulator's base URL, as `emulator serve` prints it (default: the real "
-                   "service, with GOOGLE_API_KEY from the environment).")
+@click.option("--base-url", metavar="URL", default=None,
+              help="An emulator's base URL, as `emulator serve` prints it (default: the "
+                   "personality's base URL variable, GOOGLE_GEMINI_BASE_URL or OPENAI_BASE_URL, "
+                   "else the real service, with its key from the environment).")
 @click.option("--ca", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               metavar="FILE", help="The CA certificate (PEM) the endpoint's TLS is checked "
                                    "against: the emulator's SSL_CERT_FILE (which the SDK also "
                                    "reads by itself).")
 @click.option("--model", default=None,
-              help="The Live model to open sessions with (default: gemini-3.8-live, the field "
-                   "measurements' model).")
+              help="The model to open sessions with (default: gemini-3.8-live, the field "
+                   "measurements' model; gpt-realtime for an OpenAI Realtime personality).")
 @click.option("--personality", default="gemini-dev-2026-10", show_default=True,
               metavar="NAME|FILE", help="The ranges to compare with: a built-in personality or "
                                         "a personality file.")
@@ -106,38 +106,48 @@ def serve(host: str, port: int, personality: str, time_scale: float, ca_dir: Pat
 def calibrate(base_url: str | None, ca: Path | None, model: str | None, personality: str,
               samples: int, tolerance_s: float, timeout_s: float, as_json: bool,
               out: Path | None) -> None:
-    """Measure a Live API endpoint with the official SDK, beside a personality's ranges.
+    """Measure a realtime endpoint with the official SDK, beside a personality's ranges.
 
-    Fresh and resumed set-up (S1, S2, U1), the refused resume after an idle drop and the one
-    after the release window (R1, R2), the lockout while the old connection is open and the
-    unlock once it is closed (L1-L3), a pending tool call answered after a resume (R4, T2), a
-    text turn's reply (T7), the end of a spoken turn (T1) and the reply's audio rate (T3).
-    Exit 0: every measure within its range; 1: one or more flagged; 2: a usage error; 3: the
-    endpoint gave no session."""
+    Gemini Live: fresh and resumed set-up (S1, S2, U1), the refused resume after an idle drop
+    and the one after the release window (R1, R2), the lockout while the old connection is open
+    and the unlock once it is closed (L1-L3), a pending tool call answered after a resume (R4,
+    T2), a text turn's reply (T7), the end of a spoken turn (T1) and the reply's audio rate (T3).
+    OpenAI Realtime (an openai-realtime personality): session.created (O2), a response and a
+    function output's answer (O11, O10), an in-band error (O6), no resumption (O3), the end of a
+    spoken turn (O13), an unknown model (O4). Exit 0: every measure within its range; 1: one or
+    more flagged; 2: a usage error; 3: the endpoint gave no session."""
     import asyncio
 
-    from faultlab.calibrate import DEFAULT_MODEL, Endpoint, EndpointError, run_time_s
+    from faultlab.calibrate import DEFAULT_MODEL, Endpoint, EndpointError, realtime, run_time_s
     from faultlab.calibrate import calibrate as measure
+    from faultlab.emulator.apis import APIS
     from faultlab.emulator.personality import personality_source, personality_with
     from faultlab.private import redact_text
 
     try:
         base, changes = personality_source(personality)
+        compared = personality_with(base, changes)
     except ProfileError as exc:
         fail_with_problems(exc)
     except ValueError as exc:
         fail(str(exc), 2)
     if out is not None and not os.access(out.absolute().parent, os.W_OK | os.X_OK):
         fail(f"--out {out}: cannot write in {out.absolute().parent}", 2)
+    openai = compared.protocol == "openai"
+    service = APIS[compared.protocol].protocol.service
+    base_url = base_url or next((os.environ[v] for v in service.base_url_variables
+                                 if os.environ.get(v)), None)
     try:
-        endpoint = Endpoint.from_options(base_url, ca, model or DEFAULT_MODEL, timeout_s)
+        endpoint = Endpoint.from_options(base_url, ca, model or (
+            realtime.DEFAULT_MODEL if openai else DEFAULT_MODEL), timeout_s)
     except ValueError as exc:
         fail(str(exc), 2)
+    seconds = realtime.run_time_s(samples) if openai else run_time_s(samples)
     click.echo(f"faultlab calibrate: {endpoint.describe()}, {samples} sample(s) a probe, about "
-               f"{run_time_s(samples):.0f} s against an emulator at time scale 1", err=True)
+               f"{seconds:.0f} s against an emulator at time scale 1", err=True)
     try:
         result = asyncio.run(interrupt.cancel_on_signal(measure(
-            endpoint, personality_with(base, changes), samples, tolerance_s,
+            endpoint, compared, samples, tolerance_s,
             lambda line: click.echo(f"  {line}", err=True))))
     except asyncio.CancelledError:  # only a signal cancels it; main() exits with its code
         interrupt.announce()

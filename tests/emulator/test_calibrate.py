@@ -159,3 +159,33 @@ def test_a_measure_without_samples_is_flagged() -> None:
     sheet = {r.name: r for r in judge(seen, DEFAULT, 0.0)}
     assert not sheet["turn_end_s"].flagged and sheet["turn_end_s"].expected == "1.10-1.30 s"
     assert sheet["setup_complete_s"].flagged and sheet["lockout"].flagged
+
+
+def test_an_openai_emulator_is_within_the_openai_personality(start_emulator: Start,
+                                                             tmp_path: Path) -> None:
+    """OpenAI Realtime's probes, with the openai SDK: against an emulator of the openai-realtime
+    personality every timing is measured and every behaviour is the personality's (no
+    resumption, in-band errors, an unknown model refused); compared with a personality whose
+    replies are slower, reply_s is flagged, and the file written serves."""
+    emulator = start_emulator("openai-realtime", 1.0)
+    endpoint = ["--base-url", emulator.env["OPENAI_BASE_URL"], "--ca",
+                emulator.env["SSL_CERT_FILE"], "--samples", "2", "--tolerance",
+                f"{TOLERANCE:g}", "--json"]
+    done = faultlab("calibrate", "--personality", "openai-realtime", *endpoint,
+                    timeout=RUN_TIMEOUT)
+    sheet = json.loads(done.stdout)
+    got = measures(sheet)
+    assert sheet["flagged"] == [] and done.returncode == 0, sheet
+    assert set(got) == {"setup_complete_s", "invalid_argument_s", "reply_s", "tool_reply_s",
+                        "turn_end_s", "audio_speedup", "in_band_error", "no_resumption",
+                        "unknown_model"}
+    assert all(m["values"] for m in got.values() if "values" in m)
+    assert got["unknown_model"]["seen"] == {"error model_not_found, close 4000": 1}
+    slower = tmp_path / "slower.yaml"
+    slower.write_text("base: openai-realtime\nreply_s: [3, 4]\n")
+    out = tmp_path / "measured.yaml"
+    done = faultlab("calibrate", "--personality", str(slower), *endpoint, "--out", str(out),
+                    timeout=RUN_TIMEOUT)
+    assert done.returncode == 1 and json.loads(done.stdout)["flagged"] == ["reply_s"]
+    measured = personality_from(str(out))
+    assert measured.protocol == "openai" and measured.reply_s[1] < 3
