@@ -153,3 +153,33 @@ def test_an_unknown_model_is_refused(openai_emulator: RunningEmulator) -> None:
     assert seen[0].error.code == "model_not_found"
     assert closed.rcvd is not None and closed.rcvd.code == 4000
     assert closed.rcvd.reason == "invalid_request_error.model_not_found"
+
+
+def test_another_api_version_or_the_beta_header_is_refused(openai_emulator: RunningEmulator) -> None:
+    """A version the service does not serve is a 404 before any WebSocket; the retired beta's
+    header gets an error and close 4000 (docs/openai-realtime.md O5)."""
+    import ssl
+
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import InvalidStatus
+
+    base = openai_emulator.env["OPENAI_BASE_URL"].replace("https", "wss").removesuffix("/v1")
+    ctx = ssl.create_default_context(cafile=openai_emulator.env["SSL_CERT_FILE"])
+    key = {"authorization": "Bearer test-key-not-a-secret"}
+
+    async def go() -> tuple[int, dict[str, Any], int | None]:
+        with pytest.raises(InvalidStatus) as refused:
+            async with connect(f"{base}/v2/realtime?model={MODEL}", ssl=ctx,
+                               additional_headers=key):
+                pass
+        async with connect(f"{base}/v1/realtime?model={MODEL}", ssl=ctx, additional_headers={
+                **key, "OpenAI-Beta": "realtime=v1"}) as ws:
+            error = json.loads(await ws.recv())
+            with pytest.raises(ConnectionClosedError):
+                await ws.recv()
+            return refused.value.response.status_code, error, ws.close_code
+
+    status, error, code = asyncio.run(go())
+    assert status == 404
+    assert error["type"] == "error" and error["error"]["code"] == "beta_api_shape_disabled"
+    assert code == 4000

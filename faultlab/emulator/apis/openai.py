@@ -265,7 +265,14 @@ class OpenAIEncoder(Encoder):
         self.tokens_used = 0
 
     def _id(self, prefix: str) -> str:
-        return f"{prefix}_" + "".join(self.rng.choice(ID_CHARS) for _ in range(21))
+        """An id as the service's look: the prefix and 21 base62 characters (from one draw: a
+        draw per character cost 70 us an event, a tenth of an audio chunk's budget)."""
+        n = self.rng.getrandbits(126)
+        chars = []
+        for _ in range(21):
+            n, digit = divmod(n, 62)
+            chars.append(ID_CHARS[digit])
+        return f"{prefix}_{''.join(chars)}"
 
     def _event(self, kind: str, **fields: Any) -> Frame:
         """An event as of now: the items and responses it carries go on changing after it."""
@@ -274,7 +281,11 @@ class OpenAIEncoder(Encoder):
                    for k, v in fields.items()}}
 
     def call_id(self, bits: int) -> str:
-        return "call_" + "".join(ID_CHARS[(bits >> (6 * i)) % 62] for i in range(10))
+        chars = []
+        for _ in range(10):
+            bits, digit = divmod(bits, 62)
+            chars.append(ID_CHARS[digit])
+        return f"call_{''.join(chars)}"
 
     def session(self, setup: Setup) -> Frame:
         audio = setup.modalities == ("AUDIO",)
