@@ -123,20 +123,58 @@ def connect_errors() -> tuple[type[BaseException], ...]:
     return (errors.APIError, InvalidHandshake, InvalidURI, OSError, TimeoutError)
 
 
-class Live:
+class Arrivals[M]:
+    """What a connection received, each message with the time it arrived, and the end that
+    stopped it (`ended`); `first` waits for the one a probe wants."""
+
+    def __init__(self) -> None:
+        self.received: list[tuple[float, M]] = []
+        self.ended: BaseException | None = None
+        self._more = asyncio.Event()
+
+    def arrived(self, message: M) -> None:
+        self.received.append((asyncio.get_running_loop().time(), message))
+        self._more.set()
+
+    def end(self, exc: BaseException) -> None:
+        self.ended = exc
+        self._more.set()
+
+    def mark(self) -> int:
+        """Where the messages from now on begin (for `first`)."""
+        return len(self.received)
+
+    async def first(self, wanted: Callable[[M], bool], since: int,
+                    timeout_s: float) -> tuple[float, M] | None:
+        """The first message from `since` on that is `wanted`, waiting up to `timeout_s`; None
+        if none came (or the connection ended)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        index = since
+        while True:
+            for at, message in self.received[index:]:
+                if wanted(message):
+                    return at, message
+            index = len(self.received)
+            if self.ended is not None or loop.time() >= deadline:
+                return None
+            self._more.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._more.wait(), deadline - loop.time())
+
+
+class Live(Arrivals["types.LiveServerMessage"]):
     """One open connection: its SDK session, when it opened, and every message it received with
     the time it arrived (read all along, as a client must)."""
 
     def __init__(self, session: AsyncSession, stack: contextlib.AsyncExitStack,
                  started: float, opened: float) -> None:
+        super().__init__()
         self.session = session
         self.started = started
         self.opened = opened
-        self.received: list[Received] = []
-        self.ended: BaseException | None = None
         self._stack = stack
         self._closed_at: float | None = None
-        self._more = asyncio.Event()
         self._reader = asyncio.create_task(self._read())
 
     @property
@@ -161,37 +199,12 @@ class Live:
         return cls(session, stack, started, loop.time())
 
     async def _read(self) -> None:
-        loop = asyncio.get_running_loop()
         try:
             while True:  # the SDK's iterator ends after each turnComplete
                 async for message in self.session.receive():
-                    self.received.append((loop.time(), message))
-                    self._more.set()
+                    self.arrived(message)
         except Exception as exc:  # the connection ended: the probes see it as no answer
-            self.ended = exc
-            self._more.set()
-
-    def mark(self) -> int:
-        """Where the messages from now on begin (for `first`)."""
-        return len(self.received)
-
-    async def first(self, wanted: Callable[[types.LiveServerMessage], bool], since: int,
-                    timeout_s: float) -> Received | None:
-        """The first message from `since` on that is `wanted`, waiting up to `timeout_s`; None
-        if none came (or the connection ended)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        index = since
-        while True:
-            for at, message in self.received[index:]:
-                if wanted(message):
-                    return at, message
-            index = len(self.received)
-            if self.ended is not None or loop.time() >= deadline:
-                return None
-            self._more.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._more.wait(), deadline - loop.time())
+            self.end(exc)
 
     async def close(self) -> float:
         """Close the connection (close 1000, answered by the server), once; when that was done."""

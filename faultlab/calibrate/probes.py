@@ -111,6 +111,26 @@ async def sleep_until(at: float) -> None:
     await asyncio.sleep(max(0.0, at - asyncio.get_running_loop().time()))
 
 
+async def speak[C](send: Callable[[C], Awaitable[None]], speech: list[C],
+                   silence: C) -> tuple[float, asyncio.Task[None]]:
+    """Send each speech chunk when a microphone would have recorded it whole, then silent chunks
+    at real-time rate (only silence heard as samples ends a turn, A1-A3) until the task that
+    sends them is cancelled (SILENCE_CAP_S at most). Returns when the speech was sent, and that
+    task."""
+    begun = asyncio.get_running_loop().time()
+    for index, chunk in enumerate(speech):
+        await sleep_until(begun + (index + 1) * CHUNK_S)
+        await send(chunk)
+
+    async def keep_silent() -> None:
+        with contextlib.suppress(Exception):
+            for index in range(len(speech), len(speech) + int(SILENCE_CAP_S / CHUNK_S)):
+                await sleep_until(begun + (index + 1) * CHUNK_S)
+                await send(silence)
+
+    return asyncio.get_running_loop().time(), asyncio.create_task(keep_silent())
+
+
 class Prober:
     """Runs the probes against one endpoint, noting what they see in `seen`."""
 
@@ -257,7 +277,6 @@ class Prober:
         """T1 and T3: see the module's docstring."""
         from google.genai import types
 
-        loop = asyncio.get_running_loop()
         speech = speech_chunks()
         silence = bytes(len(speech[0]))
 
@@ -265,22 +284,9 @@ class Prober:
             await live.session.send_realtime_input(
                 audio=types.Blob(data=chunk, mime_type=f"audio/pcm;rate={RATE_IN}"))
 
-        async def keep_silent(start: int) -> None:
-            # Only silence heard as samples, at real-time rate, ends a turn (A1-A3).
-            with contextlib.suppress(Exception):
-                for index in range(start, start + int(SILENCE_CAP_S / CHUNK_S)):
-                    await sleep_until(begun + (index + 1) * CHUNK_S)
-                    await send(silence)
-
         async with await self.fresh() as live:
-            begun = loop.time()
-            # Each chunk goes when a microphone would have recorded it whole.
-            for index, chunk in enumerate(speech):
-                await sleep_until(begun + (index + 1) * CHUNK_S)
-                await send(chunk)
-            spoken = loop.time()
+            spoken, filler = await speak(send, speech, silence)
             since = live.mark()
-            filler = asyncio.create_task(keep_silent(len(speech)))
             try:
                 ended = await live.first(turn_ended, since, self.timeout_s)
                 if ended is None:

@@ -21,14 +21,13 @@ from typing import Any
 
 import numpy as np
 
-from faultlab.calibrate.endpoint import Endpoint, EndpointError, failure
-from faultlab.calibrate.probes import CHUNK_S, SILENCE_CAP_S, probe_words, sleep_until, speech_chunks
+from faultlab.calibrate.endpoint import Arrivals, Endpoint, EndpointError, failure
+from faultlab.calibrate.probes import probe_words, speak, speech_chunks
 from faultlab.calibrate.sheet import NEW_SESSION, STAYS_OPEN, Observations
 from faultlab.emulator.personality import Personality
 from faultlab.protocols.openai import AUDIO_RATE
 from faultlab.speech import RATE_IN, resample
 
-Event = tuple[float, dict[str, Any]]
 OUTPUT = ("response.output_audio.delta", "response.output_text.delta",
           "response.output_audio_transcript.delta", "response.function_call_arguments.done")
 DEFAULT_MODEL = "gpt-realtime"
@@ -46,15 +45,13 @@ def is_output(event: dict[str, Any]) -> bool:
     return event.get("type") in OUTPUT
 
 
-class Realtime:
+class Realtime(Arrivals[dict[str, Any]]):
     """One open connection: the SDK's, and every event it received with its arrival time."""
 
     def __init__(self, conn: Any, started: float) -> None:
+        super().__init__()
         self.conn = conn
         self.started = started
-        self.received: list[Event] = []
-        self.ended: BaseException | None = None
-        self._more = asyncio.Event()
         self._reader = asyncio.create_task(self._read())
 
     @classmethod
@@ -70,34 +67,11 @@ class Realtime:
         return cls(conn, started)
 
     async def _read(self) -> None:
-        loop = asyncio.get_running_loop()
         try:
             while True:
-                raw = await self.conn.recv_bytes()
-                self.received.append((loop.time(), json.loads(raw)))
-                self._more.set()
+                self.arrived(json.loads(await self.conn.recv_bytes()))
         except Exception as exc:  # the connection ended
-            self.ended = exc
-            self._more.set()
-
-    def mark(self) -> int:
-        return len(self.received)
-
-    async def first(self, wanted: Callable[[dict[str, Any]], bool], since: int,
-                    timeout_s: float) -> Event | None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        index = since
-        while True:
-            for at, event in self.received[index:]:
-                if wanted(event):
-                    return at, event
-            index = len(self.received)
-            if self.ended is not None or loop.time() >= deadline:
-                return None
-            self._more.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._more.wait(), deadline - loop.time())
+            self.end(exc)
 
     def of(self, kind: str) -> Callable[[dict[str, Any]], bool]:
         return lambda event: event.get("type") == kind
@@ -227,7 +201,6 @@ class RealtimeProber:
 
     async def speech_turn(self) -> None:
         """O13: see the module's docstring."""
-        loop = asyncio.get_running_loop()
         speech = [resample(np.frombuffer(c, dtype="<i2"), RATE_IN, AUDIO_RATE) for c in
                   speech_chunks()]
         silence = np.zeros(len(speech[0]), dtype=np.int16)
@@ -236,19 +209,9 @@ class RealtimeProber:
             await live.conn.input_audio_buffer.append(
                 audio=base64.b64encode(chunk.astype("<i2").tobytes()).decode())
 
-        async def keep_silent(start: int) -> None:
-            with contextlib.suppress(Exception):
-                for index in range(start, start + int(SILENCE_CAP_S / CHUNK_S)):
-                    await sleep_until(begun + (index + 1) * CHUNK_S)
-                    await send(silence)
-
         async with await self.fresh() as live:
-            begun = loop.time()
-            for index, chunk in enumerate(speech):
-                await sleep_until(begun + (index + 1) * CHUNK_S)
-                await send(chunk)
-            spoken, since = loop.time(), live.mark()
-            filler = asyncio.create_task(keep_silent(len(speech)))
+            spoken, filler = await speak(send, speech, silence)
+            since = live.mark()
             try:
                 reply = await live.first(is_output, since, self.timeout_s)
                 if reply is None:
