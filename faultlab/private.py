@@ -80,6 +80,19 @@ _known: tuple[str, ...] = ()
 _pattern = _compile(_known)
 
 
+# Short strings recur (field names, message kinds, roles): their redaction is remembered until
+# the secrets change. An emulator writes an event per frame, five short strings each: 17 us an
+# event without the memo, a third of what a frame costs it to send.
+SHORT_TEXT_CHARS = 64
+
+
+@functools.lru_cache(maxsize=4096)
+def _redact_short(text: str) -> str:
+    if not _may_hold_secret(text):
+        return text
+    return _pattern.sub(_replace, text)
+
+
 def redact_value(value: str) -> str:
     """A secret as its length and a short hash, enough to tell two handles apart (a value already
     redacted, by a client's own writer, stays as it is)."""
@@ -120,6 +133,7 @@ def remember_secrets(values: Iterable[str]) -> None:
         # Longest first: a key that contains another is replaced whole.
         _known = tuple(sorted({*_known, *new}, key=lambda v: (-len(v), v)))
         _pattern = _compile(_known)
+        _redact_short.cache_clear()
 
 
 def remember_env_secrets(env: Mapping[str, str] = os.environ) -> None:
@@ -145,9 +159,13 @@ def _replace(match: re.Match[str]) -> str:
 
 def redact_text(text: str) -> str:
     """`text` with every secret in it redacted where it stands."""
+    if len(text) <= SHORT_TEXT_CHARS:
+        return _redact_short(text)
     if not _may_hold_secret(text):
         return text
     return _pattern.sub(_replace, text)
+
+
 
 
 def _may_hold_secret(text: str) -> bool:

@@ -172,3 +172,11 @@ def test_summary_suite_table_and_result_are_redacted(tmp_path: Path, env_key: st
     RunRecord.of(result).write(tmp_path)
     for name in ("summary.md", "suite.md", "result.json"):
         assert env_key not in (tmp_path / name).read_text() and mode(tmp_path / name) == 0o600
+
+
+def test_a_short_text_seen_before_a_secret_is_learnt_is_redacted_after() -> None:
+    """Short texts' redactions are remembered, and forgotten when a new secret is learnt."""
+    text = "late-credential-42"
+    assert redact_text(text) == text
+    remember_secrets([text])
+    assert redact_text(text) != text and text not in redact_text(text)
