@@ -1,6 +1,8 @@
 # faultlab's set-up and checks. `make demo` and `make test` work on a fresh machine.
 PYTHON ?= python3
 VENV := .venv
+AGENTS_VENV := .venv-agents
+OPENAI_AGENTS := 0.24.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 APT_PACKAGES := iptables tcpdump iproute2 espeak-ng debootstrap tshark slirp4netns chromium
@@ -27,6 +29,10 @@ $(STAMP): pyproject.toml Makefile
 	  " (with pyenv, .python-version selects 3.13.0; or: make install PYTHON=python3.13)")'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check -e '.[dev]'
+	@# openai-agents, for the emulator's conformance test, in a venv of its own: it pins
+	@# websockets below 17, which the emulator needs.
+	$(PYTHON) -m venv $(AGENTS_VENV)
+	$(AGENTS_VENV)/bin/pip install -q --disable-pip-version-check 'openai-agents==$(OPENAI_AGENTS)'
 	@touch $(STAMP)
 
 demo: install
@@ -62,4 +68,4 @@ images: install
 	$(BIN)/python containers/build.py $(if $(filter 1 yes true,$(FORCE)),--force-base)
 
 clean:
-	rm -rf $(VENV) runs build .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(AGENTS_VENV) runs build .mypy_cache .ruff_cache .pytest_cache

@@ -177,15 +177,23 @@ class TranscriptRegistry:
     """Known utterances (text + audio): what the emulator 'hears' when their audio comes in."""
 
     MATCH = 0.9
+    # The contour is taken per 20 ms frame, so speech that starts a few ms off the frame grid
+    # has another one: "Did you book it?" 10 ms off the grid scored below MATCH. Each utterance
+    # is kept at PHASES offsets within a frame, and heard at the best.
+    PHASES = 4
 
     def __init__(self) -> None:
         self._known: list[tuple[str, npt.NDArray[np.float64]]] = []
 
     def __len__(self) -> int:
-        return len(self._known)
+        return len({text for text, _ in self._known})
 
     def add(self, text: str, pcm: Samples, rate: int = RATE_IN) -> None:
-        self._known.append((text, envelope(resample(pcm, rate, RATE_IN))))
+        samples = resample(pcm, rate, RATE_IN)
+        step = FRAME_SAMPLES // self.PHASES
+        for phase in range(self.PHASES):
+            shifted = np.concatenate([np.zeros(phase * step, samples.dtype), samples])
+            self._known.append((text, envelope(shifted)))
 
     def add_wav(self, text: str, path: Path) -> None:
         pcm, rate = read_wav(path.read_bytes())

@@ -80,6 +80,7 @@ class Input:
     # user's turn, with no mark of its start.
     buffered: bool = False
     commit: bool = False
+    clear: bool = False  # the audio kept so far is dropped (OpenAI's input_audio_buffer.clear)
 
 
 @dataclass(frozen=True)

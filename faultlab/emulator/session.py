@@ -126,6 +126,7 @@ class Connection:
         self.outbox = Outbox()
         self.encoder = emulator.api.encoder(api, self.p, emulator.rng)
         self.turns: Turns | None = None  # from the setup on
+        self._ready_at = now  # when the session is ready (its setupComplete, session.created)
         self._setup_seen = False
         self._silent = False  # a dead handle's resume left unanswered (S5)
         self.model: ServedModel | None = None
@@ -190,8 +191,10 @@ class Connection:
                 self.turns.on_respond(now)
             elif isinstance(parsed.message, Cancel):
                 self.turns.on_cancel(now)
+            # Never before the session is ready: OpenAI's session.created comes first (O2).
+            answered = max(now, self._ready_at)
             for frame in self.encoder.acknowledge(parsed, self.session.setup):
-                self.outbox.send(now, frame)
+                self.outbox.send(answered, frame)
         except ProtocolError as exc:
             if exc.event_id is None and parsed is not None:
                 exc.event_id = parsed.event_id
@@ -318,7 +321,7 @@ class Connection:
         """A client's error: told in-band, or closing the connection, as the API does."""
         message = str(error)
         for frame in self.encoder.error(message, error.error_code, error.param, error.event_id):
-            self.outbox.send(at, frame)
+            self.outbox.send(max(at, self._ready_at), frame)
         close = self.em.api.closes_on(error)
         if close is None:
             self.em.emit("emulator.error", conn=self.number, code=error.error_code,
@@ -440,6 +443,7 @@ class Connection:
     def _attach(self, session: Session, setup: Setup, now: float, ready_at: float,
                 update_span: tuple[float, float]) -> None:
         self.session = session
+        self._ready_at = ready_at
         session.holder = self
         session.dropped_at = None
         self.turns = Turns(self.em, self.outbox, self.encoder, session, self.model,

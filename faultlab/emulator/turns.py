@@ -149,6 +149,11 @@ class Turns:
                 and self.p.audio_stream_end_ends_turn):
             self._vad.speaking = False
             self._end_of_speech(self._vad.take_utterance(), now)
+        if msg.clear:
+            self._manual_audio = None
+            if self._vad is not None:
+                self._vad.speaking = False
+                self._vad.take_utterance()
         if msg.commit:
             self._commit(now)
 

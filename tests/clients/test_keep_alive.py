@@ -8,7 +8,6 @@ import asyncio
 import os
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -26,18 +25,26 @@ class HeldSession:
         self.frames: list[bytes] = []
         self.started = time.monotonic()
 
-    async def send_realtime_input(self, audio: Any) -> None:
+    async def send(self, pcm: bytes) -> None:
         held_until = self.started + 0.5 + HELD_S
         if 0.5 <= time.monotonic() - self.started < HELD_S + 0.5:
             await asyncio.sleep(held_until - time.monotonic())
-        self.frames.append(audio.data)
+        self.frames.append(pcm)
 
 
 class Speaker:
+    """The client side the uplink sends through (faultlab.clients.uplink.Speaker)."""
+
     def __init__(self) -> None:
         self.up = asyncio.Event()
         self.up.set()
         self.session = HeldSession()
+
+    async def send_audio(self, pcm: bytes) -> None:
+        await self.session.send(pcm)
+
+    async def end_audio(self) -> None:
+        pass
 
 
 async def speak(path: Path, seconds: float) -> None:

@@ -7,8 +7,8 @@ commits read):
 - an openai-agents RealtimeAgent with a function tool, run for real (the `openai-agents`
   package, 0.24.0). Its OpenAIRealtimeWebSocketModel does not read OPENAI_BASE_URL: it connects to
   `model_config["url"]`, else to api.openai.com (agents/realtime/openai_realtime.py, connect()).
-  Skipped where the package is not installed: it is no dev dependency, as it pins websockets<17
-  (pyproject.toml);
+  It runs in a venv of its own, `.venv-agents`, which `make install` makes: it pins
+  websockets<17, and the emulator needs 17 (tests/emulator/agents_session.py);
 - pipecat's OpenAIRealtimeLLMService (pipecat-ai/pipecat acead05,
   src/pipecat/services/openai/realtime/llm.py and events.py) and LiveKit Agents' RealtimeModel
   (livekit/agents da6af86, livekit-plugins/livekit-plugins-openai/livekit/plugins/openai/realtime/
@@ -26,6 +26,7 @@ import asyncio
 import base64
 import json
 import os
+import subprocess
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -269,147 +270,61 @@ def test_sdk_example_push_to_talk(emulator: RunningEmulator, utterances: Path,
     found.done()
 
 
-# openai-agents, for real.
+# openai-agents, for real: in a venv of its own (`make install` makes it; openai-agents pins
+# websockets below 17, which the emulator needs), running tests/emulator/agents_session.py.
+
+AGENTS_PYTHON = Path(__file__).resolve().parents[2] / ".venv-agents" / "bin" / "python"
 
 
-def agents_url(model: str = MODEL) -> str:
-    """What model_config["url"] must say: openai_realtime.py's connect() takes it as it is, or
-    connects to wss://api.openai.com/v1/realtime?model=... (it reads no OPENAI_BASE_URL)."""
-    base = os.environ["OPENAI_BASE_URL"].replace("https://", "wss://", 1)
-    return f"{base}/realtime?model={model}"
+def run_agent(emulator: RunningEmulator, tmp_path: Path, scenario: str,
+              *extra: str) -> dict[str, Any]:
+    """What agents_session.py saw of `scenario` against `emulator`."""
+    assert AGENTS_PYTHON.exists(), f"no {AGENTS_PYTHON}: `make install` makes it"
+    out = tmp_path / f"agents-{scenario}.json"
+    done = subprocess.run(
+        [str(AGENTS_PYTHON), str(Path(__file__).with_name("agents_session.py")), scenario,
+         emulator.env["OPENAI_BASE_URL"], str(out), *extra],
+        capture_output=True, text=True, timeout=60, env={**os.environ})
+    assert done.returncode == 0, done.stderr[-3000:]
+    got: dict[str, Any] = json.loads(out.read_text())
+    return got
 
 
-class AgentEvents:
-    """A RealtimeSession's events, pumped as they come."""
-
-    def __init__(self, session: Any) -> None:
-        self.events: list[Any] = []
-        self._session = session
-        self._new = asyncio.Event()
-        self._task = asyncio.create_task(self._pump())
-
-    async def _pump(self) -> None:
-        async for event in self._session:
-            self.events.append(event)
-            self._new.set()
-
-    async def until(self, match: Callable[[Any], bool], start: int = 0) -> int:
-        """The position of the first event from `start` on that matches, when it comes."""
-        try:
-            async with asyncio.timeout(TIMEOUT):
-                while True:
-                    for i in range(start, len(self.events)):
-                        if match(self.events[i]):
-                            return i
-                    self._new.clear()
-                    await self._new.wait()
-        except TimeoutError:
-            raise AssertionError(f"no such event within {TIMEOUT} s: "
-                                 f"{[e.type for e in self.events[start:]]}") from None
-
-    def raw(self) -> list[Event]:
-        """The server's events as the model received them."""
-        return [e.data.data for e in self.events
-                if e.type == "raw_model_event" and e.data.type == "raw_server_event"]
-
-    def problems(self) -> list[str]:
-        """Errors the session reported: server errors, and events it could not read."""
-        out = [f"session error: {e.error}" for e in self.events if e.type == "error"]
-        out += [f"model {e.data.type}: {e.data}" for e in self.events
-                if e.type == "raw_model_event" and e.data.type in ("error", "exception")]
-        return out
-
-    def history(self) -> list[Any]:
-        updates = [e for e in self.events if e.type == "history_updated"]
-        return list(updates[-1].history) if updates else []
-
-
-@pytest.fixture
-def realtime() -> Any:
-    """openai-agents' agents.realtime (skipped, before any emulator starts, without it)."""
-    return pytest.importorskip("agents.realtime")
-
-
-def test_openai_agents_text_turn_and_function_call(realtime: Any,
-                                                   emulator: RunningEmulator) -> None:
+def test_openai_agents_text_turn_and_function_call(emulator: RunningEmulator,
+                                                   tmp_path: Path) -> None:
     """A RealtimeAgent answers a text turn, calls its function tool, gets the tool's output
     sent back (function_call_output and response.create, by its response sequencer) and speaks
     of it."""
-    from agents import function_tool
-
-    calls: list[str] = []
-
-    @function_tool
-    def book_slot(slot: str) -> str:
-        """Book an appointment slot."""
-        calls.append(slot)
-        return json.dumps({"status": "booked", "slot": slot})
-
-    agent = realtime.RealtimeAgent(name="Booker", instructions=BOOK_INSTRUCTIONS,
-                                   tools=[book_slot])
-
-    async def go() -> AgentEvents:
-        runner = realtime.RealtimeRunner(agent, config={"model_settings": {
-            "model_name": MODEL, "modalities": ["text"]}})
-        async with await runner.run(model_config={"url": agents_url()}) as session:
-            events = AgentEvents(session)
-            await session.send_message("Hello there")
-            first = await events.until(lambda e: e.type == "agent_end")
-            await session.send_message(BOOKING)
-            tool = await events.until(lambda e: e.type == "tool_end", first + 1)
-            await events.until(lambda e: e.type == "agent_end", tool + 1)
-            return events
-
-    events = asyncio.run(go())
+    got = run_agent(emulator, tmp_path, "text")
     found = Findings()
-    found.check(not events.problems(), events.problems())
-    raw = events.raw()
-    found.check(calls == ["tomorrow at 3pm"], f"calls: {calls}")
-    (end,) = [e for e in events.events if e.type == "tool_end"]
-    found.check(json.loads(end.output) == {"status": "booked", "slot": "tomorrow at 3pm"},
-                end.output)
-    said = [(item.role, [c.text for c in item.content]) for item in events.history()
-            if item.type == "message"]
-    found.check(said == [("user", ["Hello there"]), ("assistant", ["You said: Hello there"]),
-                         ("user", [BOOKING]), ("assistant", [BOOKED])], f"history: {said}")
-    (call,) = [item for item in events.history() if item.type == "function_call"]
-    found.check(call.name == "book_slot" and call.output and call.status == "completed",
+    found.check(not got["problems"], got["problems"])
+    found.check(got["calls"] == ["tomorrow at 3pm"], f"calls: {got['calls']}")
+    found.check([json.loads(o) for o in got["tool_outputs"]]
+                == [{"status": "booked", "slot": "tomorrow at 3pm"}], got["tool_outputs"])
+    found.check(got["said"] == [["user", ["Hello there"]], ["assistant", ["You said: Hello there"]],
+                                ["user", [BOOKING]], ["assistant", [BOOKED]]],
+                f"history: {got['said']}")
+    (call,) = got["function_calls"]
+    found.check(call["name"] == "book_slot" and call["output"] and call["status"] == "completed",
                 f"the call in the history: {call}")
-    found.check(not sdk_problems(raw), sdk_problems(raw))
+    found.check(not sdk_problems(got["raw"]), sdk_problems(got["raw"]))
     found.done()
 
 
-def test_openai_agents_audio_turn(realtime: Any, emulator: RunningEmulator,
-                                  utterances: Path) -> None:
+def test_openai_agents_audio_turn(emulator: RunningEmulator, utterances: Path,
+                                  tmp_path: Path) -> None:
     """A RealtimeAgent with its default settings (audio out, semantic VAD, input
     transcription: openai_realtime.py DEFAULT_MODEL_SETTINGS) hears a spoken turn in 40 ms
     chunks (examples/realtime/cli/demo.py CHUNK_LENGTH_S) and answers in audio."""
-    from agents.realtime.openai_realtime import DEFAULT_REALTIME_MODEL
-
-    agent = realtime.RealtimeAgent(name="Listener", instructions="Answer briefly.")
-
-    async def go() -> AgentEvents:
-        runner = realtime.RealtimeRunner(agent)
-        url = agents_url(DEFAULT_REALTIME_MODEL)  # the model its session.update names
-        async with await runner.run(model_config={"url": url}) as session:
-            events = AgentEvents(session)
-            for chunk in chunks(speech_24k(utterances, "hello") + silence(1.0), 0.04):
-                await session.send_audio(chunk)
-                await asyncio.sleep(0.04 * PACE)
-            await events.until(lambda e: e.type == "audio_end")
-            await events.until(lambda e: e.type == "agent_end")
-            return events
-
-    events = asyncio.run(go())
+    pcm = tmp_path / "hello.pcm"
+    pcm.write_bytes(speech_24k(utterances, "hello") + silence(1.0))
+    got = run_agent(emulator, tmp_path, "audio", str(pcm))
     found = Findings()
-    found.check(not events.problems(), events.problems())
-    audio = b"".join(e.audio.data for e in events.events if e.type == "audio")
-    found.check(len(audio) > RATE, "less than half a second of audio")
-    said = [(item.role, [getattr(c, "transcript", None) for c in item.content])
-            for item in events.history() if item.type == "message"]
-    found.check(said == [("user", [HELLO]), ("assistant", [f"You said: {HELLO}"])],
-                f"history: {said}")
-    found.check(not sdk_problems(events.raw()), sdk_problems(events.raw()))
+    found.check(not got["problems"], got["problems"])
+    found.check(got["audio_bytes"] > RATE, "less than half a second of audio")
+    found.check(got["said"] == [["user", [HELLO]], ["assistant", [f"You said: {HELLO}"]]],
+                f"history: {got['said']}")
+    found.check(not sdk_problems(got["raw"]), sdk_problems(got["raw"]))
     found.done()
 
 
@@ -463,7 +378,10 @@ _CONTENT_TYPES = ("text", "audio", "input_text", "input_audio", "input_image", "
 _USAGE = ("total_tokens", "input_tokens", "output_tokens", "input_token_details",
           "output_token_details")
 # llm.py:866-876: any other error is "fatal": the receive loop returns.
-PIPECAT_TOLERATED = ("response_cancel_not_active", "conversation_already_has_active_response")
+# Errors its receive loop handles: a cancel or a response too many, and a retrieve of an item
+# that is gone (llm.py:1131-1149, matched by the event_id it gave).
+PIPECAT_TOLERATED = ("response_cancel_not_active", "conversation_already_has_active_response",
+                     "item_retrieve_invalid_item_id")
 
 
 def pipecat_problems(events: list[Event]) -> list[str]:

@@ -18,6 +18,7 @@ import json
 import re
 import string
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from random import Random
@@ -62,6 +63,8 @@ CLIENT_EVENTS = (
 # documented; a capture of the service in 2025-12 showed 200 ms of silence).
 DEFAULT_VAD = Vad(silence_duration_ms=500, prefix_padding_ms=300)
 SESSION_EXPIRED = "Your session hit the maximum duration of {minutes:g} minutes."
+# Items conversation.item.retrieve finds: the conversation's latest.
+ITEMS_KEPT = 256
 BETA_REFUSED = ("The Realtime Beta API is no longer supported. Please use /v1/realtime for the GA "
                 "API.")
 # What rate_limits.updated says as a response starts: a guess of the shape the service sends
@@ -220,6 +223,8 @@ def parse_event(frame: str | bytes) -> Parsed:
                             audio_rate=AUDIO_RATE, buffered=True)
         elif kind == "input_audio_buffer.commit":
             message = Input(commit=True)
+        elif kind == "input_audio_buffer.clear":
+            message = Input(clear=True)
         elif kind == "conversation.item.create":
             message = parse_item(data)
         elif kind == "response.create":
@@ -240,6 +245,7 @@ def parse_event(frame: str | bytes) -> Parsed:
 @dataclass
 class _Response:
     id: str
+    metadata: Any = None  # as response.create gave it: clients find their response by it
     output: list[Frame] = field(default_factory=list)
     # The assistant message under way: its item, and its content part's text or transcript.
     message: Frame | None = None
@@ -260,6 +266,8 @@ class OpenAIEncoder(Encoder):
         self.response: _Response | None = None
         self.last_response: _Response | None = None
         self.instructions = ""
+        self.modalities = ["audio"]
+        self.items: OrderedDict[str, Frame] = OrderedDict()  # the conversation's last ITEMS_KEPT
         self.session_id = ""
         self.created = int(time.time())  # session.created's expires_at counts from it
         self.tokens_used = 0
@@ -313,6 +321,7 @@ class OpenAIEncoder(Encoder):
 
     def setup_complete(self, session_id: str, setup: Setup) -> list[Frame]:
         self.session_id = f"sess_{session_id}"
+        self.modalities = [m.lower() for m in setup.modalities]
         return [self._event("session.created", session=self.session(setup))]
 
     def resumption_update(self, handle: str, consumed: int | None) -> list[Frame]:
@@ -326,15 +335,26 @@ class OpenAIEncoder(Encoder):
         if kind == "session.update" and setup is not None:
             if "instructions" in data["session"]:
                 self.instructions = str(data["session"]["instructions"] or "")
+            self.modalities = [m.lower() for m in setup.modalities]
             return [self._event("session.updated", session=self.session(setup))]
         if kind == "conversation.item.create":
             item = {"id": self._id("item"), **data["item"], "status": "completed"}
             return [self._item_added(item), self._item_done(item)]
         if kind == "response.create":
-            return self._response()[1]
+            asked = data.get("response")
+            metadata = asked.get("metadata") if isinstance(asked, dict) else None
+            return self._response(metadata)[1]
         if kind == "input_audio_buffer.clear":
             return [self._event("input_audio_buffer.cleared")]
+        if kind == "conversation.item.retrieve":
+            kept = self.items.get(str(data.get("item_id")))
+            if kept is None:
+                return self.error(f"Item with item_id not found: {data.get('item_id')}",
+                                  "item_retrieve_invalid_item_id", "item_id",
+                                  parsed.event_id)
+            return [self._event("conversation.item.retrieved", item=kept)]
         if kind == "conversation.item.delete":
+            self.items.pop(str(data.get("item_id")), None)
             return [self._event("conversation.item.deleted", item_id=data.get("item_id"))]
         if kind == "conversation.item.truncate":
             return [self._event("conversation.item.truncated", item_id=data.get("item_id"),
@@ -353,6 +373,9 @@ class OpenAIEncoder(Encoder):
     def _item_added(self, item: Frame) -> Frame:
         frame = self._event("conversation.item.added", previous_item_id=self.last_item, item=item)
         self.last_item = item["id"]
+        self.items[item["id"]] = item
+        if len(self.items) > ITEMS_KEPT:
+            self.items.popitem(last=False)
         return frame
 
     def _item_done(self, item: Frame) -> Frame:
@@ -382,11 +405,11 @@ class OpenAIEncoder(Encoder):
 
     # The response under way.
 
-    def _response(self) -> tuple[_Response, list[Frame]]:
+    def _response(self, metadata: Any = None) -> tuple[_Response, list[Frame]]:
         """The response the next output belongs to, opened (`response.created`) if none is."""
         if self.response is not None:
             return self.response, []
-        self.response = _Response(self._id("resp"))
+        self.response = _Response(self._id("resp"), metadata)
         self.tokens_used += 100
         return self.response, [
             self._event("response.created", response=self._body(
@@ -401,14 +424,12 @@ class OpenAIEncoder(Encoder):
               usage: Usage | None) -> Frame:
         return {"object": "realtime.response", "id": response.id, "status": status,
                 "status_details": details, "output": response.output,
-                "conversation_id": self.conversation, "output_modalities": ["audio"],
+                "conversation_id": self.conversation, "output_modalities": self.modalities,
                 "max_output_tokens": "inf",
                 "audio": {"output": {"format": {"type": "audio/pcm", "rate": AUDIO_RATE},
                                      "voice": "alloy"}},
-                "usage": None if usage is None else {
-                    "total_tokens": usage.prompt + usage.response, "input_tokens": usage.prompt,
-                    "output_tokens": usage.response},
-                "metadata": None}
+                "usage": None if usage is None else _usage(usage, self.modalities),
+                "metadata": response.metadata}
 
     def _ids(self, response: _Response, item: Frame) -> dict[str, Any]:
         return {"response_id": response.id, "item_id": item["id"],
@@ -519,9 +540,16 @@ class OpenAIEncoder(Encoder):
         if response is None:
             return []
         self.response, self.last_response = None, None
+        # The message being said was cut: incomplete (its end, built whole when it was
+        # scheduled, was never sent). A function call's item was done at once.
+        frames = []
+        for item in response.output:
+            if item["type"] == "message":
+                item["status"] = "incomplete"
+                frames += self._close_item(response, item)
         reason = "client_cancelled" if by_client else "turn_detected"
-        return [self._event("response.done", response=self._body(
-            response, "cancelled", {"type": "cancelled", "reason": reason}, None))]
+        return [*frames, self._event("response.done", response=self._body(
+            response, "cancelled", {"type": "cancelled", "reason": reason}, Usage(0, 0)))]
 
 
 class OpenAIApi(EmulatedApi):
@@ -556,3 +584,16 @@ class OpenAIApi(EmulatedApi):
 
 
 OPENAI_API = OpenAIApi()
+
+
+def _usage(usage: Usage, modalities: list[str]) -> Frame:
+    """A response's usage as the service counts it: totals and their text and audio shares."""
+    audio_out = usage.response if "audio" in modalities else 0
+    return {"total_tokens": usage.prompt + usage.response, "input_tokens": usage.prompt,
+            "output_tokens": usage.response,
+            "input_token_details": {"text_tokens": usage.prompt, "audio_tokens": 0,
+                                    "image_tokens": 0, "cached_tokens": 0,
+                                    "cached_tokens_details": {"text_tokens": 0, "audio_tokens": 0,
+                                                              "image_tokens": 0}},
+            "output_token_details": {"text_tokens": usage.response - audio_out,
+                                     "audio_tokens": audio_out}}
