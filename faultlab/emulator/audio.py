@@ -178,7 +178,7 @@ class TranscriptRegistry:
 
     MATCH = 0.9
     # The contour is taken per 20 ms frame, so speech that starts a few ms off the frame grid
-    # has another one: "Did you book it?" 10 ms off the grid scored below MATCH. Each utterance
+    # has another one: a short question 10 ms off the grid scored below MATCH. Each utterance
     # is kept at PHASES offsets within a frame, and heard at the best.
     PHASES = 4
 
