@@ -30,6 +30,8 @@ import termios
 import time
 from typing import Any, Literal, Protocol
 
+from websockets.exceptions import ConnectionClosed
+
 from faultlab.clients import sdk
 from faultlab.events import EventWriter
 
@@ -79,6 +81,7 @@ class Uplink:
         self._stalled = False
         self._queued = asyncio.Event()
         self._source_ended = False
+        self._failed = False  # a send failed otherwise than by the connection's end
         self._marks: collections.deque[int] = collections.deque()
         self._marked: object = None  # the session the marks count the bytes of
 
@@ -210,8 +213,13 @@ class Uplink:
                 continue
             try:
                 await self.speaker.send_audio(frame)
-            except Exception:
+            except Exception as exc:
+                # A connection going down loses the frame, as on a phone; anything else is the
+                # client's own error, said once (it would otherwise pass for lost audio).
                 self.lost_bytes += len(frame)
+                if not self._failed and not isinstance(exc, ConnectionClosed | OSError):
+                    self._failed = True
+                    self.events.emit("uplink.error", error=f"{type(exc).__name__}: {exc}"[:200])
                 continue
             self.sent_bytes += len(frame)
             if self.keep_alive == "uplink":

@@ -94,3 +94,32 @@ def test_keyed_on_the_uplink_a_held_uplink_gets_silence_in_its_speech(
     and queues silence behind speech that was only late: the server hears a pause that the
     user never made."""
     assert silent_frames_between_speech("uplink", tmp_path, monkeypatch) >= 3
+
+
+def test_a_send_that_fails_otherwise_than_by_the_connection_is_said(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch
+                                                                      ) -> None:
+    """A client hook that raises (a bug, not a lost connection) leaves one uplink.error; the
+    frames count as lost."""
+    mic = tmp_path / "mic.sock"
+    monkeypatch.setenv("FAULTLAB_MIC", str(mic))
+    events = tmp_path / "events.jsonl"
+
+    class Broken(Speaker):
+        async def send_audio(self, pcm: bytes) -> None:
+            raise TypeError("no such argument")
+
+    writer = EventWriter(events)
+    uplink = Uplink(Broken(), None, False, writer)
+
+    async def scenario() -> None:
+        server = asyncio.create_task(speak(mic, 0.5))
+        await asyncio.sleep(0.1)
+        await uplink.run()
+        await server
+
+    asyncio.run(scenario())
+    writer.close()
+    errors = [line for line in events.read_text().splitlines() if '"uplink.error"' in line]
+    assert len(errors) == 1 and "TypeError: no such argument" in errors[0]
+    assert uplink.lost_bytes > 0 and uplink.sent_bytes == 0
