@@ -78,6 +78,7 @@ def _compile(known: tuple[str, ...]) -> re.Pattern[str]:
 # that finds them and the shapes.
 _known: tuple[str, ...] = ()
 _pattern = _compile(_known)
+_generation = 0  # how many times the secrets changed
 
 
 # Short strings recur (field names, message kinds, roles): their redaction is remembered until
@@ -86,8 +87,14 @@ _pattern = _compile(_known)
 SHORT_TEXT_CHARS = 64
 
 
-@functools.lru_cache(maxsize=4096)
 def _redact_short(text: str) -> str:
+    return _redact_short_as_of(text, _generation)
+
+
+@functools.lru_cache(maxsize=4096)
+def _redact_short_as_of(text: str, generation: int) -> str:
+    """`text` redacted with the secrets known at `generation` (a result computed while the
+    secrets changed is never served for the new ones)."""
     if not _may_hold_secret(text):
         return text
     return _pattern.sub(_replace, text)
@@ -127,13 +134,14 @@ def credentials(path: str, headers: Mapping[str, str]) -> list[str]:
 
 def remember_secrets(values: Iterable[str]) -> None:
     """Redact these values wherever they appear from now on, in this process."""
-    global _known, _pattern
+    global _known, _pattern, _generation
     new = {v for v in values if len(v) >= MIN_SECRET_CHARS} - set(_known)
     if new:
         # Longest first: a key that contains another is replaced whole.
         _known = tuple(sorted({*_known, *new}, key=lambda v: (-len(v), v)))
         _pattern = _compile(_known)
-        _redact_short.cache_clear()
+        _generation += 1
+        _redact_short_as_of.cache_clear()
 
 
 def remember_env_secrets(env: Mapping[str, str] = os.environ) -> None:

@@ -31,8 +31,16 @@ def resample(pcm: Samples, rate_from: int, rate_to: int) -> Samples:
     """Linear-interpolation resampling (good enough for VAD, recognition and playback)."""
     if rate_from == rate_to or len(pcm) == 0:
         return pcm
-    x, xp = _grid(len(pcm), max(1, round(len(pcm) * rate_to / rate_from)))
+    n_out = max(1, round(len(pcm) * rate_to / rate_from))
+    if len(pcm) <= GRID_KEPT_SAMPLES:
+        x, xp = _grid(len(pcm), n_out)
+    else:  # a long clip: its grid is not kept (one 16 MiB message's is 84 MB)
+        x, xp = np.linspace(0, len(pcm) - 1, n_out), np.arange(len(pcm))
     return np.interp(x, xp, pcm.astype(np.float32)).astype(np.int16)
+
+
+# Grids are kept for chunks up to a second at 48 kHz: a stream's chunks, not whole clips.
+GRID_KEPT_SAMPLES = 48_000
 
 
 @functools.lru_cache(maxsize=64)

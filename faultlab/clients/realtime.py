@@ -181,18 +181,21 @@ class RealtimeClient:
                 self.events.emit("client.audio_start")
             self._audio_s += len(event.delta) * 3 / 4 / 2 / 24000
         elif kind == "response.done":
-            self._response_done()
+            self._response_done(event.response.status)
         elif kind == "error":
             self.events.emit("client.error", code=event.error.code,
                              message=str(event.error.message)[:200])
+            self.idle.set()  # what we asked for may have been refused: no response is coming
         if kind not in QUIET_KINDS:
             self.events.emit("client.received", kind=kind)
 
-    def _response_done(self) -> None:
+    def _response_done(self, status: str | None) -> None:
         self.idle.set()
         if self._audio_s:
             self.events.emit("client.audio_end", audio_s=round(self._audio_s, 3))
             self._audio_s = 0.0
+        if status == "cancelled":  # cut short: what it had said is no answer
+            self._answer = []
         if self._answer:
             self.events.emit("client.answer", text="".join(self._answer))
             self._answer = []

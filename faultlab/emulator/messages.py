@@ -106,6 +106,8 @@ class Configure:
     modalities: tuple[str, ...] | None = None
     vad: Vad | None = None
     input_transcription: bool | None = None
+    # The functions replace the session's (OpenAI's tools), rather than join them (Gemini).
+    replace_functions: bool = False
 
 
 @dataclass(frozen=True)
@@ -223,6 +225,17 @@ class Encoder(ABC):
 
     def nothing_to_say(self) -> list[Frame]:
         """Asked to answer, the model had nothing to say."""
+        return []
+
+    @property
+    def responding(self) -> bool:
+        """Whether the client was told of an answer that has not ended (OpenAI's response
+        opened by response.create)."""
+        return False
+
+    def withdrawn(self, by_client: bool) -> list[Frame]:
+        """An answer due and not begun is dropped: by the client (a cancel), or by the user's
+        speech."""
         return []
 
     @abstractmethod

@@ -15,7 +15,7 @@ import errno
 import json
 import logging
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -29,6 +29,7 @@ from websockets.exceptions import (
 )
 from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
+from websockets.typing import Subprotocol
 
 from faultlab.emulator import wsinternals
 from faultlab.emulator.refusals import close_reason
@@ -103,10 +104,12 @@ class EmulatorServer:
         return self.emulator.emit
 
     async def __aenter__(self) -> EmulatorServer:
+        protocol = self.emulator.api.protocol
         self._server = await serve(
             self._handle, self.host, self.port, ssl=self.ssl_context, ping_interval=None,
             max_size=MAX_CLIENT_FRAME, max_queue=MAX_QUEUED_FRAMES, compression=None,
             process_request=self._check_path, close_timeout=2,
+            select_subprotocol=_realtime if protocol.name == "openai" else None,
             create_connection=wsinternals.reporting(self._report_refusal),
         )
         sock = next(iter(self._server.sockets))
@@ -226,6 +229,12 @@ class EmulatorServer:
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, ConnectionClosed):
                 await reader
+
+
+def _realtime(ws: ServerConnection, offered: Sequence[Subprotocol]) -> Subprotocol | None:
+    """OpenAI's browsers offer "realtime" beside their key (O1): it is chosen; a client that
+    offers none gets none."""
+    return Subprotocol("realtime") if "realtime" in offered else None
 
 
 def _timed_out(ws: ServerConnection) -> bool:

@@ -307,14 +307,16 @@ class Connection:
         mind = self.session.mind
         if change.system_instruction:
             mind.instruct(change.system_instruction)
-        mind.declared |= {f.name: f.behavior for f in change.functions}
+        declared = {f.name: f.behavior for f in change.functions}
+        mind.declared = declared if change.replace_functions else mind.declared | declared
         setup = self.session.setup
         self.session.setup = replace(
-            setup, functions=_merged(setup.functions, change.functions),
+            setup, functions=(change.functions if change.replace_functions
+                              else _merged(setup.functions, change.functions)),
             modalities=change.modalities or setup.modalities, vad=change.vad or setup.vad,
             input_transcription=(setup.input_transcription if change.input_transcription is None
                                  else change.input_transcription))
-        if change.vad is not None:
+        if change.vad is not None and change.vad != setup.vad:  # clients resend it unchanged
             self.turns.set_vad(self._vad(change.vad))
 
     def _refuse(self, at: float, error: ProtocolError, why: str) -> None:
@@ -448,6 +450,7 @@ class Connection:
         session.dropped_at = None
         self.turns = Turns(self.em, self.outbox, self.encoder, session, self.model,
                            self._vad(setup.vad), self.number)
+        self.turns.ready_at = ready_at
         for frame in self.encoder.setup_complete(session.id, setup):
             self.outbox.send(ready_at, frame)
         if setup.resumption:

@@ -61,6 +61,8 @@ class Turns:
         self._turn = 0
         self._speaking_until = 0.0
         self._generated_at = 0.0  # when the model has produced all of its turn under way
+        self._speech_heard_at = 0.0  # when the server said it heard the user start speaking
+        self.ready_at = 0.0  # when the session is ready: nothing is sent before (the connection's)
         self._speech: tuple[str, float, float] | None = None  # text, start, end of playback
         # The model's next answer, when due (an action in the outbox); whether it owes the user
         # an answer (a user turn ended), and how many turns came after that end (clientContent
@@ -76,6 +78,7 @@ class Turns:
         self._model_turn_end = 0.0
 
     def _send(self, at: float, frames: list[Frame], turn: int = 0, audio_s: float = 0.0) -> None:
+        at = max(at, self.ready_at)  # nothing before the session is ready
         for frame in frames:
             self.outbox.send(at, frame, turn, audio_s)
 
@@ -101,6 +104,7 @@ class Turns:
         """The client changed the session's turn detection (what was heard so far is dropped)."""
         self._vad = vad
         self._manual_audio = None
+        self._user_speaking = False
 
     def on_client_content(self, msg: UserContent, now: float) -> None:
         """Turns join the conversation; `turnComplete` ends the user's turn (T7), with the words
@@ -151,6 +155,7 @@ class Turns:
             self._end_of_speech(self._vad.take_utterance(), now)
         if msg.clear:
             self._manual_audio = None
+            self._user_speaking = False
             if self._vad is not None:
                 self._vad.speaking = False
                 self._vad.take_utterance()
@@ -173,8 +178,9 @@ class Turns:
         self._end_of_speech(utterance, now, answer=False)
 
     def active(self, now: float) -> bool:
-        """Whether an answer is due or being produced."""
-        return self._thinking is not None or self._generated_at > now
+        """Whether an answer is due or being produced (or the client was told one is)."""
+        return (self._thinking is not None or self._generated_at > now
+                or self.encoder.responding)
 
     def on_respond(self, now: float) -> None:
         """The client asks for an answer now (OpenAI's response.create): about the function
@@ -193,18 +199,19 @@ class Turns:
         if not self.active(now):
             raise ProtocolError("Cancellation failed: no active response found",
                                 error_code="response_cancel_not_active")
-        begun = self._thinking is None
+        begun = self._generated_at > now
         self._put_off_answer()
         self._answer_owed = False
         if begun:
             self._cut(now, by_client=True)
         else:
-            self._send(now, self.encoder.interrupted(generated=False, by_client=True))
+            self._send(now, self.encoder.withdrawn(by_client=True))
 
     def _on_speech_start(self, now: float) -> None:
         self._user_starts_speaking(now)
         if self.p.voice_activity_events:
-            self._send(now + self.em.draw(self.p.activity_start_s), self.encoder.speech_started())
+            self._speech_heard_at = now + self.em.draw(self.p.activity_start_s)
+            self._send(self._speech_heard_at, self.encoder.speech_started())
 
     def _end_of_speech(self, utterance: Utterance, now: float, answer: bool = True) -> None:
         audio = utterance.samples()
@@ -214,7 +221,8 @@ class Turns:
         dropped = {"dropped_s": round(utterance.dropped / RATE_IN, 3)} if utterance.dropped else {}
         self.em.emit("emulator.heard", conn=self.number, audio_s=round(seconds, 3),
                      recognised=heard is not None, text=text, **dropped)
-        self._send(now, self.encoder.speech_stopped())
+        # Not before its start was said (a start and an end may come in one message).
+        self._send(max(now, self._speech_heard_at), self.encoder.speech_stopped())
         if not answer:
             self._send(now, self.encoder.input_transcription(text)
                        if self.session.setup.input_transcription else [])
@@ -233,6 +241,8 @@ class Turns:
         the user's turn, as for words sent as text."""
         self._user_speaking = True
         self._interrupt(now)
+        if self._thinking is not None:
+            self._send(now, self.encoder.withdrawn(by_client=False))
         self._put_off_answer()
 
     def _say(self, turns: Iterable[tuple[str, str]]) -> None:

@@ -183,3 +183,24 @@ def test_another_api_version_or_the_beta_header_is_refused(openai_emulator: Runn
     assert status == 404
     assert error["type"] == "error" and error["error"]["code"] == "beta_api_shape_disabled"
     assert code == 4000
+
+
+def test_a_browser_offering_its_key_as_a_subprotocol_gets_realtime(
+        openai_emulator: RunningEmulator) -> None:
+    """A browser cannot set headers: it offers `realtime` and `openai-insecure-api-key.KEY`
+    (O1); the emulator takes the key and chooses `realtime`."""
+    import ssl
+
+    from websockets.asyncio.client import connect
+    from websockets.typing import Subprotocol
+
+    base = openai_emulator.env["OPENAI_BASE_URL"].replace("https", "wss")
+    ctx = ssl.create_default_context(cafile=openai_emulator.env["SSL_CERT_FILE"])
+
+    async def go() -> tuple[str | None, str]:
+        async with connect(f"{base}/realtime?model={MODEL}", ssl=ctx, subprotocols=[
+                Subprotocol("realtime"),
+                Subprotocol("openai-insecure-api-key.test-key-not-a-secret")]) as ws:
+            return ws.subprotocol, json.loads(await ws.recv())["type"]
+
+    assert asyncio.run(go()) == ("realtime", "session.created")

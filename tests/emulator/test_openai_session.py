@@ -277,3 +277,76 @@ def test_each_event_shows_its_item_as_it_was_then() -> None:
     assert created["response"]["output"] == []
     assert (added["item"]["status"], added["item"]["content"]) == ("in_progress", [])
     assert done["item"]["status"] == "completed"
+
+
+def test_an_answer_withdrawn_by_a_clear_is_answered_when_asked_again() -> None:
+    """Speech, then input_audio_buffer.clear, then a text turn and response.create: the
+    response is whole (the cleared speech leaves no one speaking)."""
+    conn = opened(emulator())
+    conn.poll(1.0)
+    stream(conn, 1.0, 1.0, speech=True)
+    send(conn, 2.0, "input_audio_buffer.clear")
+    user_text(conn, 2.0, "Hello there")
+    send(conn, 2.0, "response.create")
+    got = kinds(conn.poll(30.0))
+    assert got.count("response.created") == 1 and got[-1] == "response.done"
+
+
+def test_a_cancel_before_an_answer_begins_cancels_no_earlier_response() -> None:
+    """A response completes; speech ends a turn (its answer due); response.cancel then: a
+    cancelled response.done of its own, not the earlier one's again."""
+    conn = opened(emulator())
+    conn.poll(1.0)
+    user_text(conn, 1.0, "Hello there")
+    send(conn, 1.0, "response.create")
+    first = [f for f in events(conn.poll(10.0)) if f["type"] == "response.done"]
+    speech = synthesise("book me the three pm slot tomorrow please", 24000)
+    audio = np.concatenate([speech, np.zeros(24000, np.int16)]).astype("<i2").tobytes()
+    send(conn, 10.0, "input_audio_buffer.append", audio=base64.b64encode(audio).decode())
+    conn.poll(10.0)
+    send(conn, 10.02, "response.cancel")
+    done = [f for f in events(conn.poll(10.03)) if f["type"] == "response.done"]
+    assert [d["response"]["status"] for d in done] == ["cancelled"]
+    assert done[0]["response"]["id"] != first[0]["response"]["id"]
+
+
+def test_bad_items_are_in_band_errors_not_emulator_bugs() -> None:
+    conn = opened(emulator())
+    conn.poll(1.0)
+    send(conn, 1.0, "conversation.item.create", item={
+        "id": [1], "type": "message", "role": "user", "content": []})
+    send(conn, 1.0, "conversation.item.create", item={
+        "type": "function_call_output", "call_id": "call_x", "output": "[" * 5000 + "]" * 5000})
+    got = events(conn.poll(1.0))
+    assert [f["type"] for f in got] == ["error", "conversation.item.added",
+                                        "conversation.item.done"]
+    assert got[0]["error"]["param"] == "item.id" and not conn.closing
+
+
+def test_speech_heard_before_the_session_is_told_in_order() -> None:
+    """Speech and its end in one message sent at once: session.created first, then
+    speech_started, then speech_stopped."""
+    conn = opened(emulator())
+    speech = synthesise("book me the three pm slot tomorrow please", 24000)
+    audio = np.concatenate([speech, np.zeros(24000, np.int16)]).astype("<i2").tobytes()
+    send(conn, 0.001, "input_audio_buffer.append", audio=base64.b64encode(audio).decode())
+    got = kinds(conn.poll(5.0))
+    assert got[:3] == ["session.created", "input_audio_buffer.speech_started",
+                       "input_audio_buffer.speech_stopped"]
+
+
+def test_tools_are_replaced_and_an_unchanged_vad_keeps_what_it_heard() -> None:
+    conn = opened(emulator())
+    conn.poll(1.0)
+    text_session(conn, 1.0)
+    send(conn, 1.0, "session.update", session={"type": "realtime", "tools": []})
+    (updated,) = [f for f in events(conn.poll(1.0)) if f["type"] == "session.updated"][-1:]
+    assert updated["session"]["tools"] == []
+    end = stream(conn, 2.0, 0.8, speech=True)
+    vad = {"type": "server_vad", "silence_duration_ms": 500, "prefix_padding_ms": 300}
+    send(conn, end, "session.update", session={"type": "realtime",
+                                               "audio": {"input": {"turn_detection": vad}}})
+    end = stream(conn, end, 0.7, speech=True)
+    stream(conn, end, 1.0, speech=False)
+    heard = [f for f in events(conn.poll(end + 10)) if f["type"] == "input_audio_buffer.committed"]
+    assert len(heard) == 1

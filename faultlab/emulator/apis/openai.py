@@ -65,6 +65,8 @@ DEFAULT_VAD = Vad(silence_duration_ms=500, prefix_padding_ms=300)
 SESSION_EXPIRED = "Your session hit the maximum duration of {minutes:g} minutes."
 # Items conversation.item.retrieve finds: the conversation's latest.
 ITEMS_KEPT = 256
+# What an item keeps of each of its texts (a user's item may be a 16 MiB frame).
+ITEM_TEXT_KEPT = 4096
 BETA_REFUSED = ("The Realtime Beta API is no longer supported. Please use /v1/realtime for the GA "
                 "API.")
 # What rate_limits.updated says as a response starts: a guess of the shape the service sends
@@ -152,6 +154,7 @@ def parse_session_update(body: dict[str, Any]) -> Configure:
     return Configure(
         system_instruction=_string(instructions, "session.instructions") if instructions else "",
         functions=_functions(session["tools"]) if "tools" in session else (),
+        replace_functions="tools" in session,
         modalities=modalities,
         vad=_vad(audio_in["turn_detection"]) if "turn_detection" in audio_in else None,
         input_transcription=(audio_in["transcription"] is not None
@@ -178,16 +181,18 @@ def _text(content: Any) -> str:
 
 def _result(output: str) -> dict[str, Any]:
     """A function's output (a string, often JSON) as the core keeps results: a JSON object as
-    it is, anything else under `output`."""
+    it is (read within the emulator's limits), anything else under `output`."""
     try:
-        value = json.loads(output)
-    except ValueError:
+        value = load_frame(output)
+    except ProtocolError:
         return {"output": output}
     return value if isinstance(value, dict) else {"output": value}
 
 
 def parse_item(body: dict[str, Any]) -> ClientMessage:
     item = _object(_required(body, "item", ""), "item")
+    if "id" in item:
+        _string(item["id"], "item.id")
     kind = _required(item, "type", "item")
     if kind == "message":
         role = _required(item, "role", "item")
@@ -373,7 +378,7 @@ class OpenAIEncoder(Encoder):
     def _item_added(self, item: Frame) -> Frame:
         frame = self._event("conversation.item.added", previous_item_id=self.last_item, item=item)
         self.last_item = item["id"]
-        self.items[item["id"]] = item
+        self.items[item["id"]] = _kept(item)
         if len(self.items) > ITEMS_KEPT:
             self.items.popitem(last=False)
         return frame
@@ -531,13 +536,28 @@ class OpenAIEncoder(Encoder):
         return [self._event("response.done", response=self._body(
             response, "completed", None, Usage(0, 0)))]
 
-    def interrupted(self, generated: bool, by_client: bool) -> list[Frame]:
-        """The response asked for and not begun, or the one whose end was cut, is cancelled;
-        one all generated has had its response.done (the client truncates what it played)."""
-        if generated and self.response is None:
+    @property
+    def responding(self) -> bool:
+        return self.response is not None
+
+    def withdrawn(self, by_client: bool) -> list[Frame]:
+        """The answer due was dropped before it began: the response response.create opened is
+        cancelled; a cancel with none opened gets one, cancelled (the client waits for its
+        response.done)."""
+        if self.response is None and not by_client:
             return []
+        response, frames = self._response()
+        self.response = None
+        reason = "client_cancelled" if by_client else "turn_detected"
+        return [*frames, self._event("response.done", response=self._body(
+            response, "cancelled", {"type": "cancelled", "reason": reason}, Usage(0, 0)))]
+
+    def interrupted(self, generated: bool, by_client: bool) -> list[Frame]:
+        """The turn under way was cut: its response (the last one scheduled) is cancelled, if
+        it was still being generated; one all generated has had its response.done (the client
+        truncates what it played)."""
         response = self.response or self.last_response
-        if response is None:
+        if generated or response is None:
             return []
         self.response, self.last_response = None, None
         # The message being said was cut: incomplete (its end, built whole when it was
@@ -597,3 +617,18 @@ def _usage(usage: Usage, modalities: list[str]) -> Frame:
                                                               "image_tokens": 0}},
             "output_token_details": {"text_tokens": usage.response - audio_out,
                                      "audio_tokens": audio_out}}
+
+
+def _kept(item: Frame) -> Frame:
+    """An item as conversation.item.retrieve answers it: its texts cut at ITEM_TEXT_KEPT."""
+    def cut(value: Any) -> Any:
+        if isinstance(value, str):
+            return value[:ITEM_TEXT_KEPT]
+        if isinstance(value, dict):
+            return {k: cut(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [cut(v) for v in value[:64]]
+        return value
+
+    kept: Frame = cut(item)
+    return kept
