@@ -10,12 +10,13 @@ values as a personality file. An endpoint that gives no session raises `Endpoint
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
 from typing import Any
 
+from faultlab.calibrate import realtime
 from faultlab.calibrate.endpoint import DEFAULT_MODEL, Endpoint, EndpointError
 from faultlab.calibrate.probes import Prober, run_probes, run_time_s
 from faultlab.calibrate.sheet import (
@@ -31,7 +32,37 @@ from faultlab.calibrate.sheet import (
 from faultlab.emulator.personality import Personality, personality_file_text
 from faultlab.private import redact
 
-__all__ = ["DEFAULT_MODEL", "Calibration", "Endpoint", "EndpointError", "calibrate", "run_time_s"]
+__all__ = ["DEFAULT_MODEL", "PROBES", "Calibration", "Endpoint", "EndpointError", "calibrate",
+           "run_time_s"]
+
+
+@dataclass(frozen=True)
+class Probes:
+    """One API's probes: how they run, how long, with which model, on which sheet."""
+
+    run: Callable[[Endpoint, Personality, Observations, int, Callable[[str], None] | None],
+                  Awaitable[None]]
+    run_time_s: Callable[[int], float]
+    default_model: str
+    sheet: Sheet
+
+
+async def _gemini(endpoint: Endpoint, personality: Personality, seen: Observations,
+                  samples: int, progress: Callable[[str], None] | None) -> None:
+    await run_probes(Prober(endpoint, personality, seen), samples, progress)
+
+
+async def _openai(endpoint: Endpoint, personality: Personality, seen: Observations,
+                  samples: int, progress: Callable[[str], None] | None) -> None:
+    await realtime.run_probes(realtime.RealtimeProber(endpoint, personality, seen), samples,
+                              progress)
+
+
+# By the personality's protocol.
+PROBES = {
+    "gemini": Probes(_gemini, run_time_s, DEFAULT_MODEL, GEMINI_SHEET),
+    "openai": Probes(_openai, realtime.run_time_s, realtime.DEFAULT_MODEL, OPENAI_SHEET),
+}
 
 
 @dataclass(frozen=True)
@@ -47,7 +78,7 @@ class Calibration:
 
     @property
     def sheet(self) -> Sheet:
-        return OPENAI_SHEET if self.personality.protocol == "openai" else GEMINI_SHEET
+        return PROBES[self.personality.protocol].sheet
 
     @cached_property
     def rows(self) -> list[Row]:
@@ -96,11 +127,5 @@ async def calibrate(endpoint: Endpoint, personality: Personality, samples: int,
     loop = asyncio.get_running_loop()
     started = loop.time()
     seen = Observations()
-    if personality.protocol == "openai":
-        from faultlab.calibrate import realtime
-
-        await realtime.run_probes(realtime.RealtimeProber(endpoint, personality, seen), samples,
-                                  progress)
-    else:
-        await run_probes(Prober(endpoint, personality, seen), samples, progress)
+    await PROBES[personality.protocol].run(endpoint, personality, seen, samples, progress)
     return Calibration(endpoint, personality, samples, tolerance_s, seen, loop.time() - started)

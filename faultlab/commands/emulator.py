@@ -118,7 +118,7 @@ def calibrate(base_url: str | None, ca: Path | None, model: str | None, personal
     more flagged; 2: a usage error; 3: the endpoint gave no session."""
     import asyncio
 
-    from faultlab.calibrate import DEFAULT_MODEL, Endpoint, EndpointError, realtime, run_time_s
+    from faultlab.calibrate import PROBES, Endpoint, EndpointError
     from faultlab.calibrate import calibrate as measure
     from faultlab.emulator.apis import APIS
     from faultlab.emulator.personality import personality_source, personality_with
@@ -133,18 +133,17 @@ def calibrate(base_url: str | None, ca: Path | None, model: str | None, personal
         fail(str(exc), 2)
     if out is not None and not os.access(out.absolute().parent, os.W_OK | os.X_OK):
         fail(f"--out {out}: cannot write in {out.absolute().parent}", 2)
-    openai = compared.protocol == "openai"
+    probes = PROBES[compared.protocol]
     service = APIS[compared.protocol].protocol.service
     base_url = base_url or next((os.environ[v] for v in service.base_url_variables
                                  if os.environ.get(v)), None)
     try:
-        endpoint = Endpoint.from_options(base_url, ca, model or (
-            realtime.DEFAULT_MODEL if openai else DEFAULT_MODEL), timeout_s)
+        endpoint = Endpoint.from_options(base_url, ca, model or probes.default_model, timeout_s)
     except ValueError as exc:
         fail(str(exc), 2)
-    seconds = realtime.run_time_s(samples) if openai else run_time_s(samples)
     click.echo(f"faultlab calibrate: {endpoint.describe()}, {samples} sample(s) a probe, about "
-               f"{seconds:.0f} s against an emulator at time scale 1", err=True)
+               f"{probes.run_time_s(samples):.0f} s against an emulator at time scale 1",
+               err=True)
     try:
         result = asyncio.run(interrupt.cancel_on_signal(measure(
             endpoint, compared, samples, tolerance_s,
