@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from faultlab import interrupt
+from faultlab.commands import cassette as cassette_commands
 from faultlab.commands import emulator as emulator_commands
 from faultlab.commands import lab as lab_commands
 from faultlab.commands import report as report_commands
@@ -115,10 +116,13 @@ def _jobs(value: str) -> int:
                    "them with `faultlab report merge`).")
 @click.option("--junit", type=click.Path(path_type=Path), default=None, metavar="FILE",
               help="Also write the runs as JUnit XML to FILE.")
+@click.option("--record", is_flag=True,
+              help="Record each run's sessions as a cassette (RUN/session.cassette.jsonl), as "
+                   "`record: true` in a profile does.")
 @click.option("--report-to", type=click.Path(path_type=Path), default=None, hidden=True)
 def run(paths: tuple[str, ...], runs_dir: Path, quiet: bool, repeat: int,
         client_image: str | None, jobs_text: str, shard: str | None, junit: Path | None,
-        report_to: Path | None) -> None:
+        record: bool, report_to: Path | None) -> None:
     """Run profiles (files, folders of them, or names such as silent-loss) and check their
     expectations.
 
@@ -130,10 +134,10 @@ def run(paths: tuple[str, ...], runs_dir: Path, quiet: bool, repeat: int,
     jobs = _jobs(jobs_text)
     # Before the runner's imports, so that a misspelt name is answered at once.
     files = _profile_files(paths)
-    from faultlab.jobs import parse_shard, plan, run_suite
+    from faultlab.jobs import RunOptions, parse_shard, plan, run_suite
     from faultlab.jobs import shard as take_shard
     from faultlab.lab.privilege import reexec_in_user_namespace
-    from faultlab.profile import load_profile, unset_pass_env, with_client_image
+    from faultlab.profile import load_profile, recording, unset_pass_env, with_client_image
 
     try:
         profiles = [load_profile(f) for f in files]
@@ -146,6 +150,11 @@ def run(paths: tuple[str, ...], runs_dir: Path, quiet: bool, repeat: int,
             profiles = [with_client_image(p, client_image) for p in profiles]
         except ValueError as exc:
             fail(f"--client-image: {exc}", 2)
+    if record:
+        try:
+            profiles = [recording(p) for p in profiles]
+        except ProfileError as exc:
+            fail_with_problems(exc)
     runs = plan(profiles, repeat)
     if shard is not None:
         try:
@@ -171,7 +180,8 @@ def run(paths: tuple[str, ...], runs_dir: Path, quiet: bool, repeat: int,
     code = 0
     try:
         asyncio.run(interrupt.cancel_on_signal(run_suite(
-            runs, runs_dir, jobs, client_image, records, click.echo, tell, quiet, report_to)))
+            runs, runs_dir, jobs, RunOptions(client_image, record), records, click.echo, tell,
+            quiet, report_to)))
     except asyncio.CancelledError:  # only a signal cancels the runs; main() exits with its code
         interrupt.announce("the lab was torn down")
         code = EXIT_INTERRUPTED
@@ -289,5 +299,5 @@ def server_report(path: Path, keylogs: tuple[Path, ...], as_json: bool) -> None:
 
 
 for command in (report_commands.report, lab_commands.lab, emulator_commands.emulator,
-                emulator_commands.calibrate):
+                emulator_commands.calibrate, cassette_commands.cassette):
     cli.add_command(command)

@@ -128,7 +128,21 @@ def event_line(event: Event) -> str:
     return f"{event.t:8.3f}  {event.source:<8} {event.name:<22} {fields}"[:160]
 
 
-async def run_suite(runs: Sequence[PlannedRun], runs_dir: Path, jobs: int, client_image: str | None,
+@dataclass(frozen=True)
+class RunOptions:
+    """What `faultlab run`'s options change in every run of a suite (each job's own
+    `faultlab run` is given them again): the client's image, whether runs record cassettes."""
+
+    client_image: str | None = None
+    record: bool = False
+
+    def args(self) -> list[str]:
+        """The options, as `faultlab run` takes them."""
+        return ([*(["--client-image", self.client_image] if self.client_image else []),
+                 *(["--record"] if self.record else [])])
+
+
+async def run_suite(runs: Sequence[PlannedRun], runs_dir: Path, jobs: int, options: RunOptions,
                     records: dict[int, RunRecord], say: Callable[[str], None],
                     report: Callable[[RunRecord], None], quiet: bool,
                     report_to: Path | None = None) -> None:
@@ -139,7 +153,7 @@ async def run_suite(runs: Sequence[PlannedRun], runs_dir: Path, jobs: int, clien
     writes there where its record will be."""
     if jobs > 1 and len(runs) > 1:
         progress = Progress(len(runs), jobs, live=sys.stderr.isatty() and not quiet)
-        await run_parallel(runs, runs_dir, jobs, client_image, report, progress, records)
+        await run_parallel(runs, runs_dir, jobs, options, report, progress, records)
         return
     from faultlab.runner import Run  # here: a parallel suite's own process never runs one
 
@@ -158,7 +172,7 @@ async def run_suite(runs: Sequence[PlannedRun], runs_dir: Path, jobs: int, clien
 
 
 async def run_parallel(runs: Sequence[PlannedRun], runs_dir: Path, jobs: int,
-                       client_image: str | None, report: Callable[[RunRecord], None],
+                       options: RunOptions, report: Callable[[RunRecord], None],
                        progress: Progress, records: dict[int, RunRecord]) -> None:
     """Run `runs`, up to `jobs` at once, each as its own `faultlab run`; `report` is told of each
     run as it ends, and `records` gets it under its planned index. Cancelled (by a signal), it
@@ -169,7 +183,7 @@ async def run_parallel(runs: Sequence[PlannedRun], runs_dir: Path, jobs: int,
     async def one(index: int, run: PlannedRun) -> None:
         async with gate:
             progress.started_one()
-            job = Job(run.profile, runs_dir, client_image)
+            job = Job(run.profile, runs_dir, options)
             try:
                 await job.run()
             finally:
@@ -203,20 +217,18 @@ class Job:
     """One run in a `faultlab run` process of its own; `record` is what it recorded (read from
     its result.json), or an ERROR record that keeps its output when it recorded nothing."""
 
-    def __init__(self, profile: Profile, runs_dir: Path, client_image: str | None) -> None:
+    def __init__(self, profile: Profile, runs_dir: Path, options: RunOptions) -> None:
         assert profile.path is not None, "a job reads its profile from its file"
         self.profile = profile
         self.runs_dir = runs_dir
-        self.client_image = client_image
+        self.options = options
         self.record: RunRecord | None = None
 
     async def run(self) -> RunRecord:
         with tempfile.TemporaryDirectory(prefix="faultlab-job-") as scratch:
             told = Path(scratch) / "result-path"
             argv = [sys.executable, "-m", "faultlab", "run", "-q", "--jobs", "1", "--runs-dir",
-                    str(self.runs_dir), "--report-to", str(told)]
-            if self.client_image is not None:
-                argv += ["--client-image", self.client_image]
+                    str(self.runs_dir), "--report-to", str(told), *self.options.args()]
             started = time.monotonic()
             proc = await asyncio.create_subprocess_exec(
                 *argv, str(self.profile.path), stdin=asyncio.subprocess.DEVNULL,
@@ -254,10 +266,10 @@ class Job:
             faultlab=faultlab_version())
 
 
-def run_job(profile: Profile, runs_dir: Path, client_image: str | None = None) -> RunRecord:
+def run_job(profile: Profile, runs_dir: Path, options: RunOptions = RunOptions()) -> RunRecord:
     """One run in a process of its own, from code that has no event loop (the pytest plugin);
     Ctrl-C stops it as a signal stops `faultlab run`, its lab torn down."""
-    return asyncio.run(Job(profile, runs_dir, client_image).run())
+    return asyncio.run(Job(profile, runs_dir, options).run())
 
 
 async def _stop(proc: asyncio.subprocess.Process) -> None:

@@ -19,6 +19,7 @@ import os
 from contextlib import AsyncExitStack
 from pathlib import Path
 
+from faultlab.cassette.build import TAPES
 from faultlab.connections import ConnectionTable
 from faultlab.events import EventBus
 from faultlab.lab.base import Image, Lab, Role
@@ -203,6 +204,22 @@ class Launcher:
     def profile_path(self, path: Path) -> Path:
         """A path the profile gives, relative to the profile's folder."""
         return (self.profile.path.parent if self.profile.path else Path.cwd()) / path
+
+    @property
+    def tape(self) -> Path | None:
+        """Where a target that records itself writes its tape, when the run records."""
+        kind = self.profile.target_kind
+        if not self.profile.record or kind is None or not kind.records:
+            return None
+        return self.run_dir / TAPES[0]
+
+    @property
+    def proxy_tape(self) -> Path | None:
+        """Where the proxy writes its tape, when the run records a target that does not."""
+        kind = self.profile.target_kind
+        if not self.profile.record or kind is None or kind.records:
+            return None
+        return self.run_dir / TAPES[1]
 
     def _shared(self) -> tuple[Path, ...]:
         """The host folders a container sees at the same paths: the run folder (event files,

@@ -106,11 +106,11 @@ def run_profile(profile: Path | str, runs_dir: Path,
     # Imported here: the plugin loads in every pytest session wherever faultlab is installed,
     # and the runner's modules cost ~0.4 s that a session without faultlab's tests never needs.
     from faultlab.catalogue import resolve_profiles
-    from faultlab.jobs import run_job
+    from faultlab.jobs import RunOptions, run_job
     from faultlab.profile import load_profile
 
     (path,) = resolve_profiles([profile])
-    return run_job(load_profile(path), runs_dir, client_image)
+    return run_job(load_profile(path), runs_dir, RunOptions(client_image=client_image))
 
 
 def _runs_dir(config: pytest.Config) -> Path:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from faultlab.capture.live import LiveCapture
+from faultlab.cassette.build import cassette_of_run
 from faultlab.errors import FaultlabError, LabError, ProfileError
 from faultlab.events import Event, EventBus, RunClock
 from faultlab.expect import RunFacts, evaluate
@@ -174,7 +175,7 @@ class Run:
         proxy = await launch_proxy(
             lab, target.listen_port, launcher.ca, self.run_dir,
             self.tails.add(self.run_dir / "proxy.events.jsonl", "proxy"), self.bus, stack,
-            launcher.upstream_ca(), self.profile.protocol)
+            launcher.upstream_ca(), self.profile.protocol, launcher.proxy_tape)
         return proxy
 
     def _observe(self, event: Event) -> None:
@@ -225,6 +226,8 @@ class Run:
         if result.error is None:
             result.outcomes = evaluate(p.expect, RunFacts(result.observed, result.exit_codes,
                                                           self._alive_at_end, p.protocol))
+        if p.record:
+            self._write_cassette()
         self.bus.announce("faultlab", RunEnd(result.verdict, round(result.duration_s, 3)))
         self.bus.close()
         redact_process_files(self.run_dir)
@@ -233,6 +236,19 @@ class Run:
         write_run_reports(self.run_dir, result.events, record, result)
         self.record = record.with_attachments()
         self.record.write(self.run_dir)
+
+    def _write_cassette(self) -> None:
+        """The run's sessions as a cassette, of the tape its target or its proxy wrote."""
+        p = self.profile
+        emulator = p.target.emulator if p.target is not None else None
+        try:
+            path = cassette_of_run(self.run_dir, p.protocol.name,
+                                   emulator.personality if emulator is not None else None)
+        except (OSError, ValueError) as exc:
+            self.bus.emit("faultlab", "cassette.failed", error=str(exc))
+            return
+        if path is not None:
+            self.bus.emit("faultlab", "cassette.written", path=path.name)
 
 
 async def _cancelled(task: asyncio.Task[None]) -> None:

@@ -24,11 +24,11 @@ def emulator() -> None:
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=0, show_default=True, type=click.IntRange(0, 65535),
               help="Port to listen on (0 picks a free one).")
-@click.option("--personality", default="gemini-dev-2026-10", show_default=True,
-              metavar="NAME|FILE",
+@click.option("--personality", default=None, metavar="NAME|FILE",
               help="Which measured service behaviour to reproduce: a name (gemini-dev-2026-10, "
-                   "vertex-2026) or a personality file (YAML: `base: NAME` and the fields it "
-                   "changes, as `faultlab calibrate --out` writes).")
+                   "the default; vertex-2026, openai-realtime...) or a personality file (YAML: "
+                   "`base: NAME` and the fields it changes, as `faultlab calibrate --out` "
+                   "writes). With --cassette, the cassette's by default.")
 @click.option("--time-scale", default=1.0, show_default=True, type=float,
               help="Factor on every server timer (0.1 replays ten times faster).")
 @click.option("--ca-dir", type=click.Path(path_type=Path), default=None,
@@ -40,14 +40,39 @@ def emulator() -> None:
 @click.option("--seed", type=int, default=None, help="Seed for the drawn delays.")
 @click.option("--set", "settings", multiple=True, metavar="FIELD=YAML",
               help="Change one personality field, e.g. --set connection_lifetime_s=600.")
-def serve(host: str, port: int, personality: str, time_scale: float, ca_dir: Path | None,
+@click.option("--cassette", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              metavar="FILE", help="Serve this cassette's recorded server side instead "
+                                   "(NAME.cassette.jsonl; its personality unless --personality "
+                                   "names one).")
+@click.option("--divergence", type=click.Choice(["strict", "fallback"]), default="strict",
+              show_default=True, help="What a replay does when the client sends what the "
+                                      "recording's did not: close the connection, or let the "
+                                      "personality take over.")
+@click.option("--record", "tape", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              metavar="FILE", help="Write every connection's frames to this tape (JSON lines; "
+                                   "`faultlab cassette build` makes a cassette of it).")
+def serve(host: str, port: int, personality: str | None, time_scale: float, ca_dir: Path | None,
           utterances: tuple[Path, ...], events_path: Path | None, seed: int | None,
-          settings: tuple[str, ...]) -> None:
-    """Serve the Live API on TLS; prints the environment an SDK client needs."""
+          settings: tuple[str, ...], cassette: Path | None, divergence: str,
+          tape: Path | None) -> None:
+    """Serve the Live API on TLS (or replay a cassette); prints the environment an SDK client
+    needs."""
     import asyncio
 
+    from faultlab.cassette.format import read_cassette
+    from faultlab.emulator.personality import DEFAULT_PERSONALITY, PROTOCOL_DEFAULTS
     from faultlab.emulator.run import serve_until_stopped
     from faultlab.plainyaml import load_plain
+
+    recorded = None
+    if cassette is not None:
+        try:
+            recorded = read_cassette(cassette)
+        except ProfileError as exc:
+            fail_with_problems(exc)
+        if personality is None:
+            personality = recorded.personality or PROTOCOL_DEFAULTS[recorded.protocol]
+    personality = personality or DEFAULT_PERSONALITY
 
     overrides: dict[str, object] = {}
     for item in settings:
@@ -68,7 +93,8 @@ def serve(host: str, port: int, personality: str, time_scale: float, ca_dir: Pat
 
     try:
         asyncio.run(serve_until_stopped(host, port, personality, time_scale, ca_dir, utterances,
-                                        events_path, seed, announce, overrides))
+                                        events_path, seed, announce, overrides, tape, recorded,
+                                        "fallback" if divergence == "fallback" else "strict"))
     except ProfileError as exc:  # the personality file's problems, each file:line: field
         fail_with_problems(exc)
     except FaultlabError as exc:

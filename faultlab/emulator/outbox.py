@@ -22,6 +22,14 @@ class Action:
     turn: int = field(default=0, compare=False)
     audio_s: float = field(default=0.0, compare=False)
     think: bool = field(default=False, compare=False)
+    # A frame's payload exactly as it is to be sent (a cassette's: faultlab.cassette.replay),
+    # instead of `frame`; bytes go in a binary frame.
+    wire: str | bytes | None = field(default=None, compare=False)
+
+    @property
+    def closes(self) -> bool:
+        """Whether it is a close (not a frame, nor a moment to think)."""
+        return self.frame is None and self.wire is None and not self.think
 
 
 class Outbox:
@@ -34,6 +42,10 @@ class Outbox:
     def send(self, at: float, frame: Frame, turn: int = 0, audio_s: float = 0.0) -> None:
         """`frame` at `at`, as part of the model's turn `turn` (0: no turn's)."""
         heapq.heappush(self._due, Action(at, next(self._seq), frame, turn=turn, audio_s=audio_s))
+
+    def send_wire(self, at: float, wire: str | bytes) -> None:
+        """A payload to send as it is, at `at`."""
+        heapq.heappush(self._due, Action(at, next(self._seq), wire=wire))
 
     def close(self, at: float, code: int, reason: str) -> None:
         heapq.heappush(self._due, Action(at, next(self._seq), None, code, reason))

@@ -145,6 +145,8 @@ PERSONALITIES[OPENAI_REALTIME.name] = OPENAI_REALTIME
 # The newest OpenAI Realtime personality, by the name without a date.
 PERSONALITIES["openai-realtime"] = OPENAI_REALTIME.model_copy(update={"name": "openai-realtime"})
 DEFAULT_PERSONALITY = "gemini-dev-2026-10"
+# Each protocol's personality when nothing names one (a cassette recorded off a capture).
+PROTOCOL_DEFAULTS = {"gemini": DEFAULT_PERSONALITY, "openai": "openai-realtime"}
 # A personality file's field naming the built-in personality it changes.
 BASE_FIELD = "base"
 

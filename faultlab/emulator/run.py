@@ -9,9 +9,12 @@ import signal
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from faultlab.cassette.format import Cassette
+from faultlab.cassette.replay import Divergence, Replay
+from faultlab.cassette.tape import TapeWriter
 from faultlab.emulator.audio import TranscriptRegistry
 from faultlab.emulator.personality import personality_from
-from faultlab.emulator.server import EmulatorServer
+from faultlab.emulator.server import EmulatorServer, Host
 from faultlab.emulator.session import Emulator
 from faultlab.errors import EmulatorError
 from faultlab.events import EventWriter
@@ -47,9 +50,13 @@ async def serve_until_stopped(
     host: str, port: int, personality: str, time_scale: float, ca_dir: Path | None,
     utterances: Sequence[Path], events_path: Path | None, seed: int | None,
     announce: Callable[[dict[str, str], int], None], overrides: dict[str, object] | None = None,
+    tape: Path | None = None, cassette: Cassette | None = None,
+    divergence: Divergence = "strict",
 ) -> None:
     """Serve until SIGTERM or SIGINT; `personality` is a built-in's name or a personality file
-    (whose problems raise ProfileError), with `overrides` on top."""
+    (whose problems raise ProfileError), with `overrides` on top. With `cassette`, serve its
+    recorded server side instead (the personality takes over where a client diverges, under
+    `fallback`); with `tape`, write there what every connection carried."""
     try:
         behaviour = personality_from(personality, overrides)
         brain = brain_of(behaviour.scenario)
@@ -74,13 +81,19 @@ async def serve_until_stopped(
     writer = EventWriter(events_path)
     give_back_freed_blocks()
 
+    if cassette is not None and cassette.protocol != behaviour.protocol:
+        raise EmulatorError(f"the cassette speaks {cassette.protocol}, the personality "
+                            f"{behaviour.name} {behaviour.protocol}")
     emulator = Emulator(behaviour, time_scale, brain=brain,
                         registry=registry, emit=writer.emit, seed=seed)
+    host_of: Host = emulator if cassette is None else Replay(cassette, emulator, divergence)
+    recorder = TapeWriter(tape) if tape is not None else None
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         asyncio.get_running_loop().add_signal_handler(sig, stop.set)
     try:
-        async with EmulatorServer(emulator, ca.server_context(names, ips), host, port) as server:
+        async with EmulatorServer(host_of, ca.server_context(names, ips), host, port,
+                                  recorder) as server:
             announce(client_environment(str(ca.cert_path), base_url(host, server.port),
                                         emulator.api.protocol.service), server.port)
             await stop.wait()
@@ -88,3 +101,5 @@ async def serve_until_stopped(
         raise EmulatorError(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
     finally:
         writer.close()
+        if recorder is not None:
+            recorder.close()

@@ -15,9 +15,9 @@ import errno
 import json
 import logging
 import ssl
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from http import HTTPStatus
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 from websockets.asyncio.server import Server, ServerConnection, serve
@@ -31,10 +31,16 @@ from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
 from websockets.typing import Subprotocol
 
+from faultlab.cassette.tape import Closed, Message, TapeWriter
 from faultlab.emulator import wsinternals
+from faultlab.emulator.outbox import Action
 from faultlab.emulator.refusals import close_reason
-from faultlab.emulator.session import Emulator
+from faultlab.events import Announcement
 from faultlab.vocabulary import FrameLogged
+
+if TYPE_CHECKING:
+    from faultlab.emulator.apis.base import EmulatedApi
+    from faultlab.emulator.personality import Personality
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +66,37 @@ UNPARSED_STATUS: dict[type[BaseException], int] = {
 NO_IDENTITY = ("Method doesn't allow unregistered callers (callers without established identity)."
                " Please use API Key or other form of API consumer identity to call this API.")
 NO_IDENTITY_REASON = close_reason(NO_IDENTITY)
+
+
+class Served(Protocol):
+    """One connection as the shell drives it (the emulator's `Connection`, a cassette's)."""
+
+    number: int
+    closed: bool
+
+    def begin(self, path: str, headers: Mapping[str, str], now: float) -> None: ...
+    def receive(self, raw: str | bytes, now: float) -> None: ...
+    def next_due(self) -> float | None: ...
+    def poll(self, now: float) -> list[Action]: ...
+    def peer_closed(self, now: float, timed_out: bool = False) -> None: ...
+
+
+class Host(Protocol):
+    """What the shell serves: the emulator (`Emulator`) or a cassette (`Replay`)."""
+
+    api: EmulatedApi
+    personality: Personality
+    time_scale: float
+
+    @property
+    def emit(self) -> Callable[..., None]: ...
+    def announce(self, what: Announcement) -> None: ...
+    def next_due(self) -> float | None: ...
+    def poll(self, now: float) -> None: ...
+    def connect(self, now: float, api: str = "developer",
+                client_port: int | None = None) -> Served: ...
+
+
 def without_query(path: str) -> str:
     """A request's path without its query, which may carry the key."""
     return path.split("?", 1)[0]
@@ -86,11 +123,14 @@ def _before_colon(text: str) -> str:
 
 
 class EmulatorServer:
-    """Serves one `Emulator` over TLS WebSockets; an async context manager."""
+    """Serves one `Emulator` (or a cassette's `Replay`) over TLS WebSockets; an async context
+    manager."""
 
-    def __init__(self, emulator: Emulator, ssl_context: ssl.SSLContext | None,
-                 host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, emulator: Host, ssl_context: ssl.SSLContext | None,
+                 host: str = "127.0.0.1", port: int = 0, tape: TapeWriter | None = None) -> None:
         self.emulator = emulator
+        # Where every connection's opening, frames and end are recorded, if anywhere.
+        self.tape = tape
         self.ssl_context = ssl_context
         self.host = host
         self.port = port
@@ -188,12 +228,17 @@ class EmulatorServer:
             conn.peer_closed(loop.time())
             await ws.close(1008, NO_IDENTITY_REASON)
             return
+        tape = self.tape
+        if tape is not None:
+            tape.opened(loop.time(), conn.number, request.path, request.headers, ws.subprotocol)
         conn.begin(request.path, request.headers, loop.time())
         wake = asyncio.Event()
 
         async def read() -> None:
             try:
                 async for message in ws:
+                    if tape is not None:
+                        tape.write(Message(loop.time(), conn.number, "client", message))
                     conn.receive(message, loop.time())
                     wake.set()
             except ConnectionClosed as exc:
@@ -205,6 +250,7 @@ class EmulatorServer:
                 wake.set()
 
         reader = asyncio.create_task(read())
+        closed_here = False
         try:
             while not conn.closed:
                 due = conn.next_due()
@@ -214,18 +260,36 @@ class EmulatorServer:
                         await asyncio.wait_for(wake.wait(), timeout)
                     wake.clear()
                 for action in conn.poll(loop.time()):
-                    if action.frame is not None:
-                        text = json.dumps(action.frame, separators=(",", ":"))
-                        await ws.send(text)
-                        self.emulator.announce(FrameLogged(
-                            "emulator", "server", conn.number, protocol.kind_of(action.frame), len(text),
-                            extra={"audio_s": round(action.audio_s, 4)} if action.audio_s else {}))
-                    else:
+                    if action.closes:
+                        closed_here = True
+                        if tape is not None:
+                            tape.write(Closed(loop.time(), conn.number, action.code,
+                                              action.reason, "server"))
                         await ws.close(action.code, action.reason)
+                        continue
+                    if action.frame is not None:
+                        wire: str | bytes = json.dumps(action.frame, separators=(",", ":"))
+                        kind = protocol.kind_of(action.frame)
+                    else:
+                        assert action.wire is not None
+                        wire = action.wire
+                        kind = str(protocol.describe(wire).get("kind", ""))
+                    if tape is not None:
+                        tape.write(Message(loop.time(), conn.number, "server", wire))
+                    await ws.send(wire)
+                    self.emulator.announce(FrameLogged(
+                        "emulator", "server", conn.number, kind, len(wire),
+                        extra={"audio_s": round(action.audio_s, 4)} if action.audio_s else {}))
         except ConnectionClosed:
             pass
         finally:
             conn.peer_closed(loop.time(), timed_out=_timed_out(ws))
+            if tape is not None and not closed_here:
+                # The client's close, or none: an abort, a reset, a path that died.
+                got = ws.protocol.close_rcvd
+                tape.write(Closed(loop.time(), conn.number, None if got is None else got.code,
+                                  "" if got is None else got.reason,
+                                  None if got is None else "client"))
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, ConnectionClosed):
                 await reader

@@ -14,6 +14,7 @@ from faultlab.profile.load import (
     RawProfile,
     load_profile,
     parse_profile,
+    recording,
     unset_pass_env,
     with_client_image,
 )
@@ -23,4 +24,5 @@ from faultlab.targets import EmulatorTarget, Program, RemoteTarget, Target
 
 __all__ = ["Capture", "Client", "EmulatorTarget", "FieldRanges", "Mic", "Network", "Profile",
            "Program", "RawProfile", "RawStep", "RemoteTarget", "Step", "Subnets", "Target",
-           "Trigger", "load_profile", "parse_profile", "unset_pass_env", "with_client_image"]
+           "Trigger", "load_profile", "parse_profile", "recording", "unset_pass_env",
+           "with_client_image"]

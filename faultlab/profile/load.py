@@ -37,6 +37,8 @@ class ProfileBase(Model):
     capture: Capture = Capture()
     mic: Mic | None = None
     proxy: bool = False  # also started for any app-level step
+    # Record the run's sessions as a cassette (the target's own tape, else the proxy's).
+    record: bool = False
     timeout: Duration = 60.0
     settle: Duration = 0.3
     field_ranges: FieldRanges = Field(default=FieldRanges(), alias="field")
@@ -88,9 +90,14 @@ class Profile(ProfileBase):
         return self.network.backend or backend_for(images=False)
 
     @property
+    def _proxy_records(self) -> bool:
+        """Whether the proxy records the run's cassette: the target does not record itself."""
+        return self.record and self.target is not None and not self.target.kind.records
+
+    @property
     def needs(self) -> frozenset[Need]:
         """What the run starts: whatever a step's fault needs, and what the profile asks for."""
-        asked: set[Need] = {"proxy"} if self.proxy else set()
+        asked: set[Need] = {"proxy"} if self.proxy or self._proxy_records else set()
         asked |= {"mic"} if self.mic is not None else set()
         return frozenset(asked).union(*(s.needs for s in self.timeline))
 
@@ -115,6 +122,9 @@ def parse_profile(text: str | bytes, source: str = "<profile>", path: Path | Non
         problems.add_validation((), exc)
         _check_parts(data, problems)
         problems.fail()
+    if raw.target is not None:  # the files it names, from the profile's folder
+        raw = raw.model_copy(update={"target": raw.target.anchored(
+            path.parent if path else Path.cwd())})
     steps = check_steps(raw.timeline, problems)
     network = _check_backend(raw, problems)
     _check_needs(raw, steps, problems)
@@ -156,6 +166,15 @@ def _check_backend(raw: RawProfile, problems: Problems) -> Network:
     return raw.network.model_copy(update={"backend": backend})
 
 
+def recording(profile: Profile) -> Profile:
+    """`profile` recording its sessions as a cassette (`faultlab run --record`); ProfileError
+    when it has no target to record."""
+    if profile.target is None:
+        raise ProfileError([f"{profile.path or '<profile>'}: record: a cassette records a "
+                            "target's side of the session: this profile has no 'target'"])
+    return profile.model_copy(update={"record": True})
+
+
 def with_client_image(profile: Profile, image: str) -> Profile:
     """`profile` with its client run as a container of `image` (`faultlab run --client-image`):
     the same command or builtin, in the image."""
@@ -172,6 +191,10 @@ def _check_needs(raw: RawProfile, steps: Sequence[Step], problems: Problems) -> 
     if raw.proxy and raw.target is None:
         problems.add(("proxy",), "the proxy stands in front of a target: give the profile a "
                      "'target'")
+    if raw.record and raw.target is None:
+        problems.add(("record",), "a cassette records a target's side of the session: give "
+                     "the profile a 'target'")
+    proxy = proxy or (raw.record and raw.target is not None and not raw.target.kind.records)
     for i, step in enumerate(steps):
         for need in sorted(step.needs):
             field, why = PROVIDERS[need]

@@ -61,6 +61,9 @@ class Protocol(ABC):
     # The kinds (as a profile writes them) of a message in which the model says something or
     # calls a tool: what "a reply" means to the expectations.
     reply_kinds: ClassVar[tuple[str, ...]]
+    # The kinds of a client message that is one chunk of a stream (audio, video), which clients
+    # cut as they like: a cassette's replay takes a run of them for one (faultlab.cassette).
+    stream_kinds: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod
     def recognises(self, message: Mapping[str, Any]) -> bool:
@@ -96,6 +99,10 @@ class Protocol(ABC):
         """Whether a server message of this kind is the model saying something or calling a
         tool."""
         return any(self.kind_matches(kind, wanted) for wanted in self.reply_kinds)
+
+    def is_stream(self, kind: str) -> bool:
+        """Whether a client message of this kind is one chunk of a stream."""
+        return any(self.kind_matches(kind, wanted) for wanted in self.stream_kinds)
 
     @abstractmethod
     def dialect_of(self, path: str) -> str | None:

@@ -183,6 +183,8 @@ class GeminiLive(Protocol):
     credential_headers: ClassVar[tuple[str, ...]] = ("x-goog-api-key", "authorization")
     secret_env: ClassVar[tuple[str, ...]] = ("GOOGLE_API_KEY", "GEMINI_API_KEY")
     reply_kinds: ClassVar[tuple[str, ...]] = ("serverContent.modelTurn", "toolCall")
+    stream_kinds: ClassVar[tuple[str, ...]] = ("realtimeInput.audio", "realtimeInput.video",
+                                               "realtimeInput.mediaChunks")
 
     # The module's functions, which the Gemini-only code (emulator, clients) calls directly.
     kind_of = staticmethod(kind_of)

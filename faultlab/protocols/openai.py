@@ -130,6 +130,7 @@ class OpenAIRealtime(Protocol):
     reply_kinds: ClassVar[tuple[str, ...]] = (
         "response.output_audio.delta", "response.output_text.delta",
         "response.output_audio_transcript.delta", "response.function_call_arguments.done")
+    stream_kinds: ClassVar[tuple[str, ...]] = ("input_audio_buffer.append",)
 
     # The module's functions.
     kind_of = staticmethod(kind_of)

@@ -1,6 +1,7 @@
 """The proxy process: mitmproxy in transparent mode in the router namespace.
 
     python -m faultlab.proxy --port 8080 --confdir DIR --control SOCKET [--upstream-ca PEM]
+        [--tape FILE]
 
 The runner starts it through the lab's enter helper; `MITMPROXY_SSLKEYLOGFILE` in its
 environment makes it log both legs' TLS keys. A bare `Master` with only the addons needed is
@@ -18,6 +19,7 @@ from mitmproxy import options
 from mitmproxy.addons import core, next_layer, proxyserver, tlsconfig
 from mitmproxy.master import Master
 
+from faultlab.cassette.tape import TapeWriter
 from faultlab.events import EventWriter
 from faultlab.protocols import DEFAULT, PROTOCOLS
 from faultlab.proxy.framelog import FrameLog
@@ -31,7 +33,7 @@ async def main(args: argparse.Namespace) -> None:
     state = ProxyState(server, EventWriter(), protocol=PROTOCOLS[args.protocol])
     install(state)
     master.addons.add(core.Core(), server, next_layer.NextLayer(), tlsconfig.TlsConfig(),
-                      FrameLog(state))
+                      FrameLog(state, TapeWriter(Path(args.tape)) if args.tape else None))
     # Addons declare their options: set them once all are loaded.
     opts.update(mode=["transparent"], listen_host="0.0.0.0", listen_port=args.port,
                 confdir=args.confdir)
@@ -53,6 +55,7 @@ if __name__ == "__main__":
     parser.add_argument("--confdir", required=True)
     parser.add_argument("--upstream-ca", default=None)
     parser.add_argument("--control", required=True, help="unix socket for the runner's requests")
+    parser.add_argument("--tape", default=None, help="record the sessions on this tape")
     parser.add_argument("--protocol", choices=sorted(PROTOCOLS), default=DEFAULT.name,
                         help="the realtime API the client speaks (names its messages)")
     asyncio.run(main(parser.parse_args()))

@@ -12,21 +12,30 @@ memory stays flat over long runs. The event writer redacts the client's credenti
 
 from __future__ import annotations
 
+import time
+
 from mitmproxy import http
 from mitmproxy.proxy.server_hooks import ServerConnectionHookData
 
+from faultlab.cassette.tape import Closed, Message, TapeWriter
 from faultlab.private import credentials, remember_secrets
 from faultlab.proxy import internals
 from faultlab.proxy.state import ProxyState
 from faultlab.vocabulary import FrameLogged, ProxyUpstream
 
 KEEP_MESSAGES = 1
+# The code a side reports for a connection that ended without a close frame (RFC 6455 7.1.5).
+ABNORMAL_CLOSURE = 1006
 
 
 class FrameLog:
-    def __init__(self, state: ProxyState) -> None:
+    def __init__(self, state: ProxyState, tape: TapeWriter | None = None) -> None:
         self.state = state
         self.events = state.events
+        # The run's recording, if it records: what each side sent, as the other received it
+        # (a client message a fault dropped never reached the server; one it injected did).
+        self.tape = tape
+        self._taped: dict[str, int] = {}
 
     def server_connected(self, data: ServerConnectionHookData) -> None:
         # The server leg of the client's connection: packet faults on that connection hurt it
@@ -41,6 +50,11 @@ class FrameLog:
         remember_secrets(credentials(flow.request.path, flow.request.headers))
         self.state.flows.append(flow)
         client, server = flow.client_conn.peername, flow.server_conn.peername
+        if self.tape is not None:
+            number = self._taped[flow.id] = len(self._taped) + 1
+            self.tape.opened(time.time(), number, flow.request.path, flow.request.headers,
+                             flow.response.headers.get("sec-websocket-protocol")
+                             if flow.response else None)
         self.events.emit("proxy.ws_start", conn=flow.id[:8], k=self.state.number_of(flow),
                          client_port=client[1] if client else None, path=flow.request.path[:200],
                          client=f"{client[0]}:{client[1]}" if client else None,
@@ -59,12 +73,25 @@ class FrameLog:
             "proxy", "client" if message.from_client else "server", flow.id[:8], kind,
             len(message.content), self.state.number_of(flow),
             {"opcode": message.type.name.lower(), **about, **extra}))
+        number = self._taped.get(flow.id)
+        if self.tape is not None and number is not None and not (
+                message.dropped if message.from_client else message.injected):
+            data = message.text if message.is_text else message.content
+            self.tape.write(Message(time.time(), number,
+                                    "client" if message.from_client else "server", data))
         del flow.websocket.messages[:-KEEP_MESSAGES]
 
     def websocket_end(self, flow: http.HTTPFlow) -> None:
         ws = flow.websocket
         assert ws is not None
         internals.forget(flow)
+        number = self._taped.pop(flow.id, None)
+        if self.tape is not None and number is not None:
+            framed = ws.close_code not in (None, ABNORMAL_CLOSURE)
+            self.tape.write(Closed(time.time(), number, ws.close_code if framed else None,
+                                   ws.close_reason or "" if framed else "",
+                                   ("client" if ws.closed_by_client else "server") if framed
+                                   else None))
         self.events.emit("proxy.ws_end", conn=flow.id[:8], k=self.state.number_of(flow),
                          code=ws.close_code, reason=ws.close_reason,
                          closed_by_client=ws.closed_by_client)

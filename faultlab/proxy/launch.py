@@ -23,11 +23,11 @@ READY_S = 15.0
 
 async def launch_proxy(lab: Lab, target_port: int, ca: LabCA, work_dir: Path, events_file: Path,
                        bus: EventBus, stack: AsyncExitStack, upstream_ca: Path | None,
-                       protocol: RealtimeApi) -> ProxyControl:
+                       protocol: RealtimeApi, tape: Path | None = None) -> ProxyControl:
     """mitmproxy in the router, fed the client's connections to `target_port` by a REDIRECT,
     verifying the target's certificate with `upstream_ca` (a PEM bundle; None: mitmproxy's
-    default), naming messages in `protocol`'s words; everything it leaves is stopped and
-    removed by `stack`."""
+    default), naming messages in `protocol`'s words, recording the sessions on `tape` if
+    given; everything it leaves is stopped and removed by `stack`."""
     await redirect(lab.router, lab.client_link, target_port, PROXY_PORT)
     # A unix socket path is limited to 108 bytes: the work folder may be deeper than that. The
     # lab's scratch folder goes with the lab, and with `lab gc` after a SIGKILL.
@@ -38,6 +38,8 @@ async def launch_proxy(lab: Lab, target_port: int, ca: LabCA, work_dir: Path, ev
             "--protocol", protocol.name]
     if upstream_ca is not None:
         argv += ["--upstream-ca", str(upstream_ca)]
+    if tape is not None:
+        argv += ["--tape", str(tape)]
     env = dict(os.environ, FAULTLAB_EVENTS=str(events_file),
                MITMPROXY_SSLKEYLOGFILE=str(create_private(work_dir / "keys.log")))
     log = create_private(work_dir / "proxy.log")

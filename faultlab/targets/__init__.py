@@ -1,19 +1,22 @@
 """Target kinds: what the client talks to, behind one interface (`faultlab.targets.base`).
 
 A profile's `target` is a program the lab runs in the server's namespace (`program`: a command, a
-builtin, or an image's own command in a container), faultlab's Live API emulator (`emulator`),
-or a service outside the lab reached through an uplink (`remote`). Each kind is one module; a
+builtin, or an image's own command in a container), faultlab's Live API emulator (`emulator`), a
+recorded session's server side (`cassette`), or a service outside the lab reached through an
+uplink (`remote`). Each kind is one module; a
 new kind is its module, its field below and its line in `Target.kind`.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import ClassVar
 
 from pydantic import Field, model_validator
 
 from faultlab.model import Duration
 from faultlab.targets.base import Surroundings, TargetKind
+from faultlab.targets.cassette import CassetteTarget, Replayed
 from faultlab.targets.emulator import Emulator, EmulatorTarget
 from faultlab.targets.program import Program, ProgramTarget, program_argv
 from faultlab.targets.remote import HOST_LOOPBACK_NAME, Remote, RemoteTarget
@@ -25,6 +28,7 @@ class Target(Program):
     outside the lab."""
 
     emulator: EmulatorTarget | None = None
+    cassette: CassetteTarget | None = None
     remote: RemoteTarget | None = None
     port: int | None = Field(default=None, ge=1, le=65535)
     # How long the target may take to listen. A target that exits is reported at once, so a
@@ -32,7 +36,7 @@ class Target(Program):
     # 1.5 s on an idle 2-core machine and took over 5 s on a fresh CI machine with eight labs
     # starting at once.
     ready_timeout: Duration = 30.0
-    KINDS: ClassVar[tuple[str, ...]] = ("command", "builtin", "emulator", "remote")
+    KINDS: ClassVar[tuple[str, ...]] = ("command", "builtin", "emulator", "cassette", "remote")
 
     @model_validator(mode="after")
     def _fits_its_kind(self) -> Target:
@@ -46,6 +50,8 @@ class Target(Program):
         """What the run needs of it, by its kind."""
         if self.emulator is not None:
             return Emulator(self.emulator, self.port, self.image)
+        if self.cassette is not None:
+            return Replayed(self.cassette, self.port, self.image)
         if self.remote is not None:
             return Remote(self.remote, {k: getattr(self, k)
                                         for k in ("image", "port", "args", "env", "pass_env")})
@@ -56,6 +62,14 @@ class Target(Program):
         """The port the client connects to."""
         return self.kind.listen_port
 
+    def anchored(self, folder: Path) -> Target:
+        """The same target, the files it names relative to `folder` (the profile's) when they
+        are relative: a cassette's file, which names the run's protocol."""
+        if self.cassette is None:
+            return self
+        return self.model_copy(update={"cassette": self.cassette.anchored(folder)})
 
-__all__ = ["HOST_LOOPBACK_NAME", "Emulator", "EmulatorTarget", "Program", "ProgramTarget", "Remote",
-           "RemoteTarget", "Surroundings", "Target", "TargetKind", "program_argv"]
+
+__all__ = ["HOST_LOOPBACK_NAME", "CassetteTarget", "Emulator", "EmulatorTarget", "Program",
+           "ProgramTarget", "Remote", "RemoteTarget", "Replayed", "Surroundings", "Target",
+           "TargetKind", "program_argv"]

@@ -46,6 +46,10 @@ class Surroundings(Protocol):
     def profile_path(self, path: Path) -> Path:
         """A path the profile gives, relative to the profile's folder."""
 
+    @property
+    def tape(self) -> Path | None:
+        """Where a target that `records` writes its tape, when the run records."""
+
 
 class TargetKind(ABC):
     """One kind of target, as the run meets it."""
@@ -57,6 +61,9 @@ class TargetKind(ABC):
     # Whether it writes a frame log of its own, which frame triggers follow without the proxy:
     # the event by which that log tells each connection's client port (None: it writes none).
     frame_log: ClassVar[str | None] = None
+    # Whether it records its own tape when the run records (`run.tape`); a run that records
+    # any other target puts the proxy in front of it, which records.
+    records: ClassVar[bool] = False
 
     @property
     def protocol(self) -> RealtimeApi:

@@ -56,6 +56,7 @@ class Emulator(TargetKind):
 
     name: ClassVar[str] = "emulator"
     frame_log: ClassVar[str | None] = "emulator.connect"
+    records: ClassVar[bool] = True
 
     def __init__(self, settings: EmulatorTarget, port: int | None, image: str | None) -> None:
         self.settings = settings
@@ -91,6 +92,8 @@ class Emulator(TargetKind):
             argv += ["--seed", str(emulator.seed)]
         for key, value in emulator.overrides.items():
             argv += ["--set", f"{key}={json.dumps(value)}"]
+        if run.tape is not None:
+            argv += ["--record", str(run.tape)]
         return argv
 
     def env(self, run: Surroundings) -> dict[str, str]:

@@ -1,0 +1,314 @@
+"""A cassette's server side, served again: the emulator's shell (faultlab.emulator.server) drives
+a `Replay` exactly as it drives the emulator, and each connection as one of the emulator's.
+
+Each connection the client opens plays the next recorded connection of its API, in order; its
+first message must start as that one's did (its kind, and whether it resumes a session), else
+the next recorded one that does is played. Every recorded server message and close waits for the
+client message it followed, then goes out at its recorded delay after it (times the time scale).
+Client messages match by kind and order: ids, timestamps, handles and spacing may differ, and a
+run of stream chunks (audio, video) is one step however the client cuts it, its delays timed from
+its first chunk. A message that does not match, or a connection the cassette does not hold,
+diverges: `strict` closes the connection (DIVERGED_CODE, a reason naming both messages) and says
+`cassette.diverged`; `fallback` says it too and hands the connection to the emulator, which takes
+over from there with the connection's setup (a resumed session is not the emulator's: its handle
+is refused, as a dead one).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from faultlab.cassette.format import Cassette, Recorded, Said, with_stand_ins
+from faultlab.emulator.messages import Configure, Setup
+from faultlab.emulator.outbox import Action, Outbox
+from faultlab.emulator.refusals import close_reason
+from faultlab.emulator.session import Connection, Emulator
+from faultlab.vocabulary import FrameLogged
+
+Divergence = Literal["strict", "fallback"]
+DIVERGENCES: tuple[Divergence, ...] = ("strict", "fallback")
+# A policy violation: the client sent what the recording's client did not.
+DIVERGED_CODE = 1008
+
+
+@dataclass(frozen=True)
+class Step:
+    """A client message the replay waits for: one message, or a run of stream chunks."""
+
+    kind: str
+    first: int  # the number of its (first) message
+    last: int
+    at: float  # when its first message came, in the cassette's time
+
+    def describe(self, conn: int) -> str:
+        span = f"{self.first}" if self.first == self.last else f"{self.first}-{self.last}"
+        return f"{self.kind} (client message {span} of recorded connection {conn})"
+
+
+def steps_of(rec: Recorded, is_stream: Callable[[str], bool]) -> list[Step]:
+    """A recorded connection's client messages as the steps a replay waits for."""
+    steps: list[Step] = []
+    for said in rec.client:
+        last = steps[-1] if steps else None
+        if last is not None and last.kind == said.kind and is_stream(said.kind):
+            steps[-1] = Step(last.kind, last.first, said.n, last.at)
+        else:
+            steps.append(Step(said.kind, said.n, said.n, said.at))
+    return steps
+
+
+def _resumes(described: Mapping[str, Any]) -> bool:
+    return bool(described.get("handle"))
+
+
+class Replay:
+    """The cassette's server: what the emulator's shell serves instead of an `Emulator`, which
+    it keeps for what every connection shares (its API, events, clock scale) and for fallback."""
+
+    def __init__(self, cassette: Cassette, emulator: Emulator,
+                 divergence: Divergence = "strict") -> None:
+        self.cassette = cassette
+        self.emulator = emulator
+        self.divergence = divergence
+        self.api = emulator.api
+        self.personality = emulator.personality
+        self.time_scale = emulator.time_scale
+        self._unplayed = list(cassette.connections)
+        self._numbers = itertools.count(1)
+
+    @property
+    def emit(self) -> Callable[..., None]:
+        return self.emulator.emit
+
+    def announce(self, what: Any) -> None:
+        self.emulator.announce(what)
+
+    def next_due(self) -> float | None:
+        return self.emulator.next_due()
+
+    def poll(self, now: float) -> None:
+        self.emulator.poll(now)
+
+    def connect(self, now: float, api: str = "developer",
+                client_port: int | None = None) -> ReplayConnection:
+        return ReplayConnection(self, next(self._numbers), now, api, client_port)
+
+    def take(self, dialect: str, first_kind: str | None = None,
+             resumes: bool | None = None) -> Recorded | None:
+        """The next unplayed recorded connection of this API (that starts so), taken."""
+        protocol = self.api.protocol
+        for rec in self._unplayed:
+            if protocol.dialect_of(rec.path) != dialect:
+                continue
+            if first_kind is not None:
+                first = rec.client[0] if rec.client else None
+                if first is None or first.kind != first_kind:
+                    continue
+                if resumes is not None and _resumes(protocol.describe(first.payload)) != resumes:
+                    continue
+            self._unplayed.remove(rec)
+            return rec
+        return None
+
+    def give_back(self, rec: Recorded) -> None:
+        """A recorded connection taken for a connection that turned out to start otherwise."""
+        order = {id(r): i for i, r in enumerate(self.cassette.connections)}
+        self._unplayed.append(rec)
+        self._unplayed.sort(key=lambda r: order[id(r)])
+
+
+class ReplayConnection:
+    """One connection of the replay: the interface of the emulator's `Connection` that its shell
+    drives (begin, receive, next_due, poll, peer_closed, closed)."""
+
+    def __init__(self, replay: Replay, number: int, now: float, api: str,
+                 client_port: int | None) -> None:
+        self.replay = replay
+        self.number = number
+        self.dialect = api
+        self.opened_at = now
+        self.closed = False
+        self._closing = False  # a close is due: what the client sends is not answered
+        self._sent = 0
+        self.outbox = Outbox()
+        self.recorded: Recorded | None = None
+        self.steps: list[Step] = []
+        self.step = -1
+        self.fallback: Connection | None = None
+        self._received: list[str | bytes] = []
+        self._path = ""
+        self._headers: Mapping[str, str] = {}
+        self._gone = False
+        replay.emit("emulator.connect", conn=number, api=api,
+                    **({"client_port": client_port} if client_port is not None else {}))
+
+    @property
+    def _protocol(self) -> Any:
+        return self.replay.api.protocol
+
+    def begin(self, path: str, headers: Mapping[str, str], now: float) -> None:
+        self._path, self._headers = path, headers
+        rec = self.replay.take(self.dialect)
+        if rec is None:
+            self._diverge(now, "no recorded connection is left", "a new connection", None)
+            return
+        self._play(rec, now)
+
+    def _play(self, rec: Recorded, now: float, opening: bool = True) -> None:
+        self.recorded = rec
+        self.steps = steps_of(rec, self._protocol.is_stream)
+        self.replay.emit("cassette.play", conn=self.number, recorded=rec.conn)
+        if opening:
+            self._schedule(0, rec.at, now)
+
+    def _schedule(self, after_step: int, anchor_at: float, now: float) -> None:
+        """Every server message and close that followed step `after_step` (0: the opening;
+        else steps[after_step - 1]), at its delay after `now`."""
+        rec = self.recorded
+        assert rec is not None
+        numbers = (range(0, 1) if after_step == 0 else
+                   range(self.steps[after_step - 1].first, self.steps[after_step - 1].last + 1))
+        scale = self.replay.time_scale
+        for said in rec.server:
+            if said.after in numbers:
+                self.outbox.send_wire(now + max(0.0, said.at - anchor_at) * scale,
+                                      _served(said))
+        ending = rec.ending
+        if ending is not None and ending.by == "server" and ending.after in numbers:
+            code = ending.code or 1000
+            self.replay.emit("emulator.close", conn=self.number, code=code,
+                             reason=ending.reason, why="recorded")
+            self.outbox.close(now + max(0.0, ending.at - anchor_at) * scale, code, ending.reason)
+
+    def receive(self, raw: str | bytes, now: float) -> None:
+        if self.fallback is not None:
+            self.fallback.receive(raw, now)
+            return
+        if self.closed or self._closing:
+            return
+        described = self._protocol.describe(raw)
+        kind = str(described.get("kind") or ("binary" if isinstance(raw, bytes) else "text"))
+        self.replay.announce(FrameLogged("emulator", "client", self.number, kind, len(raw)))
+        self._received.append(raw)
+        if self.recorded is None:  # diverged at the opening, closing
+            return
+        if self.step == -1:
+            self._first(kind, _resumes(described), raw, now)
+            return
+        current = self.steps[self.step]
+        if kind == current.kind and self._protocol.is_stream(kind):
+            return
+        following = self.steps[self.step + 1] if self.step + 1 < len(self.steps) else None
+        if following is not None and following.kind == kind:
+            self.step += 1
+            self._schedule(self.step + 1, following.at, now)
+            return
+        expected = (following.describe(self.recorded.conn) if following is not None else
+                    f"nothing more (recorded connection {self.recorded.conn} ends after "
+                    f"{current.last} client messages)")
+        self._diverge(now, expected, kind, raw)
+
+    def _first(self, kind: str, resumes: bool, raw: str | bytes, now: float) -> None:
+        rec = self.recorded
+        assert rec is not None
+        first = self.steps[0] if self.steps else None
+        first_resumes = (first is not None and
+                         _resumes(self._protocol.describe(rec.client[0].payload)))
+        if first is None or first.kind != kind or first_resumes != resumes:
+            other = self.replay.take(self.dialect, kind, resumes)
+            if other is None:
+                expected = ("nothing (the recorded connection's client sent none)"
+                            if first is None else first.describe(rec.conn))
+                self._diverge(now, expected, kind, raw)
+                return
+            # The other's opening stands for what went out already (both opened alike).
+            self.replay.give_back(rec)
+            self.outbox.clear()
+            self._play(other, self.opened_at, opening=self._sent == 0)
+        self.step = 0
+        self._schedule(1, self.steps[0].at, now)
+
+    def _diverge(self, now: float, expected: str, received: str, raw: str | bytes | None) -> None:
+        then = self.replay.divergence
+        self.replay.emit("cassette.diverged", conn=self.number,
+                         recorded=None if self.recorded is None else self.recorded.conn,
+                         expected=expected, received=received, then=then)
+        self.outbox.clear()
+        if then == "fallback":
+            self._fall_back(now, raw)
+            return
+        reason = close_reason(f"cassette diverged: expected {expected}; received {received}")
+        self.replay.emit("emulator.close", conn=self.number, code=DIVERGED_CODE, reason=reason,
+                         why="cassette diverged")
+        self._closing = True
+        self.outbox.close(now, DIVERGED_CODE, reason)
+
+    def _fall_back(self, now: float, raw: str | bytes | None) -> None:
+        """The emulator takes the connection over: it is told the connection's opening and what
+        set the session up (setup, configuration), without a word to the client, which the
+        recording answered; then the message that diverged, as any."""
+        em = self.replay.emulator
+        loud, em.emit = em.emit, _quiet
+        try:
+            conn = Connection(em, self.number, self.opened_at, self.dialect)
+            conn.begin(self._path, self._headers, now)
+            told = self._received if raw is None else self._received[:-1]
+            for earlier in told:
+                try:
+                    sets_up = isinstance(em.api.parse(earlier).message, Setup | Configure)
+                except Exception:  # what the emulator refuses, the recording answered
+                    sets_up = False
+                if sets_up:
+                    conn.receive(earlier, now)
+            conn.outbox.clear()
+        finally:
+            em.emit = loud
+        self.fallback = conn
+        if raw is not None:
+            conn.receive(raw, now)
+
+    def next_due(self) -> float | None:
+        if self.fallback is not None:
+            return self.fallback.next_due()
+        return None if self.closed else self.outbox.next_at()
+
+    def poll(self, now: float) -> list[Action]:
+        if self.fallback is not None:
+            return self.fallback.poll(now)
+        out: list[Action] = []
+        while not self.closed and (action := self.outbox.pop_due(now)) is not None:
+            out.append(action)
+            if action.closes:
+                self.closed = True
+            else:
+                self._sent += 1
+        return out
+
+    def peer_closed(self, now: float, timed_out: bool = False) -> None:
+        if self.fallback is not None:
+            self.fallback.peer_closed(now, timed_out)
+            return
+        if self._gone:
+            return
+        self._gone = True
+        self.closed = True
+        self.outbox.clear()
+        self.replay.emit("emulator.disconnect", conn=self.number,
+                         **({"timed_out": True} if timed_out else {}))
+
+
+def _served(said: Said) -> str | bytes:
+    """A recorded server message as the replay sends it: each secret's stand-in in its place."""
+    if isinstance(said.payload, bytes):
+        try:
+            return with_stand_ins(said.payload.decode()).encode()
+        except UnicodeDecodeError:
+            return said.payload
+    return with_stand_ins(said.payload)
+
+
+def _quiet(*_: object, **__: object) -> None:
+    pass

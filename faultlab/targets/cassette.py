@@ -1,0 +1,102 @@
+"""A cassette as the target: its recorded server side, served by `faultlab emulator serve
+--cassette` in the server's namespace, where the emulator would be (faultlab.cassette.replay).
+
+Everything else is the emulator's: the service's names resolve to it, the run's CA issued its
+certificate, it writes the emulator's frame log (frame triggers follow the recorded kinds), and
+under `divergence: fallback` the personality takes over where the client diverges.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Collection, Mapping, Sequence
+from ipaddress import IPv4Network
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import Field, field_validator, model_validator
+
+from faultlab.cassette.format import CassetteError, read_header
+from faultlab.cassette.replay import Divergence
+from faultlab.emulator.personality import PERSONALITIES
+from faultlab.model import Model, one_of
+from faultlab.protocols import DEFAULT, PROTOCOLS, Protocol
+from faultlab.targets.base import Surroundings
+from faultlab.targets.emulator import Emulator, EmulatorTarget
+
+if TYPE_CHECKING:
+    from faultlab.problems import Loc
+
+
+class CassetteTarget(Model):
+    """A cassette's recorded server side as the target: `cassette: FILE`, or its fields."""
+
+    file: Path
+    divergence: Divergence = "strict"
+    time_scale: float = Field(default=1.0, gt=0)
+    # The personality that takes over under `fallback` (default: the one it was recorded with,
+    # or its API's).
+    personality: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _file_alone(cls, value: Any) -> Any:
+        return {"file": value} if isinstance(value, str | Path) else value
+
+    @field_validator("personality")
+    @classmethod
+    def _known(cls, name: str | None) -> str | None:
+        return None if name is None else one_of("personality", name, PERSONALITIES)
+
+    def anchored(self, folder: Path) -> CassetteTarget:
+        """The same, its file relative to `folder` (the profile's) when it is relative."""
+        return self.model_copy(update={"file": folder / self.file})
+
+
+class Replayed(Emulator):
+    """A cassette replayed where the emulator would listen (443 unless `port` says otherwise)."""
+
+    name: ClassVar[str] = "cassette"
+
+    def __init__(self, cassette: CassetteTarget, port: int | None, image: str | None) -> None:
+        super().__init__(EmulatorTarget(time_scale=cassette.time_scale), port, image)
+        self.cassette = cassette
+
+    @property
+    def protocol(self) -> Protocol:
+        """The API the cassette speaks (Gemini Live's while it cannot be read: the profile's
+        check says why)."""
+        try:
+            return PROTOCOLS[read_header(self.cassette.file).protocol]
+        except CassetteError:
+            return DEFAULT
+
+    def misfit(self) -> str | None:
+        if self.image is not None:
+            return "a cassette is served by faultlab's own program: it takes no 'image'"
+        return None
+
+    def argv(self, run: Surroundings) -> list[str]:
+        c = self.cassette
+        argv = [sys.executable, "-m", "faultlab", "emulator", "serve", "--host",
+                str(run.lab.server_address), "--port", str(self.listen_port), "--cassette",
+                str(run.profile_path(c.file)), "--divergence", c.divergence, "--time-scale",
+                f"{c.time_scale:g}", "--ca-dir", str(run.ca.directory)]
+        if c.personality is not None:
+            argv += ["--personality", c.personality]
+        if run.tape is not None:
+            argv += ["--record", str(run.tape)]
+        return argv
+
+    def profile_problems(self, hosts: Sequence[str], sysctl: Collection[str],
+                         subnets: Mapping[str, IPv4Network], folder: Path) -> list[tuple[Loc, str]]:
+        try:
+            header = read_header(folder / self.cassette.file)
+        except CassetteError as exc:
+            return [(("target", "cassette", "file"), line) for line in exc.problems]
+        personality = self.cassette.personality
+        if personality is not None and PERSONALITIES[personality].protocol != header.protocol:
+            return [(("target", "cassette", "personality"),
+                     f"{personality} speaks {PERSONALITIES[personality].protocol}; the cassette "
+                     f"{header.protocol}")]
+        return []
