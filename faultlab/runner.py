@@ -221,13 +221,13 @@ class Run:
         result.duration_s = self.clock.now()
         result.endings = {role: proc.ending for role, proc in self._processes.items()
                           if proc.ending is not None}
+        if p.record:
+            self._write_cassette()
         result.events = list(self.bus.events)
         result.unfired = self.timeline.unfired(result.events)
         if result.error is None:
             result.outcomes = evaluate(p.expect, RunFacts(result.observed, result.exit_codes,
                                                           self._alive_at_end, p.protocol))
-        if p.record:
-            self._write_cassette()
         self.bus.announce("faultlab", RunEnd(result.verdict, round(result.duration_s, 3)))
         self.bus.close()
         redact_process_files(self.run_dir)

@@ -4,7 +4,7 @@ JSON lines, one record a line, keys sorted, so that two cassettes diff line by l
 line is the header; every other line belongs to one connection (`conn`, numbered from 1 in the
 order they opened) at `at`, seconds since the first connection opened:
 
-    {"cassette": 1, "protocol": "gemini", "source": "emulator", "audio": "R0.cassette.audio", ...}
+    {"audio": "R0.cassette.audio", "cassette": 1, "protocol": "gemini", "source": "target", ...}
     {"at": 0.0, "conn": 1, "open": {"headers": {...}, "path": "/ws/...", "subprotocol": null}}
     {"at": 0.026, "conn": 1, "from": "client", "n": 1, "kind": "setup", "json": {...}}
     {"after": 1, "at": 0.287, "conn": 1, "from": "server", "kind": "setupComplete", "json": {...}}
@@ -189,10 +189,11 @@ def _said_line(conn: int, said: Said, audio: _AudioOut) -> dict[str, Any]:
 
 
 def lines_of(cassette: Cassette, audio_name: str) -> tuple[list[dict[str, Any]], bytes]:
-    """The cassette's lines and its side file's bytes."""
+    """The cassette's lines and its side file's bytes (the header names the side file only
+    when there is audio)."""
     audio = _AudioOut()
     header: dict[str, Any] = {"cassette": VERSION, "protocol": cassette.protocol,
-                              "source": cassette.source, "audio": audio_name}
+                              "source": cassette.source}
     if cassette.personality is not None:
         header["personality"] = cassette.personality
     if cassette.recorded is not None:
@@ -206,6 +207,8 @@ def lines_of(cassette: Cassette, audio_name: str) -> tuple[list[dict[str, Any]],
             e = rec.ending
             lines.append({"at": round(e.at, 6), "conn": rec.conn, "after": e.after,
                           "close": {"code": e.code, "reason": e.reason, "by": e.by}})
+    if audio.data:
+        header["audio"] = audio_name
     return lines, bytes(audio.data)
 
 
@@ -216,8 +219,11 @@ def write_cassette(path: Path, cassette: Cassette) -> Path:
     with open_private(path, "w") as f:
         for line in lines:
             f.write(json.dumps(line, sort_keys=True, ensure_ascii=False) + "\n")
-    with open_private(side, "wb") as f:
-        f.write(audio)
+    if audio:
+        with open_private(side, "wb") as f:
+            f.write(audio)
+    else:
+        side.unlink(missing_ok=True)
     return path
 
 

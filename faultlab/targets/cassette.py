@@ -50,7 +50,7 @@ class CassetteTarget(Model):
 
     def anchored(self, folder: Path) -> CassetteTarget:
         """The same, its file relative to `folder` (the profile's) when it is relative."""
-        return self.model_copy(update={"file": folder / self.file})
+        return self.model_copy(update={"file": (folder / self.file).absolute()})
 
 
 class Replayed(Emulator):

@@ -1,5 +1,5 @@
-"""No artifact of a run holds the client's API key or a resumption handle, and only the run's
-owner can read what holds secrets (issue 17)."""
+"""No artifact of a run holds the client's API key or a resumption handle, its cassette included,
+and only the run's owner can read what holds secrets (issue 17)."""
 
 from __future__ import annotations
 
@@ -43,6 +43,7 @@ def profile_text(case: Case, key: str, handles: Path) -> str:
     return f"""\
 name: secrets-{case.via}-{case.given}
 proxy: {str(case.proxy).lower()}
+record: true
 target: {{emulator: {{time_scale: 0.1}}}}
 client:
   command: [{sys.executable}, {', '.join(args)}]
@@ -118,6 +119,9 @@ def test_no_artifact_holds_a_secret(case: Case, tmp_path: Path,
     # The redaction is where the secrets were, not a run that never met them.
     redacted = f"<redacted len={len(key)} "
     assert redacted in (run_dir / "client.log").read_text()
+    # The cassette holds both sessions, the handle as a placeholder both ways.
+    cassette = (run_dir / "session.cassette.jsonl").read_text()
+    assert cassette.count("<redacted len=36 ") >= 2
     if case.proxy and case.via == "query":
         (start,) = {str(e.fields["path"]) for e in result.events if e.name == "proxy.ws_start"}
         assert "?key=" + redacted in start
