@@ -12,13 +12,13 @@ order they opened) at `at`, seconds since the first connection opened:
 
 A client message carries its number in its connection (`n`); a server message, a server's close
 and a connection's end carry `after`: the number of the client message it followed (0: none yet).
-A message is `json` (a JSON message), `text` (any other text) or `bytes` (base64, binary that is
-not UTF-8); `"binary": true` marks a JSON or text message sent in a binary frame. Audio is not
-inlined: a base64 string under an audio field (`data`, `audio`, `delta`) becomes
-"$audio:OFFSET:LENGTH" (":url" after it: base64's URL-safe alphabet), its decoded bytes at that
-place in the side file the header names.
-Secrets are placeholders (`<redacted len=N sha256=H>`, faultlab.private), the same secret always
-the same one; a replay serves a stand-in of the same length for each (`stand_in`).
+A message is `json` (a JSON object, its keys in their order, its spacing not kept), `text` (any
+other text) or `bytes` (base64, binary that is not UTF-8); `"binary": true` marks a JSON or text
+message sent in a binary frame. Audio is not inlined: a base64 string under an audio field
+(`data`, `audio`, `delta`) becomes "$audio:OFFSET:LENGTH" (":url" after it: base64's URL-safe
+alphabet), its decoded bytes at that place in the side file the header names. Secrets are
+placeholders (`<redacted len=N sha256=H>`, faultlab.private), the same secret always the same
+one; a replay serves a stand-in of the same length for each (`stand_in`).
 """
 
 from __future__ import annotations
@@ -179,11 +179,10 @@ def _said_line(conn: int, said: Said, audio: _AudioOut) -> dict[str, Any]:
     try:
         data = json.loads(payload)
     except ValueError:
-        line["text"] = payload
-        return line
-    if json.dumps(data, separators=(",", ":"), ensure_ascii=False) == payload:
+        data = None
+    if isinstance(data, dict):  # its keys in their order; its spacing is not kept
         line["json"] = audio.take(data, None)
-    else:  # spacing or key order of its own, kept as it was sent
+    else:
         line["text"] = payload
     return line
 
@@ -348,6 +347,9 @@ def read_cassette(path: Path) -> Cassette:
                                                dict(opened.get("headers") or {}))
                 cassette.connections.append(rec)
                 continue
+            if conn not in by_conn:
+                raise _problem(path, number, "conn",
+                               f"connection {conn} has no open line before it")
             rec = by_conn[conn]
             if "close" in line:
                 closed = line["close"]
@@ -362,10 +364,7 @@ def read_cassette(path: Path) -> Cassette:
             rec.said.append(Said(at, sender, str(line.get("kind", "")), _payload(line, audio),
                                  int(line.get("n", 0)), int(line.get("after", 0))))
         except KeyError as exc:
-            what = "conn" if exc.args[0] == "conn" else exc.args[0]
-            raise _problem(path, number, str(what),
-                           "missing" if what != "conn" else
-                           f"connection {line.get('conn')} has no open line before it") from None
+            raise _problem(path, number, str(exc.args[0]), "missing") from None
         except (ValueError, TypeError, binascii.Error) as exc:
             raise _problem(path, number, "", str(exc)) from None
     return cassette
