@@ -12,7 +12,7 @@ import pytest
 from faultlab.errors import LabError
 from faultlab.lab import backend_for
 from faultlab.lab import uplink as lab_uplink
-from faultlab.profile import parse_profile
+from faultlab.profile import load_profile, parse_profile
 from faultlab.protocols import GEMINI
 from faultlab.targets import TargetKind
 
@@ -41,6 +41,7 @@ class FakeRun:
     folder: Path
     speech: Path | None = None
     lab: FakeLab = FakeLab()
+    tape: Path | None = None
 
     @property
     def ca(self) -> FakeCA:
@@ -81,6 +82,27 @@ def test_the_emulator_on_the_services_port_gives_a_plain_base_url(tmp_path: Path
     assert kind.listen_port == 443
     env = kind.client_env(FakeRun(tmp_path, tmp_path), proxied=True)
     assert env["GOOGLE_VERTEX_BASE_URL"] == f"https://{GEMINI.service.endpoint}"
+
+
+def test_a_cassette_is_served_where_the_emulator_would_be(tmp_path: Path) -> None:
+    """A cassette target runs `emulator serve --cassette` with its file (from the profile's
+    folder), speaks the cassette's API, writes the emulator's frame log and records itself."""
+    from faultlab.cassette.format import Cassette, write_cassette
+
+    write_cassette(tmp_path / "o.cassette.jsonl", Cassette("openai", "test", []))
+    (tmp_path / "p.yaml").write_text(
+        "name: p\ntarget: {cassette: {file: o.cassette.jsonl, divergence: fallback, "
+        "time_scale: 0.5}}\nclient: {builtin: openai-naive}\n")
+    kind = load_profile(tmp_path / "p.yaml").target_kind
+    assert kind is not None and kind.name == "cassette" and kind.protocol.name == "openai"
+    run = FakeRun(tmp_path, tmp_path, tape=tmp_path / "target.tape.jsonl")
+    argv = kind.argv(run)
+    assert argv[argv.index("--cassette") + 1] == str(tmp_path / "o.cassette.jsonl")
+    assert argv[argv.index("--divergence") + 1] == "fallback"
+    assert argv[argv.index("--time-scale") + 1] == "0.5"
+    assert argv[argv.index("--record") + 1] == str(tmp_path / "target.tape.jsonl")
+    assert (kind.frame_log, kind.records, kind.listen_port) == ("emulator.connect", True, 443)
+    assert kind.client_env(run, proxied=False)["OPENAI_BASE_URL"].startswith("https://")
 
 
 def test_a_program_target_runs_in_the_lab_and_needs_nothing_of_the_client(tmp_path: Path) -> None:

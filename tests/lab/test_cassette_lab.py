@@ -86,12 +86,12 @@ def test_recorded_sessions_replay_to_the_same_client_events_and_table_row(tmp_pa
                         *map(str, replays), str(PROFILES / "cassettes"), timeout=300)
     assert replayed.returncode == 0, replayed.stdout
     again = runs_of(tmp_path / "replayed")
-    assert sorted(again) == sorted([f"replay-{n}" for n in originals] + ["cassette-R0", "cassette-R1"])
+    assert sorted(again) == sorted([f"replay-{n}" for n in originals] + ["cassettes-R0", "cassettes-R1"])
     for name, run_dir in originals.items():
         assert client_events(again[f"replay-{name}"]) == client_events(run_dir), name
     before, after = rows(list(originals.values())), rows(list(again.values()))
     pairs = [(name, f"replay-{name}") for name in originals]
-    pairs += [("field-R0", "cassette-R0"), ("field-R1", "cassette-R1")]
+    pairs += [("field-R0", "cassettes-R0"), ("field-R1", "cassettes-R1")]
     for emulated, served in pairs:
         row, replay_row = before[emulated], after[served]
         assert [row[c] for c in SAME] == [replay_row[c] for c in SAME], (row, replay_row)
