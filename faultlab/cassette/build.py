@@ -9,7 +9,14 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from faultlab.cassette.format import SUFFIX, Cassette, Ending, Recorded, Said, write_cassette
+from faultlab.cassette.format import (
+    RUN_CASSETTE,
+    Cassette,
+    Ending,
+    Recorded,
+    Said,
+    write_cassette,
+)
 from faultlab.cassette.tape import Closed, Message, Opened, Record, read_tape
 from faultlab.protocols import DEFAULT, PROTOCOLS, recognising
 
@@ -72,7 +79,6 @@ def build(records: Iterable[Record], protocol: str, source: str,
 # A run's tapes, by who wrote them, in the order the run's cassette prefers them: the target's
 # own sees the server's timing; the proxy's, the server leg of a target that records nothing.
 TAPES = ("target.tape.jsonl", "proxy.tape.jsonl")
-RUN_CASSETTE = "session" + SUFFIX
 
 
 def cassette_of_run(run_dir: Path, protocol: str, personality: str | None) -> Path | None:

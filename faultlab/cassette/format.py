@@ -42,6 +42,8 @@ from faultlab.protocols import PROTOCOLS
 VERSION = 1
 SUFFIX = ".cassette.jsonl"
 AUDIO_SUFFIX = ".cassette.audio"
+# A run's own cassette, in its folder.
+RUN_CASSETTE = "session" + SUFFIX
 # The fields whose base64 strings are audio, in both APIs' messages (Gemini's inline `data` and
 # realtime `audio`; OpenAI's `audio` and its output's `delta`); and the shortest string moved to
 # the side file (20 ms of 16 kHz audio is 856 characters: a short id stays where it is).

@@ -32,8 +32,7 @@ def show(path: Path) -> None:
     audio chunks as one line; each connection's opening and end.
 
     FILE|RUN_DIR is a cassette (NAME.cassette.jsonl) or a run folder that recorded one."""
-    from faultlab.cassette.build import RUN_CASSETTE
-    from faultlab.cassette.format import read_cassette
+    from faultlab.cassette.format import RUN_CASSETTE, read_cassette
     from faultlab.cassette.show import render
 
     if path.is_dir():

@@ -19,6 +19,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from faultlab.cassette.format import RUN_CASSETTE
 from faultlab.errors import FaultlabError
 from faultlab.private import redact_text, remember_env_secrets, write_private
 from faultlab.report.columns import columns
@@ -35,7 +36,7 @@ TIMELINE_PICTURE = "timeline.png"
 FORMAT = 1
 # The run folder's files a report points at, where the run made them.
 ATTACHMENTS = (PAGE_FILE, TIMELINE_PICTURE, "summary.md", "events.jsonl", "capture.pcap",
-               "client.log", "target.log", "proxy.log")
+               RUN_CASSETTE, "client.log", "target.log", "proxy.log")
 
 
 class RecordError(FaultlabError):

@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from faultlab.cassette.build import RUN_CASSETTE
-from faultlab.cassette.format import read_cassette
+from faultlab.cassette.format import RUN_CASSETTE, read_cassette
 from faultlab.report.record import RESULT_FILE, RunRecord
 from faultlab.report.suite import table
 
