@@ -101,6 +101,17 @@ def test_a_tape_becomes_connections_in_the_order_they_opened() -> None:
     assert second.ending == Ending(pytest.approx(0.9), 1011, "no", "server", 1)
 
 
+def test_a_cassette_holds_no_secret_whatever_its_tape_held(tmp_path: Path) -> None:
+    """A capture's records are not redacted: the cassette made of them is."""
+    records = [Opened(0.0, 1, f"{PATH}?key={SECRET}", None, {"x-goog-api-key": SECRET}),
+               Message(0.1, 1, "server", UPDATE), Message(0.2, 1, "client", RESUME),
+               Message(0.3, 1, "client", json.dumps({"note": f"my key is {SECRET}"}))]
+    path = write_cassette(tmp_path / "c.cassette.jsonl", build(records, "gemini", "capture"))
+    text = path.read_text()
+    assert SECRET not in text and HANDLE not in text
+    assert text.count("<redacted len=36 ") == 2  # one handle, both ways
+
+
 # The file.
 
 

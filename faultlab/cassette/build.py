@@ -17,7 +17,17 @@ from faultlab.cassette.format import (
     Said,
     write_cassette,
 )
-from faultlab.cassette.tape import Closed, Message, Opened, Record, read_tape
+from faultlab.cassette.tape import (
+    Closed,
+    Message,
+    Opened,
+    Record,
+    kept_headers,
+    read_tape,
+    redacted_bytes,
+    redacted_text,
+)
+from faultlab.private import credentials, redact_text, remember_secrets
 from faultlab.protocols import DEFAULT, PROTOCOLS, recognising
 
 
@@ -43,7 +53,8 @@ def protocol_of(records: Iterable[Record]) -> str:
 
 def build(records: Iterable[Record], protocol: str, source: str,
           personality: str | None = None) -> Cassette:
-    """The cassette of a tape's records (in the order its source saw them)."""
+    """The cassette of a tape's records (in the order its source saw them), every secret
+    redacted."""
     cassette = Cassette(protocol, source, [], personality,
                         datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
     by_key: dict[int, Recorded] = {}
@@ -54,8 +65,12 @@ def build(records: Iterable[Record], protocol: str, source: str,
             start = record.t
         at = record.t - start
         if isinstance(record, Opened):
-            rec = Recorded(len(cassette.connections) + 1, at, record.path, record.subprotocol,
-                           dict(record.headers or {}))
+            # Whatever wrote the tape, no secret goes further (a capture's tape is not redacted
+            # yet; redacting a redacted one changes nothing).
+            remember_secrets(credentials(record.path, record.headers or {}))
+            rec = Recorded(len(cassette.connections) + 1, at, redact_text(record.path),
+                           None if record.subprotocol is None else redact_text(record.subprotocol),
+                           kept_headers(record.headers or {}))
             by_key[record.conn] = rec
             counts[record.conn] = 0
             cassette.connections.append(rec)
@@ -65,14 +80,17 @@ def build(records: Iterable[Record], protocol: str, source: str,
             continue  # a connection whose opening the source did not see, or after its end
         rec = rec_or_none
         if isinstance(record, Closed):
-            rec.ending = Ending(at, record.code, record.reason, record.by, counts[record.conn])
+            rec.ending = Ending(at, record.code, redact_text(record.reason), record.by,
+                                counts[record.conn])
             continue
-        kind = kind_of(protocol, record.data)
+        data = (redacted_bytes(record.data) if isinstance(record.data, bytes)
+                else redacted_text(record.data))
+        kind = kind_of(protocol, data)
         if record.sender == "client":
             counts[record.conn] += 1
-            rec.said.append(Said(at, "client", kind, record.data, n=counts[record.conn]))
+            rec.said.append(Said(at, "client", kind, data, n=counts[record.conn]))
         else:
-            rec.said.append(Said(at, "server", kind, record.data, after=counts[record.conn]))
+            rec.said.append(Said(at, "server", kind, data, after=counts[record.conn]))
     return cassette
 
 
