@@ -63,6 +63,7 @@ def seconds(cell: str) -> float | None:
     return None if cell == "-" else float(cell.removesuffix(" s"))
 
 
+@pytest.mark.alone  # two labs at once, each run judged by its timings
 def test_recorded_sessions_replay_to_the_same_client_events_and_table_row(tmp_path: Path) -> None:
     """Record two field scenarios and an OpenAI one against the emulator; replay each cassette
     under the same faults, beside the shipped cassettes' profiles (R0 and R1 as recorded once):
@@ -127,3 +128,36 @@ timeout: 20s
     assert conn.ending is not None and conn.ending.by == "client"
     shown = faultlab("cassette", "show", str(result.run_dir))
     assert shown.returncode == 0 and "connection 1" in shown.stdout
+
+
+def conversation(path: Path) -> list[list[tuple[str, str, Any]]]:
+    """Each connection's messages: side, kind and content (JSON as data: its spacing aside)."""
+    def content(payload: str | bytes) -> Any:
+        try:
+            return json.loads(payload)
+        except ValueError:
+            return payload
+
+    return [[(s.sender, s.kind, content(s.payload)) for s in rec.said]
+            for rec in read_cassette(path).connections]
+
+
+def test_a_cassette_made_of_a_runs_capture_replays_to_the_same_frames(tmp_path: Path) -> None:
+    """`cassette from-pcap` of a recorded run's folder (its capture of the client's wss://
+    through the proxy, and the run's TLS key logs) holds the conversation the target recorded,
+    message for message; replayed under the same fault, the client sees what it saw."""
+    profile = PROFILES / "field" / "R0.yaml"
+    recorded = faultlab("run", "-q", "--record", "--runs-dir", str(tmp_path / "recorded"),
+                        str(profile), timeout=120)
+    assert recorded.returncode == 0, recorded.stdout
+    (run_dir,) = runs_of(tmp_path / "recorded").values()
+    made = tmp_path / "R0.cassette.jsonl"
+    built = faultlab("cassette", "from-pcap", str(run_dir), "--out", str(made))
+    assert built.returncode == 0, built.stderr
+    assert read_cassette(made).source == "capture"
+    assert conversation(made) == conversation(run_dir / RUN_CASSETTE)
+    replayed = faultlab("run", "-q", "--runs-dir", str(tmp_path / "replayed"),
+                        str(replaying(profile, made, tmp_path)), timeout=120)
+    assert replayed.returncode == 0, replayed.stdout
+    (again,) = runs_of(tmp_path / "replayed").values()
+    assert client_events(again) == client_events(run_dir)
