@@ -92,25 +92,29 @@ def _through_uplink(run_dir: Path) -> bool:
     return False
 
 
-def read_capture(source: CaptureSource, tshark: str | None = None) -> PcapReport:
+def read_capture(source: CaptureSource, tshark: str | None = None,
+                 payloads: bool = False) -> PcapReport:
     """Every flow of the capture, with WebSocket frames inside TLS when key logs are given and
-    tshark is there (found on PATH unless given); the report's notes say what could not be read."""
+    tshark is there (found on PATH unless given); the report's notes say what could not be read.
+    With `payloads`, frames carry their messages and flows their handshakes (`flows.analyse`)."""
     tshark = tshark or find_tshark()
     if not source.keylogs or tshark is None:
-        report = analyse(source.pcap)
+        report = analyse(source.pcap, payloads=payloads)
     else:
         # mkdtemp's folder is its owner's alone (0700); it goes with the merged keys in it.
         with tempfile.TemporaryDirectory(prefix="faultlab-tshark-") as folder:
             work = Path(folder)
             keylog = merge_keylogs(source.keylogs, work / "keys.log")
-            with dissect(source.pcap, keylog, tshark, work) as rows:
-                report = analyse(source.pcap, rows)
+            with dissect(source.pcap, keylog, tshark, work, payloads) as rows:
+                report = analyse(source.pcap, rows, payloads=payloads)
         report.keylogs = list(source.keylogs)
-    report.notes = [*source.notes, *_tls_notes(report, bool(source.keylogs), tshark is not None)]
+    report.notes = [*source.notes, *tls_notes(report, bool(source.keylogs), tshark is not None)]
     return report
 
 
-def _tls_notes(report: PcapReport, keylogs: bool, tshark: bool) -> list[str]:
+def tls_notes(report: PcapReport, keylogs: bool, tshark: bool) -> list[str]:
+    """What keeps frames inside TLS from being read (no key log, no tshark, no key for some
+    flows): none when every TLS flow was decrypted, or there is no TLS."""
     tls = [f for f in report.flows if f.tls]
     if not tls:
         return []

@@ -77,6 +77,30 @@ def _model_turn(data: str) -> str:
         {"inlineData": {"mimeType": "audio/pcm;rate=24000", "data": data}}]}}})
 
 
+SETUP = json.dumps({"setup": {"model": "models/synthetic-live"}})
+SETUP_COMPLETE = json.dumps({"setupComplete": {}})
+# What the server sends after an answer's audio.
+ANSWER_END = (json.dumps({"serverContent": {"outputTranscription": {"text": "Here is the answer."}}}),
+              json.dumps({"serverContent": {"generationComplete": True}}),
+              json.dumps({"serverContent": {"turnComplete": True}}))
+CLIENT_CLOSE = (1000, "bye")
+
+
+def audio_messages() -> tuple[str, str]:
+    """The client's audio chunk and the server's, the same every time."""
+    return (json.dumps({"realtimeInput": {"audio": {"mimeType": "audio/pcm;rate=16000",
+                                                    "data": _audio(16000, 0.1, 2)}}}),
+            _model_turn(_audio(24000, 0.1, 1)))
+
+
+def texts(plan: SessionPlan) -> tuple[list[str], list[str]]:
+    """The text messages the session sends, the client's and the server's, each in order."""
+    up, down = audio_messages()
+    answer = [down] * plan.reply_chunks + list(ANSWER_END)
+    return ([SETUP] + [up] * plan.up_frames,
+            [SETUP_COMPLETE] + answer * (plan.up_frames // plan.reply_every))
+
+
 async def _serve_and_talk(plan: SessionPlan, folder: Path) -> None:
     from websockets.asyncio.client import connect
     from websockets.asyncio.server import ServerConnection, serve
@@ -90,9 +114,7 @@ async def _serve_and_talk(plan: SessionPlan, folder: Path) -> None:
     client_ctx = ssl.create_default_context(cafile=str(ca.cert_path))
     client_ctx.keylog_filename = str(create_private(folder / "client-keys.log"))
     compression = "deflate" if plan.compression else None
-    down = _model_turn(_audio(24000, 0.1, 1))
-    up = json.dumps({"realtimeInput": {"audio": {"mimeType": "audio/pcm;rate=16000",
-                                                 "data": _audio(16000, 0.1, 2)}}})
+    up, down = audio_messages()
 
     async def answer(ws: ServerConnection) -> None:
         received = 0
@@ -105,16 +127,14 @@ async def _serve_and_talk(plan: SessionPlan, folder: Path) -> None:
             except ConnectionClosed:
                 return
             if "setup" in json.loads(message):
-                await ws.send(json.dumps({"setupComplete": {}}))
+                await ws.send(SETUP_COMPLETE)
                 continue
             received += 1
             if received % plan.reply_every == 0:
                 for _ in range(plan.reply_chunks):
                     await ws.send(down)
-                await ws.send(json.dumps({"serverContent": {
-                    "outputTranscription": {"text": "Here is the answer."}}}))
-                await ws.send(json.dumps({"serverContent": {"generationComplete": True}}))
-                await ws.send(json.dumps({"serverContent": {"turnComplete": True}}))
+                for text in ANSWER_END:
+                    await ws.send(text)
 
     async with (
         serve(answer, "127.0.0.1", PORT, ssl=server_ctx, compression=compression, max_size=None,
@@ -122,7 +142,7 @@ async def _serve_and_talk(plan: SessionPlan, folder: Path) -> None:
         connect(f"wss://localhost:{PORT}/", ssl=client_ctx, compression=compression,
                 max_size=None, ping_interval=None) as ws,
     ):
-        await ws.send(json.dumps({"setup": {"model": "models/synthetic-live"}}))
+        await ws.send(SETUP)
         await ws.recv()
         # The client closes once every answer is in: a close that overtook the last answer
         # would cut it short.
@@ -148,7 +168,7 @@ async def _serve_and_talk(plan: SessionPlan, folder: Path) -> None:
             answered.set()
         await answered.wait()
         if plan.idle_close_s is None:
-            await ws.close(1000, "bye")
+            await ws.close(*CLIENT_CLOSE)
         await listening
 
 

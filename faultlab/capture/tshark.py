@@ -13,6 +13,11 @@ so one message could not be told from the next. Enabling only the protocols need
 Plain ws:// stays with the hand decoder (`faultlab.capture.websocket`): it walks the same capture
 in 0.4-0.65 s and needs nothing installed, so tshark runs only when there are key logs, and only
 frames inside TLS are taken from it.
+
+With payloads (for a cassette), tshark is also asked for each message and the WebSocket's HTTP
+handshake (PAYLOAD_FIELDS): a text message's text (inflated when permessage-deflate compressed
+it) at its last frame, a binary one's bytes likewise (as the `data` dissector's hex), the
+Upgrade request's method, target and header lines, the answer's status and header lines.
 """
 
 from __future__ import annotations
@@ -23,11 +28,18 @@ import os
 import shutil
 import subprocess
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO
 
-from faultlab.capture.websocket import OPCODES, WsFrame, message_kind
+from faultlab.capture.websocket import (
+    OPCODES,
+    HttpHead,
+    Message,
+    WsFrame,
+    header_lines,
+    message_kind,
+)
 from faultlab.errors import MechanismError
 from faultlab.private import open_private
 
@@ -42,6 +54,15 @@ FIELDS = (
     "websocket.payload_length", "websocket.payload_length_ext_16",
     "websocket.payload_length_ext_64", "websocket.payload.close.status_code",
     "websocket.payload.close.reason", "websocket.payload.text",
+)
+# With payloads: the packets that carry the WebSocket's handshake inside TLS too, and the fields
+# of messages and handshakes. Binary messages have no field of the websocket dissector's own:
+# their bytes go to the `data` dissector.
+PAYLOAD_DISPLAY_FILTER = f"{DISPLAY_FILTER} || (tls && http)"
+PAYLOAD_FIELDS = (
+    "websocket.rsv", "data.data", "http.request.method", "http.request.uri", "http.request.version",
+    "http.request.line", "http.response.version", "http.response.code",
+    "http.response.code.desc", "http.response.line",
 )
 # The preferences the parsing relies on, whatever the user's Wireshark profile says (tshark runs
 # with an empty configuration folder). Out-of-order segments, as after a loss, are reassembled too
@@ -62,11 +83,60 @@ class TsharkError(MechanismError):
 class DecryptedPacket:
     """What tshark saw in one packet (numbered from 1): whether it finished a decrypted TLS
     handshake, and the WebSocket frames inside TLS it completed (their `ts` is left 0.0: the
-    flow walk stamps the packet's time)."""
+    flow walk stamps the packet's time). With payloads: the texts and binary messages whose last
+    frame it holds, in order, and its half of a WebSocket handshake (its `ts` left 0.0 too)."""
 
     number: int
     handshake_done: bool
     frames: list[WsFrame]
+    texts: list[str] = field(default_factory=list)
+    binaries: list[bytes] = field(default_factory=list)
+    head: HttpHead | None = None
+    compressed: list[bool] = field(default_factory=list)  # each frame's RSV1 (permessage-deflate)
+
+
+@dataclass(slots=True)
+class TlsMessages:
+    """Deals tshark's messages out to one direction's frames. tshark gives each message whole
+    at its last frame, a packet's texts in one list and its binary messages in another; which
+    frame ends which kind of message a fragment may only say packets later, so the message under
+    way is kept from one packet to the next. An empty message has no value in the lists."""
+
+    text: bool | None = None  # the message under way: text, binary, or none
+    length: int = 0  # its payload bytes so far, as sent
+    # tshark (4.0) inflates a permessage-deflate message only when it is one frame: a fragmented
+    # one's value is its compressed bytes, which no message is given.
+    readable: bool = True
+
+    def deal(self, frames: list[WsFrame], row: DecryptedPacket) -> list[WsFrame]:
+        """`frames` (the row's, stamped), each message's last frame with its message; when the
+        values do not add up (more or fewer than the messages ended), none of the packet's
+        messages gets one."""
+        ends: list[tuple[int, bool, bool]] = []  # (frame, text, readable) of each non-empty end
+        whole: dict[int, Message] = {}
+        compressed = row.compressed if len(row.compressed) == len(frames) else None
+        for i, frame in enumerate(frames):
+            if frame.opcode in ("text", "binary"):
+                self.text, self.length = frame.opcode == "text", 0
+                self.readable = frame.fin or (compressed is not None and not compressed[i])
+            elif frame.opcode != "continuation" or self.text is None:
+                continue
+            self.length += frame.length
+            if frame.fin:
+                if self.length:
+                    ends.append((i, self.text, self.readable))
+                else:
+                    whole[i] = "" if self.text else b""
+                self.text = None
+        texts, binaries = row.texts, row.binaries
+        if len(ends) != len(texts) + len(binaries) or sum(t for _, t, _ in ends) != len(texts):
+            return frames
+        next_text, next_binary = iter(texts), iter(binaries)
+        for i, text, readable in ends:
+            value = next(next_text) if text else next(next_binary)
+            if readable:
+                whole[i] = value
+        return [replace(f, message=whole[i]) if i in whole else f for i, f in enumerate(frames)]
 
 
 def find_tshark() -> str | None:
@@ -83,25 +153,30 @@ def merge_keylogs(keylogs: Sequence[Path], into: Path) -> Path:
     return into
 
 
-def tshark_argv(tshark: str, pcap: Path, keylog: Path,
-                display_filter: str = DISPLAY_FILTER) -> list[str]:
-    """The command that prints FIELDS of the packets `display_filter` keeps, as `-T ek` lines."""
+def tshark_argv(tshark: str, pcap: Path, keylog: Path, display_filter: str | None = None,
+                payloads: bool = False) -> list[str]:
+    """The command that prints FIELDS (and PAYLOAD_FIELDS, with `payloads`) of the packets
+    `display_filter` keeps (by default DISPLAY_FILTER, or PAYLOAD_DISPLAY_FILTER), as `-T ek`
+    lines."""
+    if display_filter is None:
+        display_filter = PAYLOAD_DISPLAY_FILTER if payloads else DISPLAY_FILTER
     argv = [tshark, "-r", str(pcap), "-n", "-o", f"tls.keylog_file:{keylog}"]
     for pref in PREFERENCES:
         argv += ["-o", pref]
     argv += ["-Y", display_filter, "-T", "ek"]
-    for name in FIELDS:
+    for name in (*FIELDS, *PAYLOAD_FIELDS) if payloads else FIELDS:
         argv += ["-e", name]
     return argv
 
 
 @contextlib.contextmanager
-def dissect(pcap: Path, keylog: Path, tshark: str, workdir: Path) -> Iterator[
+def dissect(pcap: Path, keylog: Path, tshark: str, workdir: Path, payloads: bool = False) -> Iterator[
         Iterator[DecryptedPacket]]:
-    """tshark reading `pcap` with `keylog`: its packets as they come; tshark is stopped when the
-    block ends, however it ends, and its failure raises TsharkError once its output is read.
-    `workdir` (private) serves as its empty configuration folder."""
-    argv = tshark_argv(tshark, pcap, keylog)
+    """tshark reading `pcap` with `keylog`: its packets as they come (with their messages and
+    handshakes when `payloads`); tshark is stopped when the block ends, however it ends, and its
+    failure raises TsharkError once its output is read. `workdir` (private) serves as its empty
+    configuration folder."""
+    argv = tshark_argv(tshark, pcap, keylog, payloads=payloads)
     env = {**os.environ, "WIRESHARK_CONFIG_DIR": str(workdir)}
     with (workdir / "tshark.err").open("w+b") as err:
         try:
@@ -135,9 +210,28 @@ def _rows(proc: subprocess.Popen[bytes], out: Iterable[bytes], err: IO[bytes]) -
 
 
 def parse_row(layers: dict[str, list[str]]) -> DecryptedPacket:
-    """One packet of tshark's `-T ek` output (the `layers` object of FIELDS)."""
+    """One packet of tshark's `-T ek` output (the `layers` object of FIELDS, and of
+    PAYLOAD_FIELDS when they were asked for)."""
     return DecryptedPacket(int(layers["frame_number"][0]),
-                           "20" in layers.get("tls_handshake_type", ()), frames_of(layers))
+                           "20" in layers.get("tls_handshake_type", ()), frames_of(layers),
+                           layers.get("websocket_payload_text", []),
+                           [bytes.fromhex(v) for v in layers.get("data_data", ())],
+                           http_head(layers),
+                           [int(v, 16) & 4 != 0 for v in layers.get("websocket_rsv", ())])
+
+
+def http_head(layers: dict[str, list[str]]) -> HttpHead | None:
+    """The packet's half of an HTTP handshake, rebuilt from its dissected parts (its `ts` left
+    0.0); None when it holds none."""
+    if "http_request_method" in layers:
+        start = " ".join(layers.get(f"http_request_{part}", [""])[0]
+                         for part in ("method", "uri", "version"))
+        return HttpHead(0.0, start, header_lines(layers.get("http_request_line", ())))
+    if "http_response_code" in layers:
+        start = " ".join(layers.get(f"http_response_{part}", [""])[0]
+                         for part in ("version", "code", "code_desc"))
+        return HttpHead(0.0, start, header_lines(layers.get("http_response_line", ())))
+    return None
 
 
 def _flag(value: str) -> bool:

@@ -23,6 +23,9 @@ DEFAULT: Protocol = GEMINI
 def recognising(message: Mapping[str, Any]) -> Protocol:
     """The protocol whose shape a decoded message has (a capture names none); the default's
     when none claims it."""
-    return next((p for p in PROTOCOLS.values() if p.recognises(message)), DEFAULT)
+    for protocol in PROTOCOLS.values():
+        if protocol.recognises(message):
+            return protocol
+    return DEFAULT
 
 __all__ = ["DEFAULT", "GEMINI", "OPENAI", "PROTOCOLS", "Protocol", "Service", "recognising"]
