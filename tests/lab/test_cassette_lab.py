@@ -66,7 +66,8 @@ def seconds(cell: str) -> float | None:
 @pytest.mark.alone  # two labs at once, each run judged by its timings
 def test_recorded_sessions_replay_to_the_same_client_events_and_table_row(tmp_path: Path) -> None:
     """Record two field scenarios and an OpenAI one against the emulator; replay each cassette
-    under the same faults, beside the shipped cassettes' profiles (R0 and R1 as recorded once):
+    under the same faults, beside the shipped cassettes' profiles (R0 and R1 as recorded once, R0
+    as made of a run's capture):
     every replay passes, the client's events are the recorded run's, kind for kind and in order,
     and the suite table's row is the emulator's (latencies within the tolerance)."""
     recorded = faultlab("run", "-q", "--jobs", "2", "--record", "--runs-dir",
@@ -86,12 +87,14 @@ def test_recorded_sessions_replay_to_the_same_client_events_and_table_row(tmp_pa
                         *map(str, replays), str(PROFILES / "cassettes"), timeout=300)
     assert replayed.returncode == 0, replayed.stdout
     again = runs_of(tmp_path / "replayed")
-    assert sorted(again) == sorted([f"replay-{n}" for n in originals] + ["cassettes-R0", "cassettes-R1"])
+    assert sorted(again) == sorted([f"replay-{n}" for n in originals] + [
+        "cassettes-R0", "cassettes-R1", "cassettes-R0-from-pcap"])
     for name, run_dir in originals.items():
         assert client_events(again[f"replay-{name}"]) == client_events(run_dir), name
     before, after = rows(list(originals.values())), rows(list(again.values()))
     pairs = [(name, f"replay-{name}") for name in originals]
-    pairs += [("field-R0", "cassettes-R0"), ("field-R1", "cassettes-R1")]
+    pairs += [("field-R0", "cassettes-R0"), ("field-R1", "cassettes-R1"),
+              ("field-R0", "cassettes-R0-from-pcap")]
     for emulated, served in pairs:
         row, replay_row = before[emulated], after[served]
         assert [row[c] for c in SAME] == [replay_row[c] for c in SAME], (row, replay_row)
