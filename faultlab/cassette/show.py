@@ -41,10 +41,10 @@ def _said_lines(rec: Recorded, protocol: Protocol) -> list[str]:
         if run is None:
             return
         first, last = run.first, run.last
-        if run.count == 1:
-            number = f"#{first.n}" if first.sender == "client" else f"after #{first.after}"
-        elif first.sender == "client":
-            number = f"#{first.n}-{last.n}"
+        if first.sender == "client":
+            number = f"#{first.n}" if run.count == 1 else f"#{first.n}-{last.n}"
+        elif first.after == last.after:
+            number = f"after #{first.after}"
         else:
             number = f"after #{first.after}-{last.after}"
         lines.append(_line(first.at, first.sender, number, first.kind,

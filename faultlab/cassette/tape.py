@@ -135,11 +135,12 @@ class TapeWriter:
 
     def opened(self, t: float, conn: int, path: str, headers: Mapping[str, str],
                subprotocol: str | None) -> None:
-        # The client's key is redacted wherever it appears later (a message may echo it).
-        remember_secrets(credentials(path, headers))
         self.write(Opened(t, conn, path, subprotocol, headers))
 
     def write(self, record: Record) -> None:
+        if isinstance(record, Opened):
+            # The client's key is redacted wherever it appears later (a message may echo it).
+            remember_secrets(credentials(record.path, record.headers or {}))
         self._file.write(json.dumps(to_json(record), ensure_ascii=False) + "\n")
         self._file.flush()
 
