@@ -67,7 +67,8 @@ def from_pcap(capture: Path, keylogs: tuple[Path, ...], out: Path | None) -> Non
     try:
         records = tape_from_pcap(capture, list(keylogs))
     except (CaptureInputError, PcapFormatError, ValueError) as exc:
-        fail(f"{capture}: {exc}", 2)
+        said = str(exc)
+        fail(said if said.startswith(str(capture)) else f"{capture}: {said}", 2)
     except OSError as exc:
         fail(f"{exc.filename or capture}: {exc.strerror}", 2)
     except FaultlabError as exc:
