@@ -8,7 +8,6 @@ under `divergence: fallback` the personality takes over where the client diverge
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Collection, Mapping, Sequence
 from ipaddress import IPv4Network
 from pathlib import Path
@@ -78,15 +77,9 @@ class Replayed(Emulator):
 
     def argv(self, run: Surroundings) -> list[str]:
         c = self.cassette
-        argv = [sys.executable, "-m", "faultlab", "emulator", "serve", "--host",
-                str(run.lab.server_address), "--port", str(self.listen_port), "--cassette",
-                str(run.profile_path(c.file)), "--divergence", c.divergence, "--time-scale",
-                f"{c.time_scale:g}", "--ca-dir", str(run.ca.directory)]
-        if c.personality is not None:
-            argv += ["--personality", c.personality]
-        if run.tape is not None:
-            argv += ["--record", str(run.tape)]
-        return argv
+        personality = ["--personality", c.personality] if c.personality is not None else []
+        return self.serve_argv(run, "--cassette", str(run.profile_path(c.file)), "--divergence",
+                               c.divergence, "--time-scale", f"{c.time_scale:g}", *personality)
 
     def profile_problems(self, hosts: Sequence[str], sysctl: Collection[str],
                          subnets: Mapping[str, IPv4Network], folder: Path) -> list[tuple[Loc, str]]:

@@ -78,12 +78,18 @@ class Emulator(TargetKind):
             return "the emulator is faultlab's own program: it takes no 'image'"
         return None
 
+    def serve_argv(self, run: Surroundings, *options: str) -> list[str]:
+        """`faultlab emulator serve` on the server's address with the run's CA, with `options`,
+        recording its tape when the run records."""
+        argv = [sys.executable, "-m", "faultlab", "emulator", "serve", "--host",
+                str(run.lab.server_address), "--port", str(self.listen_port), "--ca-dir",
+                str(run.ca.directory), *options]
+        return argv + (["--record", str(run.tape)] if run.tape is not None else [])
+
     def argv(self, run: Surroundings) -> list[str]:
         emulator = self.settings
-        argv = [sys.executable, "-m", "faultlab", "emulator", "serve", "--host",
-                str(run.lab.server_address), "--port", str(self.listen_port), "--personality",
-                emulator.personality, "--time-scale", f"{emulator.time_scale:g}", "--ca-dir",
-                str(run.ca.directory)]
+        argv = ["--personality", emulator.personality, "--time-scale",
+                f"{emulator.time_scale:g}"]
         if emulator.utterances is not None:
             argv += ["--utterances", str(run.profile_path(emulator.utterances))]
         if run.speech is not None:
@@ -92,9 +98,7 @@ class Emulator(TargetKind):
             argv += ["--seed", str(emulator.seed)]
         for key, value in emulator.overrides.items():
             argv += ["--set", f"{key}={json.dumps(value)}"]
-        if run.tape is not None:
-            argv += ["--record", str(run.tape)]
-        return argv
+        return self.serve_argv(run, *argv)
 
     def env(self, run: Surroundings) -> dict[str, str]:
         return {"SSLKEYLOGFILE": str(create_private(run.run_dir / "emulator-keys.log"))}

@@ -20,7 +20,18 @@ from faultlab.cassette.format import audio_path, read_cassette, write_cassette
 from faultlab.cassette.tape import read_tape
 
 from .conftest import RunningEmulator, clip, silence
-from .test_sdk import MODEL, Start, audio_bytes, config, handle_of, say, stream, text_of, turn
+from .test_sdk import (
+    MODEL,
+    Start,
+    audio_bytes,
+    booked,
+    config,
+    handle_of,
+    say,
+    stream,
+    text_of,
+    turn,
+)
 
 SPOKEN = {"response_modalities": ["AUDIO"], "input_audio_transcription": {},
           "output_audio_transcription": {}}
@@ -32,13 +43,7 @@ async def booking(utterances: Path, chunk_ms: int) -> dict[str, Any]:
     async with client.aio.live.connect(model=MODEL, config=config(**SPOKEN)) as session:
         handle = await handle_of(session)
         await stream(session, clip("booking", utterances) + silence(1.5), chunk_ms=chunk_ms)
-        first = await turn(session)
-        call = next(m.tool_call for m in first if m.tool_call)
-        assert call and call.function_calls
-        fc = call.function_calls[0]
-        await session.send_tool_response(function_responses=[types.FunctionResponse(
-            id=fc.id, name=fc.name, response={"status": "committed"})])
-        second = await turn(session)
+        first, fc, second = await booked(session)
     return {"handle": handle, "call": (fc.id, fc.name, fc.args), "text": text_of(second),
             "audio": audio_bytes(second), "kinds": [kinds(m) for m in first + second]}
 

@@ -86,6 +86,19 @@ async def stream(session: Any, pcm: bytes, realtime: bool = False, chunk_ms: int
         await asyncio.sleep(chunk_ms / 1000 if realtime else 0.002)
 
 
+async def booked(session: Any) -> tuple[list[types.LiveServerMessage], types.FunctionCall,
+                                        list[types.LiveServerMessage]]:
+    """The turn that ends in the booking's toolCall, the call, and the turn after the client
+    answered it committed."""
+    first = await turn(session)
+    call = next(m.tool_call for m in first if m.tool_call)
+    assert call and call.function_calls
+    fc = call.function_calls[0]
+    await session.send_tool_response(function_responses=[types.FunctionResponse(
+        id=fc.id, name=fc.name, response={"status": "committed"})])
+    return first, fc, await turn(session)
+
+
 def refused(exc: pytest.ExceptionInfo[errors.APIError], code: int) -> bool:
     return exc.value.code == code
 
@@ -121,13 +134,7 @@ def test_audio_turn_ended_by_silence_then_tool_call_answered(start_emulator: Sta
         async with client.aio.live.connect(model=MODEL, config=cfg) as session:
             await handle_of(session)
             await stream(session, clip("booking", utterances) + silence(1.5))
-            first = await turn(session)
-            call = next(m.tool_call for m in first if m.tool_call)
-            assert call and call.function_calls
-            fc = call.function_calls[0]
-            await session.send_tool_response(function_responses=[types.FunctionResponse(
-                id=fc.id, name=fc.name, response={"status": "committed"})])
-            second = await turn(session)
+            first, fc, second = await booked(session)
             return {"first": first, "call": fc, "second": second}
 
     got = asyncio.run(scenario())
