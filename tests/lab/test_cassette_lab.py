@@ -22,8 +22,9 @@ from .remote import remote_echo
 pytestmark = pytest.mark.lab
 
 # Two field scenarios (an abort after a reply; one after a toolCall, its booking made on the
-# resumed connection) and an OpenAI one whose client reconnects.
-RECORDED = ["field/R0", "field/R1", "openai/abort-recovery"]
+# resumed connection), an OpenAI one whose client reconnects, and an OpenAI one whose path drops
+# every packet after the function call (a packet fault on the replay's path).
+RECORDED = ["field/R0", "field/R1", "openai/abort-recovery", "openai/silent-loss-naive"]
 # The table's columns that a replay must give as the emulator did; the latency columns may
 # differ by the replay's tolerance (a recorded delay is served after the message it followed).
 SAME = ("runs", "verdicts", "resumes refused", "bookings", "user told")
@@ -65,7 +66,7 @@ def seconds(cell: str) -> float | None:
 
 @pytest.mark.alone  # two labs at once, each run judged by its timings
 def test_recorded_sessions_replay_to_the_same_client_events_and_table_row(tmp_path: Path) -> None:
-    """Record two field scenarios and an OpenAI one against the emulator; replay each cassette
+    """Record two field scenarios and two OpenAI ones against the emulator; replay each cassette
     under the same faults, beside the shipped cassettes' profiles (R0 and R1 as recorded once, R0
     as made of a run's capture):
     every replay passes, the client's events are the recorded run's, kind for kind and in order,
