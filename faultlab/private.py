@@ -121,13 +121,15 @@ def secrets_in_env(env: Mapping[str, str]) -> list[str]:
 
 
 def credentials(path: str, headers: Mapping[str, str]) -> list[str]:
-    """The credentials a request carries, in its query or its headers (without `Bearer `)."""
+    """The credentials a request carries, in its query or its headers (without `Bearer `);
+    header names in any case (a capture keeps them as they were sent)."""
     found = [m.group("pvalue") for m in _pattern.finditer(path) if m.group("pvalue")]
+    named = {str(name).lower(): str(value) for name, value in headers.items()}
     for name in CREDENTIAL_HEADERS:
-        value = headers.get(name)
+        value = named.get(name)
         if value:
             found.append(value.split()[-1])
-    offered = headers.get("sec-websocket-protocol") or ""
+    offered = named.get("sec-websocket-protocol") or ""
     found += [m.group("svalue") for m in _pattern.finditer(offered) if m.group("svalue")]
     return found
 

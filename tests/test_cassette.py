@@ -129,8 +129,11 @@ def test_a_cassette_file_reads_back_with_its_audio_beside_it(tmp_path: Path) -> 
         (s.at, s.sender, s.kind, json.loads(s.payload), s.n, s.after)
         for s in cassette.connections[0].said]
     assert back.connections[0].ending == cassette.connections[0].ending
-    # Sorted keys, one record a line: a diff shows what changed.
+    # Sorted keys, one record a line: a diff shows what changed; a message's own keys are
+    # served in their order.
     assert all(list(json.loads(x)) == sorted(json.loads(x)) for x in text.splitlines())
+    assert list(json.loads(back.connections[0].said[0].payload)["setup"]) == [
+        "model", "generationConfig"]
 
 
 def test_a_cassette_without_audio_has_no_side_file(tmp_path: Path) -> None:
@@ -138,6 +141,10 @@ def test_a_cassette_without_audio_has_no_side_file(tmp_path: Path) -> None:
     path = write_cassette(tmp_path / "t.cassette.jsonl",
                           Cassette("gemini", "test", [conn]))
     assert not audio_path(path).exists() and "audio" not in json.loads(path.read_text().split("\n")[0])
+
+
+HEAD = '{"cassette": 1, "protocol": "gemini"}'
+OPEN = '{"at": 0, "conn": 1, "open": {"path": "/ws/x"}}'
 
 
 @pytest.mark.parametrize(("lines", "problem"), [
@@ -149,6 +156,17 @@ def test_a_cassette_without_audio_has_no_side_file(tmp_path: Path) -> None:
      "t.cassette.jsonl:2: conn: connection 2 has no open line before it"),
     (['{"cassette": 1, "protocol": "gemini", "audio": "t.cassette.audio"}'],
      "t.cassette.jsonl:1: audio: cannot read"),
+    (['{"cassette": 1, "protocol": "gemini", "audio": "../x"}'],
+     "t.cassette.jsonl:1: audio: '../x' is not a file name beside the cassette"),
+    ([HEAD, OPEN, '{"at": 1, "close": 5, "conn": 1}'], "t.cassette.jsonl:3: close: 5 is not an object"),
+    ([HEAD, OPEN, '{"at": "soon", "conn": 1, "from": "client", "n": 1, "text": ""}'],
+     "t.cassette.jsonl:3: at: 'soon' is not a number"),
+    ([HEAD, OPEN, '{"at": 1, "conn": 1, "from": "client", "n": 2, "text": ""}'],
+     "t.cassette.jsonl:3: n: 2 follows client message 0 of connection 1: it must be 1"),
+    ([HEAD, OPEN, '{"after": 1, "at": 1, "conn": 1, "from": "server", "text": ""}'],
+     "t.cassette.jsonl:3: after: 1 is not one of the 0 client messages before it"),
+    ([HEAD, OPEN, '{"at": 1, "conn": 1, "from": "server", "json": {"data": "$audio:0:9"}}'],
+     "t.cassette.jsonl:3: json: $audio:0:9 is past the side file's end"),
 ])
 def test_a_broken_cassette_is_named_by_file_line_and_field(tmp_path: Path, lines: list[str],
                                                            problem: str) -> None:
@@ -185,10 +203,10 @@ class Client:
         return self.conn.poll(now)
 
 
-def replay_of(cassette: Cassette, divergence: str = "strict",
-              time_scale: float = 1.0) -> tuple[Replay, list[tuple[str, dict[str, Any]]]]:
+def replay_of(cassette: Cassette, divergence: str = "strict", time_scale: float = 1.0,
+              **overrides: object) -> tuple[Replay, list[tuple[str, dict[str, Any]]]]:
     seen: list[tuple[str, dict[str, Any]]] = []
-    emulator = Emulator(personality_with("gemini-dev-2026-10"), time_scale,
+    emulator = Emulator(personality_with("gemini-dev-2026-10", overrides), time_scale,
                         emit=lambda name, **f: seen.append((name, f)), seed=1)
     return Replay(cassette, emulator, divergence), seen  # type: ignore[arg-type]
 
@@ -247,6 +265,49 @@ def test_a_diverging_message_goes_to_the_personality_under_fallback() -> None:
     assert any("You said: Hi" in t for t in texts), texts
     assert not any("setupComplete" in t for t in texts)  # the recording answered the setup
     assert [f["then"] for name, f in seen if name == "cassette.diverged"] == ["fallback"]
+
+
+def test_the_emulator_takes_a_resumed_connection_over_whole() -> None:
+    """Under fallback a resumed connection goes on as a fresh session (the emulator never
+    issued the stand-in handle): the message that diverged is logged once and answered, the
+    personality's goAway still comes, and the connection ends when the emulator's does."""
+    resumed = Recorded(1, 0.0, PATH, said=[said(0.0, "client", RESUME, n=1),
+                                           said(0.5, "server", DONE, after=1),
+                                           said(1.0, "client", chunk(), n=2)],
+                       ending=Ending(3.0, 1011, "Internal error encountered.", "server", 2))
+    replay, seen = replay_of(Cassette("gemini", "test", [resumed]), "fallback",
+                             connection_lifetime_s=20.0)
+    client = Client(replay)
+    client.send(RESUME, 0.0)
+    assert sent(client.until(0.5)) == ["setup_complete"]
+    client.send(SAY, 1.0)
+    texts = [json.dumps(a.frame) for a in client.until(15.0) if a.frame is not None]
+    assert any("You said: Hi" in t for t in texts), texts
+    assert not any("setupComplete" in t for t in texts)  # the recording answered the setup
+    assert any("goAway" in t for t in texts)
+    logged = [f for name, f in seen if name == "emulator.frame" and f["from"] == "client"]
+    assert [f["kind"] for f in logged] == ["setup", "client_content"]
+    # No close was sent but the emulator's: none of the recording's is told of.
+    assert not [f for name, f in seen if name == "emulator.close" and f.get("why") == "recorded"]
+    assert not client.conn.closed
+    client.conn.peer_closed(16.0)
+    assert client.conn.closed
+
+
+def test_audio_and_video_chunks_interleaved_are_one_run() -> None:
+    video = json.dumps({"realtimeInput": {"video": {"data": "AAAA", "mimeType": "image/jpeg"}}})
+    conn = Recorded(1, 0.0, PATH, said=[said(0.0, "client", SETUP, n=1),
+                                        said(1.0, "client", chunk(), n=2),
+                                        said(1.1, "client", video, n=3),
+                                        said(1.5, "server", HEARD, after=3)])
+    assert [(s.first, s.last) for s in steps_of(conn, GEMINI.is_stream)] == [(1, 1), (2, 3)]
+    replay, seen = replay_of(Cassette("gemini", "test", [conn]))
+    client = Client(replay)
+    client.send(SETUP, 0.0)
+    for i, payload in enumerate([video, chunk(), video, chunk()]):
+        client.send(payload, 1.0 + i * 0.1)
+    assert sent(client.until(1.5)) == ["server_content.input_transcription"]
+    assert not [f for name, f in seen if name == "cassette.diverged"]
 
 
 def test_a_connection_plays_the_recorded_one_that_starts_as_it_does() -> None:

@@ -105,6 +105,9 @@ def test_credentials_of_a_request() -> None:
     assert credentials("/v1/realtime?model=m", {
         "sec-websocket-protocol": "realtime, openai-insecure-api-key.sk-browser-1"}) == [
         "sk-browser-1"]
+    # Header names as a capture keeps them, as sent.
+    assert credentials("/ws/x", {"X-Goog-Api-Key": "k3", "Authorization": "Bearer t4"}) == [
+        "k3", "t4"]
 
 
 def test_a_key_offered_as_a_subprotocol_is_redacted() -> None:

@@ -1,6 +1,7 @@
 """The cassette file: a recorded conversation, version 1 (docs/cassettes.md).
 
-JSON lines, one record a line, keys sorted, so that two cassettes diff line by line. The first
+JSON lines, one record a line, each line's keys sorted (a message's own keys keep their order), so
+that two cassettes diff line by line. The first
 line is the header; every other line belongs to one connection (`conn`, numbered from 1 in the
 order they opened) at `at`, seconds since the first connection opened:
 
@@ -219,7 +220,8 @@ def write_cassette(path: Path, cassette: Cassette) -> Path:
     lines, audio = lines_of(cassette, side.name)
     with open_private(path, "w") as f:
         for line in lines:
-            f.write(json.dumps(line, sort_keys=True, ensure_ascii=False) + "\n")
+            # The line's own keys sorted; a message's keep their order (it is served so).
+            f.write(json.dumps({k: line[k] for k in sorted(line)}, ensure_ascii=False) + "\n")
     if audio:
         with open_private(side, "wb") as f:
             f.write(audio)
@@ -318,9 +320,47 @@ def read_header(path: Path) -> Header:
     return _header(path, *first)
 
 
+class _Bad(Exception):
+    """A field of a cassette line that is not what it must be."""
+
+    def __init__(self, where: str, message: str) -> None:
+        super().__init__(message)
+        self.where = where
+
+
+_REQUIRED = object()
+
+
+def _field(data: dict[str, Any], name: str, kinds: type | tuple[type, ...],
+           default: Any = _REQUIRED, where: str = "") -> Any:
+    """`data[name]` if it is one of `kinds` (a bool is no number), or `default` when absent."""
+    at = f"{where}.{name}" if where else name
+    if name not in data:
+        if default is _REQUIRED:
+            raise _Bad(at, "missing")
+        return default
+    value = data[name]
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in (
+            kinds if isinstance(kinds, tuple) else (kinds,))):
+        raise _Bad(at, f"{value!r} is not {_KIND_NAMES.get(kinds, 'what it must be')}")
+    return value
+
+
+_NUMBER = (int, float)
+_KIND_NAMES: dict[Any, str] = {int: "an integer", _NUMBER: "a number", str: "a string",
+                               dict: "an object", (str, type(None)): "a string or null",
+                               (int, type(None)): "an integer or null"}
+
+
+def _side_file(path: Path, name: str) -> Path:
+    if not name or "/" in name or name in (".", ".."):
+        raise _Bad("audio", f"{name!r} is not a file name beside the cassette")
+    return path.with_name(name)
+
+
 def read_cassette(path: Path) -> Cassette:
     """A cassette file, its audio read back from its side file (CassetteError: where it is
-    wrong)."""
+    wrong, by line and field)."""
     lines = _lines(path)
     first = next(lines, None)
     if first is None:
@@ -328,7 +368,10 @@ def read_cassette(path: Path) -> Cassette:
     header = _header(path, *first)
     audio = b""
     if header.audio:
-        side = path.with_name(header.audio)
+        try:
+            side = _side_file(path, header.audio)
+        except _Bad as exc:
+            raise _problem(path, first[0], exc.where, str(exc)) from None
         try:
             audio = side.read_bytes()
         except OSError as exc:
@@ -338,35 +381,60 @@ def read_cassette(path: Path) -> Cassette:
     by_conn: dict[int, Recorded] = {}
     for number, line in lines:
         try:
-            conn = int(line["conn"])
-            at = float(line["at"])
-            if "open" in line:
-                if conn in by_conn:
-                    raise ValueError(f"connection {conn} opens twice")
-                opened = line["open"]
-                by_conn[conn] = rec = Recorded(conn, at, str(opened["path"]),
-                                               opened.get("subprotocol"),
-                                               dict(opened.get("headers") or {}))
-                cassette.connections.append(rec)
-                continue
-            if conn not in by_conn:
-                raise _problem(path, number, "conn",
-                               f"connection {conn} has no open line before it")
-            rec = by_conn[conn]
-            if "close" in line:
-                closed = line["close"]
-                if closed.get("by") not in ("client", "server", None):
-                    raise ValueError(f"close.by: {closed.get('by')!r} is not client, server or null")
-                rec.ending = Ending(at, closed.get("code"), str(closed.get("reason") or ""),
-                                    closed.get("by"), int(line.get("after", 0)))
-                continue
-            sender = line["from"]
-            if sender not in ("client", "server"):
-                raise ValueError(f"from: {sender!r} is neither client nor server")
-            rec.said.append(Said(at, sender, str(line.get("kind", "")), _payload(line, audio),
-                                 int(line.get("n", 0)), int(line.get("after", 0))))
-        except KeyError as exc:
-            raise _problem(path, number, str(exc.args[0]), "missing") from None
-        except (ValueError, TypeError, binascii.Error) as exc:
-            raise _problem(path, number, "", str(exc)) from None
+            _read_line(line, by_conn, cassette, audio)
+        except _Bad as exc:
+            raise _problem(path, number, exc.where, str(exc)) from None
     return cassette
+
+
+def _read_line(line: dict[str, Any], by_conn: dict[int, Recorded], cassette: Cassette,
+               audio: bytes) -> None:
+    conn = _field(line, "conn", int)
+    at = float(_field(line, "at", _NUMBER))
+    if "open" in line:
+        if conn in by_conn:
+            raise _Bad("conn", f"connection {conn} opens twice")
+        opened = _field(line, "open", dict)
+        by_conn[conn] = rec = Recorded(
+            conn, at, _field(opened, "path", str, where="open"),
+            _field(opened, "subprotocol", (str, type(None)), None, "open"),
+            {str(k): str(v) for k, v in _field(opened, "headers", dict, {}, "open").items()})
+        cassette.connections.append(rec)
+        return
+    if conn not in by_conn:
+        raise _Bad("conn", f"connection {conn} has no open line before it")
+    rec = by_conn[conn]
+    told = len(rec.client)  # the client messages before this line
+    if "close" in line:
+        closed = _field(line, "close", dict)
+        by = _field(closed, "by", (str, type(None)), None, "close")
+        if by not in ("client", "server", None):
+            raise _Bad("close.by", f"{by!r} is not client, server or null")
+        rec.ending = Ending(at, _field(closed, "code", (int, type(None)), None, "close"),
+                            _field(closed, "reason", str, "", "close"), by,
+                            _after(line, told))
+        return
+    sender = _field(line, "from", str)
+    if sender not in ("client", "server"):
+        raise _Bad("from", f"{sender!r} is neither client nor server")
+    try:
+        payload = _payload(line, audio)
+    except (ValueError, TypeError, binascii.Error) as exc:
+        raise _Bad("json" if "json" in line else "text" if "text" in line else "bytes",
+                   str(exc)) from None
+    kind = _field(line, "kind", str, "")
+    if sender == "client":
+        n = _field(line, "n", int)
+        if n != told + 1:
+            raise _Bad("n", f"{n} follows client message {told} of connection {rec.conn}: "
+                            f"it must be {told + 1}")
+        rec.said.append(Said(at, "client", kind, payload, n=n))
+    else:
+        rec.said.append(Said(at, "server", kind, payload, after=_after(line, told)))
+
+
+def _after(line: dict[str, Any], told: int) -> int:
+    after = _field(line, "after", int, 0)
+    if not 0 <= after <= told:
+        raise _Bad("after", f"{after} is not one of the {told} client messages before it")
+    return int(after)

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from faultlab.cassette.format import Cassette, Recorded, Said, with_stand_ins
-from faultlab.emulator.messages import Configure, Setup
 from faultlab.emulator.outbox import Action, Outbox
 from faultlab.emulator.refusals import close_reason
 from faultlab.emulator.session import Connection, Emulator
@@ -36,12 +35,18 @@ DIVERGED_CODE = 1008
 
 @dataclass(frozen=True)
 class Step:
-    """A client message the replay waits for: one message, or a run of stream chunks."""
+    """A client message the replay waits for: one message, or a run of stream chunks (`stream`:
+    audio, video, interleaved as the client likes)."""
 
-    kind: str
+    kind: str  # its (first) message's
     first: int  # the number of its (first) message
     last: int
     at: float  # when its first message came, in the cassette's time
+    stream: bool = False
+
+    def takes(self, kind: str, is_stream: Callable[[str], bool]) -> bool:
+        """Whether a client message of `kind` is this step (or, for a run, one more chunk)."""
+        return kind == self.kind or (self.stream and is_stream(kind))
 
     def describe(self, conn: int) -> str:
         span = f"{self.first}" if self.first == self.last else f"{self.first}-{self.last}"
@@ -53,10 +58,10 @@ def steps_of(rec: Recorded, is_stream: Callable[[str], bool]) -> list[Step]:
     steps: list[Step] = []
     for said in rec.client:
         last = steps[-1] if steps else None
-        if last is not None and last.kind == said.kind and is_stream(said.kind):
-            steps[-1] = Step(last.kind, last.first, said.n, last.at)
+        if last is not None and last.stream and is_stream(said.kind):
+            steps[-1] = Step(last.kind, last.first, said.n, last.at, stream=True)
         else:
-            steps.append(Step(said.kind, said.n, said.n, said.at))
+            steps.append(Step(said.kind, said.n, said.n, said.at, stream=is_stream(said.kind)))
     return steps
 
 
@@ -122,7 +127,8 @@ class Replay:
 
 class ReplayConnection:
     """One connection of the replay: the interface of the emulator's `Connection` that its shell
-    drives (begin, receive, next_due, poll, peer_closed, closed)."""
+    drives (begin, receive, next_due, poll, peer_closed, closed); once it diverged under
+    `fallback`, the emulator's connection behind that interface."""
 
     def __init__(self, replay: Replay, number: int, now: float, api: str,
                  client_port: int | None) -> None:
@@ -130,20 +136,25 @@ class ReplayConnection:
         self.number = number
         self.dialect = api
         self.opened_at = now
-        self.closed = False
-        self._closing = False  # a close is due: what the client sends is not answered
-        self._sent = 0
         self.outbox = Outbox()
         self.recorded: Recorded | None = None
         self.steps: list[Step] = []
         self.step = -1
         self.fallback: Connection | None = None
+        self._closed = False
+        self._closing = False  # a close is due: what the client sends is not answered
+        self._sent = 0
+        self._why: dict[int, str] = {}  # each scheduled close's reason to be (by its seq)
         self._received: list[str | bytes] = []
         self._path = ""
         self._headers: Mapping[str, str] = {}
         self._gone = False
         replay.emit("emulator.connect", conn=number, api=api,
                     **({"client_port": client_port} if client_port is not None else {}))
+
+    @property
+    def closed(self) -> bool:
+        return self.fallback.closed if self.fallback is not None else self._closed
 
     @property
     def _protocol(self) -> Any:
@@ -178,58 +189,66 @@ class ReplayConnection:
                                       _served(said))
         ending = rec.ending
         if ending is not None and ending.by == "server" and ending.after in numbers:
-            code = ending.code or 1000
-            self.replay.emit("emulator.close", conn=self.number, code=code,
-                             reason=ending.reason, why="recorded")
-            self.outbox.close(now + max(0.0, ending.at - anchor_at) * scale, code, ending.reason)
+            close = self.outbox.close(now + max(0.0, ending.at - anchor_at) * scale,
+                                      ending.code or 1000, ending.reason)
+            self._why[close.seq] = "recorded"
 
     def receive(self, raw: str | bytes, now: float) -> None:
         if self.fallback is not None:
             self.fallback.receive(raw, now)
             return
-        if self.closed or self._closing:
+        if self._closed or self._closing:
             return
         described = self._protocol.describe(raw)
         kind = str(described.get("kind") or ("binary" if isinstance(raw, bytes) else "text"))
-        self.replay.announce(FrameLogged("emulator", "client", self.number, kind, len(raw)))
         self._received.append(raw)
-        if self.recorded is None:  # diverged at the opening, closing
-            return
+        expected = self._match(kind, _resumes(described), now)
+        if expected is None or self.replay.divergence == "strict":
+            # Under fallback the emulator logs the message that diverged, as it takes it.
+            self.replay.announce(FrameLogged("emulator", "client", self.number, kind, len(raw)))
+        if expected is not None:
+            self._diverge(now, expected, kind, raw)
+
+    def _match(self, kind: str, resumes: bool, now: float) -> str | None:
+        """Take a client message of `kind` as the recording's next, scheduling what followed
+        it; None, or what the recording expected instead."""
+        rec = self.recorded
+        assert rec is not None
         if self.step == -1:
-            self._first(kind, _resumes(described), raw, now)
-            return
+            return self._first(kind, resumes, now)
+        is_stream = self._protocol.is_stream
         current = self.steps[self.step]
-        if kind == current.kind and self._protocol.is_stream(kind):
-            return
+        if current.stream and is_stream(kind):
+            return None
         following = self.steps[self.step + 1] if self.step + 1 < len(self.steps) else None
-        if following is not None and following.kind == kind:
+        if following is not None and following.takes(kind, is_stream):
             self.step += 1
             self._schedule(self.step + 1, following.at, now)
-            return
-        expected = (following.describe(self.recorded.conn) if following is not None else
-                    f"nothing more (recorded connection {self.recorded.conn} ends after "
-                    f"{current.last} client messages)")
-        self._diverge(now, expected, kind, raw)
+            return None
+        return (following.describe(rec.conn) if following is not None else
+                f"nothing more (recorded connection {rec.conn} ends after {current.last} client "
+                f"messages)")
 
-    def _first(self, kind: str, resumes: bool, raw: str | bytes, now: float) -> None:
+    def _first(self, kind: str, resumes: bool, now: float) -> str | None:
         rec = self.recorded
         assert rec is not None
         first = self.steps[0] if self.steps else None
         first_resumes = (first is not None and
                          _resumes(self._protocol.describe(rec.client[0].payload)))
-        if first is None or first.kind != kind or first_resumes != resumes:
+        if first is None or not first.takes(kind, self._protocol.is_stream) or (
+                first_resumes != resumes):
             other = self.replay.take(self.dialect, kind, resumes)
             if other is None:
-                expected = ("nothing (the recorded connection's client sent none)"
-                            if first is None else first.describe(rec.conn))
-                self._diverge(now, expected, kind, raw)
-                return
+                return ("nothing (the recorded connection's client sent none)"
+                        if first is None else first.describe(rec.conn))
             # The other's opening stands for what went out already (both opened alike).
             self.replay.give_back(rec)
             self.outbox.clear()
+            self._why.clear()
             self._play(other, self.opened_at, opening=self._sent == 0)
         self.step = 0
         self._schedule(1, self.steps[0].at, now)
+        return None
 
     def _diverge(self, now: float, expected: str, received: str, raw: str | bytes | None) -> None:
         then = self.replay.divergence
@@ -237,35 +256,20 @@ class ReplayConnection:
                          recorded=None if self.recorded is None else self.recorded.conn,
                          expected=expected, received=received, then=then)
         self.outbox.clear()
+        self._why.clear()
         if then == "fallback":
             self._fall_back(now, raw)
             return
         reason = close_reason(f"cassette diverged: expected {expected}; received {received}")
-        self.replay.emit("emulator.close", conn=self.number, code=DIVERGED_CODE, reason=reason,
-                         why="cassette diverged")
         self._closing = True
-        self.outbox.close(now, DIVERGED_CODE, reason)
+        self._why[self.outbox.close(now, DIVERGED_CODE, reason).seq] = "cassette diverged"
 
     def _fall_back(self, now: float, raw: str | bytes | None) -> None:
-        """The emulator takes the connection over: it is told the connection's opening and what
-        set the session up (setup, configuration), without a word to the client, which the
-        recording answered; then the message that diverged, as any."""
-        em = self.replay.emulator
-        loud, em.emit = em.emit, _quiet
-        try:
-            conn = Connection(em, self.number, self.opened_at, self.dialect)
-            conn.begin(self._path, self._headers, now)
-            told = self._received if raw is None else self._received[:-1]
-            for earlier in told:
-                try:
-                    sets_up = isinstance(em.api.parse(earlier).message, Setup | Configure)
-                except Exception:  # what the emulator refuses, the recording answered
-                    sets_up = False
-                if sets_up:
-                    conn.receive(earlier, now)
-            conn.outbox.clear()
-        finally:
-            em.emit = loud
+        """The emulator takes the connection over (`Connection.adopt`): its opening and what
+        the client said before, then the message that diverged, as any."""
+        conn = Connection(self.replay.emulator, self.number, self.opened_at, self.dialect)
+        earlier = self._received if raw is None else self._received[:-1]
+        conn.adopt(self._path, self._headers, earlier, now)
         self.fallback = conn
         if raw is not None:
             conn.receive(raw, now)
@@ -273,16 +277,18 @@ class ReplayConnection:
     def next_due(self) -> float | None:
         if self.fallback is not None:
             return self.fallback.next_due()
-        return None if self.closed else self.outbox.next_at()
+        return None if self._closed else self.outbox.next_at()
 
     def poll(self, now: float) -> list[Action]:
         if self.fallback is not None:
             return self.fallback.poll(now)
         out: list[Action] = []
-        while not self.closed and (action := self.outbox.pop_due(now)) is not None:
+        while not self._closed and (action := self.outbox.pop_due(now)) is not None:
             out.append(action)
             if action.closes:
-                self.closed = True
+                self._closed = True
+                self.replay.emit("emulator.close", conn=self.number, code=action.code,
+                                 reason=action.reason, why=self._why.get(action.seq, "recorded"))
             else:
                 self._sent += 1
         return out
@@ -294,7 +300,7 @@ class ReplayConnection:
         if self._gone:
             return
         self._gone = True
-        self.closed = True
+        self._closed = True
         self.outbox.clear()
         self.replay.emit("emulator.disconnect", conn=self.number,
                          **({"timed_out": True} if timed_out else {}))
@@ -309,6 +315,3 @@ def _served(said: Said) -> str | bytes:
             return said.payload
     return with_stand_ins(said.payload)
 
-
-def _quiet(*_: object, **__: object) -> None:
-    pass

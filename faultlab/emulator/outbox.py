@@ -47,8 +47,19 @@ class Outbox:
         """A payload to send as it is, at `at`."""
         heapq.heappush(self._due, Action(at, next(self._seq), wire=wire))
 
-    def close(self, at: float, code: int, reason: str) -> None:
-        heapq.heappush(self._due, Action(at, next(self._seq), None, code, reason))
+    def close(self, at: float, code: int, reason: str) -> Action:
+        action = Action(at, next(self._seq), None, code, reason)
+        heapq.heappush(self._due, action)
+        return action
+
+    def mark(self) -> int:
+        """A mark of what is scheduled by now, for `unsay`."""
+        return next(self._seq)
+
+    def unsay(self, mark: int) -> None:
+        """Every frame scheduled since `mark` is dropped; closes and thinking stay."""
+        self._due = [a for a in self._due if a.seq < mark or a.closes or a.think]
+        heapq.heapify(self._due)
 
     def think(self, at: float) -> Action:
         """The moment the model answers, at `at` (withdrawn with `withdraw`)."""

@@ -72,8 +72,9 @@ class Served(Protocol):
     """One connection as the shell drives it (the emulator's `Connection`, a cassette's)."""
 
     number: int
-    closed: bool
 
+    @property
+    def closed(self) -> bool: ...
     def begin(self, path: str, headers: Mapping[str, str], now: float) -> None: ...
     def receive(self, raw: str | bytes, now: float) -> None: ...
     def next_due(self) -> float | None: ...
@@ -138,6 +139,7 @@ class EmulatorServer:
         self._forgetting: asyncio.Task[None] | None = None
         # Every open connection and the task that handles it: what shutdown may have to abort.
         self._handlers: dict[ServerConnection, asyncio.Task[Any]] = {}
+        self._stopping = False
 
     @property
     def emit(self) -> Callable[..., None]:
@@ -164,6 +166,7 @@ class EmulatorServer:
             return
         if self._forgetting is not None:
             self._forgetting.cancel()
+        self._stopping = True
         self._server.close()
         try:
             await asyncio.wait_for(self._server.wait_closed(), SHUTDOWN_S)
@@ -184,6 +187,18 @@ class EmulatorServer:
         _, pending = await asyncio.wait(stuck.values(), timeout=ABORT_S)
         for task in pending:
             task.cancel()
+
+    def _ending(self, ws: ServerConnection, number: int, t: float) -> Closed:
+        """How a connection its core did not close ended, for the tape: the client's close,
+        websockets' own (a frame too big), or none (an abort, a reset, a path that died, or the
+        emulator stopping, which is the recording's end rather than a behaviour)."""
+        p = ws.protocol
+        if self._stopping or (p.close_sent is None and p.close_rcvd is None):
+            return Closed(t, number, None)
+        if p.close_rcvd is not None and (p.close_sent is None or p.close_rcvd_then_sent):
+            return Closed(t, number, p.close_rcvd.code, p.close_rcvd.reason, "client")
+        assert p.close_sent is not None
+        return Closed(t, number, p.close_sent.code, p.close_sent.reason, "server")
 
     async def _forget_dead_sessions(self) -> None:
         """Free the sessions whose handles died, when they die (at most FORGET_EVERY_S late)."""
@@ -285,11 +300,7 @@ class EmulatorServer:
         finally:
             conn.peer_closed(loop.time(), timed_out=_timed_out(ws))
             if tape is not None and not closed_here:
-                # The client's close, or none: an abort, a reset, a path that died.
-                got = ws.protocol.close_rcvd
-                tape.write(Closed(loop.time(), conn.number, None if got is None else got.code,
-                                  "" if got is None else got.reason,
-                                  None if got is None else "client"))
+                tape.write(self._ending(ws, conn.number, loop.time()))
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, ConnectionClosed):
                 await reader

@@ -21,7 +21,7 @@ import itertools
 import logging
 import random
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -158,6 +158,27 @@ class Connection:
             self._refuse(now + self.em.draw(self.p.invalid_argument_s), exc, "refused request")
         except Exception as exc:  # a bug
             self._bug(now, exc, "the connection's opening")
+
+    def adopt(self, path: str, headers: Mapping[str, str], earlier: Sequence[str | bytes],
+              now: float) -> None:
+        """Take over a connection another server answered so far (a cassette's replay, where
+        its client diverged): its opening (`path`, `headers`) and what set its session up among
+        the client's `earlier` messages (a setup, a configuration) are taken as if sent now,
+        the session opened fresh (a handle this emulator never issued is left out), and what the
+        emulator would have said of them is left unsaid; a refusal still closes."""
+        mark = self.outbox.mark()
+        self.begin(path, headers, now)
+        for raw in earlier:
+            try:
+                message = self.em.api.parse(raw).message
+            except ProtocolError:
+                continue
+            if isinstance(message, Setup) and not self._setup_seen:
+                self._setup_seen = True
+                self._on_setup(replace(message, handle=None), now)
+            elif isinstance(message, Configure) and self.session is not None:
+                self._configure(message)
+        self.outbox.unsay(mark)
 
     def receive(self, raw: str | bytes, now: float) -> None:
         """A frame from the client."""

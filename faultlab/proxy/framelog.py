@@ -4,18 +4,22 @@ Frames (`proxy.frame`, faultlab.vocabulary.FrameLogged, as the emulator writes t
 connection by the flow (`conn`) and carry the run's connection number `k`
 (faultlab.connections) once the run has told it; `proxy.ws_start` gives the flow's client port,
 by which the run numbers them in any case; `proxy.upstream` gives the proxy's own socket toward
-the server for each client connection, as soon as it is connected. The proxy's own
-message history is trimmed as it goes (mitmproxy keeps every message of a flow otherwise), so
-memory stays flat over long runs. The event writer redacts the client's credentials (the path's
+the server for each client connection, as soon as it is connected. The proxy's own message
+history is trimmed as it goes (mitmproxy keeps every message of a flow otherwise), so memory
+stays flat over long runs. A recording run's proxy writes its tape here too
+(faultlab.cassette.tape); a connection's end is taped when mitmproxy ends its flow, after the
+close handshake. The event writer redacts the client's credentials (the path's
 `?key=`), which the proxy also remembers, so they are redacted wherever else they appear.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 
 from mitmproxy import http
 from mitmproxy.proxy.server_hooks import ServerConnectionHookData
+from mitmproxy.websocket import WebSocketMessage
 
 from faultlab.cassette.tape import Closed, Message, TapeWriter
 from faultlab.private import credentials, remember_secrets
@@ -32,10 +36,12 @@ class FrameLog:
     def __init__(self, state: ProxyState, tape: TapeWriter | None = None) -> None:
         self.state = state
         self.events = state.events
-        # The run's recording, if it records: what each side sent, as the other received it
-        # (a client message a fault dropped never reached the server; one it injected did).
+        # The run's recording, if it records: what the server sent, as it came, before any
+        # fault saw it; what of the client's reached the server (a message a fault dropped
+        # did not, one it injected did). Connections are numbered as their WebSockets open.
         self.tape = tape
         self._taped: dict[str, int] = {}
+        self._numbers = itertools.count(1)
 
     def server_connected(self, data: ServerConnectionHookData) -> None:
         # The server leg of the client's connection: packet faults on that connection hurt it
@@ -51,7 +57,7 @@ class FrameLog:
         self.state.flows.append(flow)
         client, server = flow.client_conn.peername, flow.server_conn.peername
         if self.tape is not None:
-            number = self._taped[flow.id] = len(self._taped) + 1
+            number = self._taped[flow.id] = next(self._numbers)
             self.tape.opened(time.time(), number, flow.request.path, flow.request.headers,
                              flow.response.headers.get("sec-websocket-protocol")
                              if flow.response else None)
@@ -63,6 +69,8 @@ class FrameLog:
     def websocket_message(self, flow: http.HTTPFlow) -> None:
         assert flow.websocket is not None
         message = flow.websocket.messages[-1]
+        if not message.from_client and not message.injected:
+            self._tape(flow, message)
         about = self.state.protocol.describe(message.content)
         self.state.on_message(flow, message, about.get("kind", ""))
         extra = {"dropped": True} if message.dropped else {}
@@ -73,13 +81,16 @@ class FrameLog:
             "proxy", "client" if message.from_client else "server", flow.id[:8], kind,
             len(message.content), self.state.number_of(flow),
             {"opcode": message.type.name.lower(), **about, **extra}))
-        number = self._taped.get(flow.id)
-        if self.tape is not None and number is not None and not (
-                message.dropped if message.from_client else message.injected):
-            data = message.text if message.is_text else message.content
-            self.tape.write(Message(time.time(), number,
-                                    "client" if message.from_client else "server", data))
+        if message.from_client and not message.dropped:
+            self._tape(flow, message)
         del flow.websocket.messages[:-KEEP_MESSAGES]
+
+    def _tape(self, flow: http.HTTPFlow, message: WebSocketMessage) -> None:
+        number = self._taped.get(flow.id)
+        if self.tape is not None and number is not None:
+            self.tape.write(Message(time.time(), number,
+                                    "client" if message.from_client else "server",
+                                    message.text if message.is_text else message.content))
 
     def websocket_end(self, flow: http.HTTPFlow) -> None:
         ws = flow.websocket

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field, field_validator, model_validator
 
-from faultlab.cassette.format import CassetteError, read_header
+from faultlab.cassette.format import CassetteError, read_cassette, read_header
 from faultlab.cassette.replay import Divergence
 from faultlab.emulator.personality import PERSONALITIES
 from faultlab.model import Model, one_of
@@ -83,13 +83,13 @@ class Replayed(Emulator):
 
     def profile_problems(self, hosts: Sequence[str], sysctl: Collection[str],
                          subnets: Mapping[str, IPv4Network], folder: Path) -> list[tuple[Loc, str]]:
-        try:
-            header = read_header(folder / self.cassette.file)
+        try:  # read whole, so that a run does not start to find it broken
+            recorded = read_cassette(folder / self.cassette.file)
         except CassetteError as exc:
             return [(("target", "cassette", "file"), line) for line in exc.problems]
         personality = self.cassette.personality
-        if personality is not None and PERSONALITIES[personality].protocol != header.protocol:
+        if personality is not None and PERSONALITIES[personality].protocol != recorded.protocol:
             return [(("target", "cassette", "personality"),
                      f"{personality} speaks {PERSONALITIES[personality].protocol}; the cassette "
-                     f"{header.protocol}")]
+                     f"{recorded.protocol}")]
         return []
