@@ -173,6 +173,12 @@ class Direction:
             isn = (seg.seq + 1) & _MASK
             self._stream_pos = isn if self._stream_pos is None else _unwrap(isn, self._stream_pos)
         if n and self._ws.active:
+            pos = self._stream_pos
+            if pos is not None and not (seg.seq - pos) & _MASK and not self._pending:
+                # The next bytes, with nothing waiting: most segments of a capture, fed here
+                # without the heaps (a third of a 100,000-packet walk went to them).
+                self._stream_pos = pos + n
+                return self._ws.feed(ts, seg.payload)
             return self._reassemble(seg)
         return _NO_FRAMES
 
@@ -220,11 +226,6 @@ class Direction:
         if pos is None:  # the capture began mid-stream
             pos = self._stream_pos = seg.seq
         d = (seg.seq - pos) & _MASK
-        if not d and not self._pending:
-            # The next bytes, with nothing waiting: most segments of a capture, fed without the
-            # heaps (a third of a 100,000-packet walk went to them).
-            self._stream_pos = pos + len(seg.payload)
-            return self._ws.feed(seg.ts, seg.payload)
         start = pos + d - _WRAP if d >= _HALF else pos + d
         frames: list[WsFrame] = []
         if start not in self._pending:  # a copy of a waiting segment's start: the first one stays

@@ -65,7 +65,8 @@ def kind_of(message: Mapping[str, Any]) -> str:
         first = next(iter(message))
         key = snake(first)
     body = message[first]
-    if not isinstance(body, Mapping):
+    # A dict is told without the ABC's check, 0.26 us a message (as in `recognises`).
+    if type(body) is not dict and not isinstance(body, Mapping):
         return key
     if key == "realtime_input" and body:
         return f"{key}.{snake(next(iter(body)))}"
