@@ -267,7 +267,7 @@ def _show_capture(path: Path, keylogs: tuple[Path, ...], as_json: bool, server_s
     elif as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
     else:
-        from faultlab.capture.flows import render_text
+        from faultlab.capture.flows_text import render_text
 
         click.echo(render_text(report))
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from faultlab.capture import flows
-from faultlab.capture.flows import MAX_PENDING_BYTES, analyse, render_text
+from faultlab.capture.flows import MAX_PENDING_BYTES, analyse
+from faultlab.capture.flows_text import render_text
 from faultlab.capture.pcap import (
     ACK,
     FIN,

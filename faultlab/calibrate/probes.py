@@ -233,11 +233,8 @@ class Prober:
             await first.session.send_client_content(
                 turns=types.Content(role="user", parts=[types.Part(text=self.words.request)]),
                 turn_complete=True)
-            reply = await first.first(reply_began, since, self.timeout_s)
-            if reply is not None:
-                self.seen.time("reply_s", reply[0] - sent)
-            else:
-                self.seen.lack("reply_s", f"no reply within {self.timeout_s:g}s")
+            await self.seen.timing("reply_s", first.first(reply_began, since, self.timeout_s),
+                                   sent, f"no reply within {self.timeout_s:g}s")
             # Closed once the model is idle, its turn over (R1's condition).
             await first.first(turn_complete, since, self.timeout_s)
             call = next((m.tool_call for _, m in first.received[since:] if m.tool_call), None)
@@ -288,12 +285,10 @@ class Prober:
             spoken, filler = await speak(send, speech, silence)
             since = live.mark()
             try:
-                ended = await live.first(turn_ended, since, self.timeout_s)
-                if ended is None:
-                    self.seen.lack("turn_end_s", f"no end of turn within {self.timeout_s:g}s")
-                    return
-                self.seen.time("turn_end_s", ended[0] - spoken)
-                await self.audio_rate(live, since)
+                if await self.seen.timing(
+                        "turn_end_s", live.first(turn_ended, since, self.timeout_s), spoken,
+                        f"no end of turn within {self.timeout_s:g}s"):
+                    await self.audio_rate(live, since)
             finally:
                 filler.cancel()
                 await asyncio.wait({filler})

@@ -156,11 +156,8 @@ class RealtimeProber:
                 "content": [{"type": "input_text", "text": self.words.request}]})
             since, sent = live.mark(), loop.time()
             await conn.response.create()
-            reply = await live.first(is_output, since, self.timeout_s)
-            if reply is None:
-                self.seen.lack("reply_s", f"no output within {self.timeout_s:g}s")
-            else:
-                self.seen.time("reply_s", reply[0] - sent)
+            await self.seen.timing("reply_s", live.first(is_output, since, self.timeout_s), sent,
+                                   f"no output within {self.timeout_s:g}s")
             await live.first(live.of("response.done"), since, self.timeout_s)
             call = next((e for _, e in live.received[since:]
                          if e.get("type") == "response.function_call_arguments.done"), None)
@@ -172,11 +169,9 @@ class RealtimeProber:
                     "output": json.dumps({"status": "committed"})})
                 since, sent = live.mark(), loop.time()
                 await conn.response.create()
-                answer = await live.first(is_output, since, self.timeout_s)
-                if answer is None:
-                    self.seen.lack("tool_reply_s", f"no output within {self.timeout_s:g}s")
-                else:
-                    self.seen.time("tool_reply_s", answer[0] - sent)
+                if await self.seen.timing(
+                        "tool_reply_s", live.first(is_output, since, self.timeout_s), sent,
+                        f"no output within {self.timeout_s:g}s"):
                     await self.audio_rate(live, since)
             await self.in_band_error(live)
         async with await self.fresh() as second:
@@ -213,12 +208,10 @@ class RealtimeProber:
             spoken, filler = await speak(send, speech, silence)
             since = live.mark()
             try:
-                reply = await live.first(is_output, since, self.timeout_s)
-                if reply is None:
-                    self.seen.lack("turn_end_s", f"no response within {self.timeout_s:g}s")
-                    return
-                self.seen.time("turn_end_s", reply[0] - spoken)
-                await self.audio_rate(live, since)
+                if await self.seen.timing(
+                        "turn_end_s", live.first(is_output, since, self.timeout_s), spoken,
+                        f"no response within {self.timeout_s:g}s"):
+                    await self.audio_rate(live, since)
             finally:
                 filler.cancel()
                 await asyncio.wait({filler})

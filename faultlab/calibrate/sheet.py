@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -182,6 +182,17 @@ class Observations:
 
     def lack(self, key: str, why: str) -> None:
         self.missing.setdefault(key, []).append(why)
+
+    async def timing[T](self, key: str, arrival: Awaitable[tuple[float, T] | None],
+                        start: float, missing: str) -> tuple[float, T] | None:
+        """The time from `start` to what `arrival` waits for (an `Arrivals.first`), or why it
+        is `missing` when it does not come; what came."""
+        got = await arrival
+        if got is None:
+            self.lack(key, missing)
+        else:
+            self.time(key, got[0] - start)
+        return got
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from faultlab.capture.flows import DOWN, Flow, PcapReport, tls_state
+from faultlab.capture.flows import DOWN, Flow, PcapReport
+from faultlab.capture.flows_text import tls_state
 from faultlab.capture.websocket import WsFrame
 
 # Linux's TCP_RTO_MAX: no retransmission waits longer after the one before.

@@ -25,6 +25,7 @@ from faultlab.cassette.format import Cassette, Recorded, Said, with_stand_ins
 from faultlab.emulator.outbox import Action, Outbox
 from faultlab.emulator.refusals import close_reason
 from faultlab.emulator.session import Connection, Emulator
+from faultlab.protocols import Protocol as RealtimeApi
 from faultlab.vocabulary import FrameLogged
 
 Divergence = Literal["strict", "fallback"]
@@ -157,7 +158,7 @@ class ReplayConnection:
         return self.fallback.closed if self.fallback is not None else self._closed
 
     @property
-    def _protocol(self) -> Any:
+    def _protocol(self) -> RealtimeApi:
         return self.replay.api.protocol
 
     def begin(self, path: str, headers: Mapping[str, str], now: float) -> None:

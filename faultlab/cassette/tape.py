@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -159,11 +159,3 @@ def read_tape(path: Path) -> Iterator[Record]:
             except (ValueError, KeyError, TypeError) as exc:
                 raise ValueError(f"{path}:{number}: not a tape record ({exc})") from None
 
-
-def write_tape(path: Path, records: Iterable[Record]) -> None:
-    writer = TapeWriter(path)
-    try:
-        for record in records:
-            writer.write(record)
-    finally:
-        writer.close()

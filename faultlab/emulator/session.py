@@ -258,7 +258,7 @@ class Connection:
                 self.turns.think(action.at)
                 continue
             out.append(action)
-            if action.frame is None:
+            if action.closes:
                 self.closed = True
                 self._release(now)
                 self._drop_scheduled()

@@ -69,7 +69,8 @@ class FrameLog:
     def websocket_message(self, flow: http.HTTPFlow) -> None:
         assert flow.websocket is not None
         message = flow.websocket.messages[-1]
-        if not message.from_client and not message.injected:
+        taping = self.tape is not None
+        if taping and not message.from_client and not message.injected:
             self._tape(flow, message)
         about = self.state.protocol.describe(message.content)
         self.state.on_message(flow, message, about.get("kind", ""))
@@ -81,7 +82,7 @@ class FrameLog:
             "proxy", "client" if message.from_client else "server", flow.id[:8], kind,
             len(message.content), self.state.number_of(flow),
             {"opcode": message.type.name.lower(), **about, **extra}))
-        if message.from_client and not message.dropped:
+        if taping and message.from_client and not message.dropped:
             self._tape(flow, message)
         del flow.websocket.messages[:-KEEP_MESSAGES]
 

@@ -8,6 +8,7 @@ under `divergence: fallback` the personality takes over where the client diverge
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Mapping, Sequence
 from ipaddress import IPv4Network
 from pathlib import Path
@@ -65,10 +66,7 @@ class Replayed(Emulator):
     def protocol(self) -> Protocol:
         """The API the cassette speaks (Gemini Live's while it cannot be read: the profile's
         check says why)."""
-        try:
-            return PROTOCOLS[read_header(self.cassette.file).protocol]
-        except CassetteError:
-            return DEFAULT
+        return PROTOCOLS.get(_protocol_of(self.cassette.file) or "", DEFAULT)
 
     def misfit(self) -> str | None:
         if self.image is not None:
@@ -93,3 +91,13 @@ class Replayed(Emulator):
                      f"{personality} speaks {PERSONALITIES[personality].protocol}; the cassette "
                      f"{recorded.protocol}")]
         return []
+
+
+@functools.lru_cache(maxsize=64)
+def _protocol_of(path: Path) -> str | None:
+    """The protocol a cassette's header names (None: it cannot be read), read once a file:
+    a run asks its target's protocol many times."""
+    try:
+        return read_header(path).protocol
+    except CassetteError:
+        return None
