@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from faultlab.cassette.tape import Side
 from faultlab.errors import ProfileError
@@ -45,6 +45,9 @@ SUFFIX = ".cassette.jsonl"
 AUDIO_SUFFIX = ".cassette.audio"
 # A run's own cassette, in its folder.
 RUN_CASSETTE = "session" + SUFFIX
+# What a replay does when the client departs from the recording: close (strict) or hand the
+# connection to the emulator (fallback).
+Divergence = Literal["strict", "fallback"]
 # The fields whose base64 strings are audio, in both APIs' messages (Gemini's inline `data` and
 # realtime `audio`; OpenAI's `audio` and its output's `delta`); and the shortest string moved to
 # the side file (20 ms of 16 kHz audio is 856 characters: a short id stays where it is).

@@ -19,17 +19,15 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from faultlab.cassette.format import Cassette, Recorded, Said, with_stand_ins
+from faultlab.cassette.format import Cassette, Divergence, Recorded, Said, with_stand_ins
 from faultlab.emulator.outbox import Action, Outbox
 from faultlab.emulator.refusals import close_reason
 from faultlab.emulator.session import Connection, Emulator
 from faultlab.protocols import Protocol as RealtimeApi
 from faultlab.vocabulary import FrameLogged
 
-Divergence = Literal["strict", "fallback"]
-DIVERGENCES: tuple[Divergence, ...] = ("strict", "fallback")
 # A policy violation: the client sent what the recording's client did not.
 DIVERGED_CODE = 1008
 

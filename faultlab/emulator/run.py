@@ -9,8 +9,8 @@ import signal
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from faultlab.cassette.format import Cassette
-from faultlab.cassette.replay import Divergence, Replay
+from faultlab.cassette.format import Cassette, Divergence
+from faultlab.cassette.replay import Replay
 from faultlab.cassette.tape import TapeWriter
 from faultlab.emulator.audio import TranscriptRegistry
 from faultlab.emulator.personality import personality_from

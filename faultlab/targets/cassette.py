@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field, field_validator, model_validator
 
-from faultlab.cassette.format import CassetteError, read_cassette, read_header
-from faultlab.cassette.replay import Divergence
+from faultlab.cassette.format import CassetteError, Divergence, read_cassette, read_header
 from faultlab.emulator.personality import PERSONALITIES
 from faultlab.model import Model, one_of
 from faultlab.protocols import DEFAULT, PROTOCOLS, Protocol
