@@ -15,7 +15,8 @@ Parts, in order: lab (set-up + teardown, a container client's start-up: bench.py
 (the 100k-packet ws:// capture: bench.py; the 15-minute wss:// session: pcap_bench.py), proxy
 (proxy_bench.py), impair (impair_bench.py), emulator (bench.py), recovery (recovery_bench.py),
 suite (suite_bench.py), report (report.html of a 15-minute run in headless Chromium:
-report_bench.py), mtu (an MTU black hole: what size passes, what stalls: mtu_bench.py).
+report_bench.py), mtu (an MTU black hole: what size passes, what stalls: mtu_bench.py), explore
+(points per minute beside one `faultlab run` a point: explore_bench.py).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import traceback
 from collections.abc import Callable
 from datetime import datetime
 
+import explore_bench
 import impair_bench
 import middlebox_bench
 import mtu_bench
@@ -72,6 +74,8 @@ PARTS: dict[str, tuple[str, Part]] = {
                                                                     full=a.full_suite)),
     "report": ("bench/report_bench.py", lambda a: report_bench.collect()),
     "mtu": ("bench/mtu_bench.py", _root_only("MTU black hole", lambda a: mtu_bench.collect())),
+    "explore": ("bench/explore_bench.py", _root_only(
+        "explore points per minute", lambda a: explore_bench.collect(a.jobs))),
 }
 
 

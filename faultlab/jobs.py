@@ -68,6 +68,15 @@ def shard(runs: Sequence[PlannedRun], k: int, n: int) -> list[PlannedRun]:
     return [r for i, r in enumerate(runs) if i in chosen]
 
 
+def parse_jobs(value: str) -> int:
+    """`--jobs`: a number of runs at once, 1-64, or `auto` (`default_jobs`); else a ValueError."""
+    if value == "auto":
+        return default_jobs()
+    if not value.isdigit() or not 1 <= int(value) <= 64:
+        raise ValueError(f"--jobs {value!r}: a number of runs at once, 1-64, or auto")
+    return int(value)
+
+
 def default_jobs() -> int:
     """Runs at once when `--jobs` is not given a number: a run mostly waits (on timers, the
     network, its client), so two per core, at most 8."""
@@ -78,7 +87,8 @@ class Progress:
     """What a parallel suite shows while it runs: on a terminal one status line, rewritten
     (done, running, failed, elapsed, estimate); elsewhere nothing until each run's own lines."""
 
-    def __init__(self, total: int, jobs: int, live: bool) -> None:
+    def __init__(self, total: int, jobs: int, live: bool, label: str = "") -> None:
+        self.label = label
         self.total = total
         self.jobs = jobs
         self.live = live
@@ -88,7 +98,8 @@ class Progress:
 
     def line(self) -> str:
         elapsed = time.monotonic() - self.started
-        text = (f"[{self.done}/{self.total} done, {self.running} running, {self.failed} failed, "
+        label = f"{self.label}: " if self.label else ""
+        text = (f"[{label}{self.done}/{self.total} done, {self.running} running, {self.failed} failed, "
                 f"{_clock(elapsed)} elapsed")
         if self._durations and self.done < self.total:
             mean = sum(self._durations) / len(self._durations)
@@ -131,15 +142,18 @@ def event_line(event: Event) -> str:
 @dataclass(frozen=True)
 class RunOptions:
     """What `faultlab run`'s options change in every run of a suite (each job's own
-    `faultlab run` is given them again): the client's image, whether runs record cassettes."""
+    `faultlab run` is given them again): the client's image, whether runs record cassettes,
+    whether their reports draw timeline.png."""
 
     client_image: str | None = None
     record: bool = False
+    timeline: bool = True
 
     def args(self) -> list[str]:
         """The options, as `faultlab run` takes them."""
         return ([*(["--client-image", self.client_image] if self.client_image else []),
-                 *(["--record"] if self.record else [])])
+                 *(["--record"] if self.record else []),
+                 *([] if self.timeline else ["--no-timeline"])])
 
 
 async def run_suite(runs: Sequence[PlannedRun], runs_dir: Path, jobs: int, options: RunOptions,
@@ -160,7 +174,8 @@ async def run_suite(runs: Sequence[PlannedRun], runs_dir: Path, jobs: int, optio
     for index, planned in enumerate(runs):
         count = f" ({index + 1}/{len(runs)})" if len(runs) > 1 else ""
         say(f"== {planned.profile.name}{count}")
-        run = Run(planned.profile, runs_dir, None if quiet else lambda e: say(event_line(e)))
+        run = Run(planned.profile, runs_dir, None if quiet else lambda e: say(event_line(e)),
+                  options.timeline)
         if report_to is not None:
             report_to.write_text(str(run.run_dir.absolute() / RESULT_FILE) + "\n")
         try:

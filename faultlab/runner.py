@@ -70,8 +70,10 @@ class Run:
     """Executes one profile; `execute` always tears the lab down and writes the report."""
 
     def __init__(self, profile: Profile, runs_dir: Path,
-                 progress: Callable[[Event], None] | None = None) -> None:
+                 progress: Callable[[Event], None] | None = None, timeline: bool = True) -> None:
         self.profile = profile
+        # Whether the report draws timeline.png (report.html shows the run either way).
+        self.draws_timeline = timeline
         self.started = datetime.now()
         self.run_dir = make_run_dir(runs_dir, profile.name, self.started)
         self.clock = RunClock()
@@ -233,7 +235,7 @@ class Run:
         redact_process_files(self.run_dir)
         record = RunRecord.of(result)
         record.write(self.run_dir)  # first: the verdict stands whatever the drawing does
-        write_run_reports(self.run_dir, result.events, record, result)
+        write_run_reports(self.run_dir, result.events, record, result, self.draws_timeline)
         self.record = record.with_attachments()
         self.record.write(self.run_dir)
 

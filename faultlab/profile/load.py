@@ -12,6 +12,7 @@ from pydantic import Field, ValidationError, field_validator
 
 from faultlab.errors import ProfileError
 from faultlab.expect import Expectation, expectation_kinds
+from faultlab.explore.space import Space, variants
 from faultlab.faults import FAULTS, Need
 from faultlab.lab import LABS, backend_for
 from faultlab.model import Duration, Model, host_name, image_ref
@@ -42,6 +43,8 @@ class ProfileBase(Model):
     timeout: Duration = 60.0
     settle: Duration = 0.3
     field_ranges: FieldRanges = Field(default=FieldRanges(), alias="field")
+    # What `faultlab explore` searches (faultlab.explore.space); a run leaves it aside.
+    explore: Space | None = None
 
     @field_validator("description")
     @classmethod
@@ -126,6 +129,8 @@ def parse_profile(text: str | bytes, source: str = "<profile>", path: Path | Non
         raw = raw.model_copy(update={"target": raw.target.anchored(
             path.parent if path else Path.cwd())})
     steps = check_steps(raw.timeline, problems)
+    if raw.explore is not None:
+        variants(raw.explore.faults, problems)
     network = _check_backend(raw, problems)
     _check_needs(raw, steps, problems)
     _check_target(raw, path, problems)

@@ -1,0 +1,375 @@
+"""An exploration, run: the unhurt run, the grid, refinement, shrinking and confirmation, each
+run a `faultlab run` job in a lab of its own (`faultlab.jobs`), up to `jobs` at once, within the
+budget; every run journaled as it ends (`faultlab.explore.journal`), so an exploration cut short
+is resumed where it stopped, and shards are merged into one.
+
+Its folder: `profile.yaml` (the base profile as given), `journal.jsonl`, `points/` (each point's
+profile), `runs/` (each run's folder), `minimal/` (a profile per distinct failure, shrunk), and
+`explore.json` and `explore.html` (faultlab.explore.result), written whenever it stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from faultlab.errors import FaultlabError, ProfileError
+from faultlab.events import read_events
+from faultlab.explore import schedule
+from faultlab.explore.journal import BASELINE, JOURNAL, Head, Journal, Measured
+from faultlab.explore.search import refinements, simpler, simplest
+from faultlab.explore.space import (
+    MAX_POINTS,
+    Boundary,
+    Point,
+    Space,
+    Variant,
+    boundaries,
+    count_points,
+    grid,
+    variants,
+)
+from faultlab.jobs import Job, Progress, RunOptions
+from faultlab.plainyaml import load_mapping
+from faultlab.profile import Profile, parse_profile
+from faultlab.report.record import RunRecord
+from faultlab.vocabulary import FrameLogged
+
+BASE_PROFILE = "profile.yaml"
+# Rounds of refinement and of shrinking at most (each halves a gap, or simplifies a schedule).
+MAX_ROUNDS = 12
+
+
+def exploring_jobs() -> int:
+    """Runs at once when `--jobs` is auto: a point's run mostly waits on its client's timers, so
+    four per core, at most 8 (make bench: 8 at once on 2 cores ran 3.2x the points a minute of
+    one `faultlab run` after another; 4 at once, 2.5x)."""
+    return min(4 * (os.cpu_count() or 1), 8)
+
+
+# Runs a point's profile to its record (a `faultlab run` job; a stand-in in unit tests).
+type Execute = Callable[[Profile], Awaitable[RunRecord]]
+
+
+class SpaceError(FaultlabError):
+    """A space that cannot be explored as given (exit 2): the message says why."""
+
+
+@dataclass
+class Budget:
+    """At most `runs` runs in all (journal included) and none started after `deadline`
+    (monotonic seconds)."""
+
+    runs: int | None = None
+    deadline: float | None = None
+    spent_why: str | None = None
+    # Runs started by this process (those measured before it are in the journal).
+    started: int = 0
+
+    def allows(self, measured: int) -> bool:
+        """Whether another run may start, `measured` runs being in the journal from before."""
+        if self.runs is not None and measured + self.started >= self.runs:
+            self.spent_why = f"--runs {self.runs} reached"
+        elif self.deadline is not None and time.monotonic() >= self.deadline:
+            self.spent_why = "--time ran out"
+        return self.spent_why is None
+
+
+@dataclass
+class Finding:
+    """A distinct failure (its outcome), the simplest schedule that still shows it, and how its
+    confirmation went."""
+
+    outcome: str
+    minimal: Point
+    points: int
+    confirmed: list[Measured] = field(default_factory=list)
+    profile: str = ""
+
+    @property
+    def confirmation(self) -> str:
+        fails = sum(1 for m in self.confirmed if m.outcome == self.outcome)
+        return f"{fails} of {len(self.confirmed)}"
+
+    @property
+    def flaky(self) -> bool:
+        return any(m.outcome != self.outcome for m in self.confirmed)
+
+
+class Exploration:
+    """One exploration folder and what runs in it."""
+
+    def __init__(self, folder: Path, base_text: str, space: Space, jobs: int,
+                 options: RunOptions, say: Callable[[str], None], quiet: bool,
+                 budget: Budget, shard: tuple[int, int] | None = None,
+                 execute: Execute | None = None) -> None:
+        self.folder = folder.absolute()
+        # How a point's profile is run: a `faultlab run` job in a lab of its own.
+        self.execute = execute or self._job
+        self.base_text = base_text
+        self.space = space
+        self.jobs = jobs
+        self.options = options
+        self.say = say
+        self.quiet = quiet
+        self.budget = budget
+        self.shard = shard
+        self.base_path = folder / BASE_PROFILE
+        data, _ = load_mapping(base_text, str(self.base_path), "a profile")
+        self.base_data = data
+        self.base = parse_profile(base_text, str(self.base_path), self.base_path)
+        self.variants = self._variants()
+        self.journal = Journal.load(folder / JOURNAL)
+        self._before = len(self.journal.runs)  # what the budget counts besides this process's
+        self.found: list[Boundary] = []
+        self.findings: list[Finding] = []
+        self.phase = "unhurt run"
+
+    def _variants(self) -> list[Variant]:
+        _, problems = load_mapping(self.base_text, str(self.base_path), "a profile")
+        found = variants(self.space.faults, problems)
+        problems.raise_if_any()
+        return found
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.folder / "runs"
+
+    # -- the phases
+
+    async def run(self) -> None:
+        """Every phase the budget allows; a shard stops after its share of the grid."""
+        baseline = await self._baseline()
+        if baseline.outcome != "pass":
+            return
+        points = self._grid()
+        self.phase = "grid"
+        await self._measure([(p, "grid", 0) for p in points])
+        if self.shard is not None:
+            return
+        self.phase = "refine"
+        for _ in range(MAX_ROUNDS):
+            more = refinements(self.measured(), self.space.refine)
+            if not more or not await self._measure([(p, "refine", 0) for p in more]):
+                break
+        self.phase = "shrink"
+        await self._shrink()
+        self.phase = "confirm"
+        await self._confirm()
+
+    async def _baseline(self) -> Measured:
+        """The unhurt run: its session's messages are the boundaries (journaled in the head)."""
+        done = self.journal.first(BASELINE)
+        if done is None:
+            (done,) = await self._measure([(None, "baseline", 0)], force=True)
+        if done.outcome == "pass" and self.journal.head is None:
+            self.found = self._boundaries(Path(done.run_dir))
+            self.journal.start(self._head())
+        elif self.journal.head is not None:
+            self.found = [Boundary(b["index"], b["from"], b["kind"], b["nth"])
+                          for b in self.journal.head.boundaries]
+            if (why := self._head().same_search(self.journal.head)) is not None:
+                raise SpaceError(f"{self.journal.path}: cannot continue this exploration: {why} "
+                                 "since it began")
+        return done
+
+    def _head(self) -> Head:
+        return Head(profile_sha256=hashlib.sha256(self.base_text.encode()).hexdigest(),
+                    space=self.space.model_dump(mode="json", by_alias=True),
+                    boundaries=[b.to_dict() for b in self.found],
+                    variants=[{"fault": v.fault, **dict(v.params)} for v in self.variants],
+                    shard=None if self.shard is None else f"{self.shard[0]}/{self.shard[1]}")
+
+    def _boundaries(self, run_dir: Path) -> list[Boundary]:
+        events = read_events(self.folder / run_dir / "events.jsonl")
+        frames = [f for f in (FrameLogged.read(e) for e in events)
+                  if f is not None and f.kind and not f.extra]
+        logs = {f.log for f in frames}
+        log = "proxy" if "proxy" in logs else "emulator"
+        messages = [(f.sender, f.kind) for f in frames if f.log == log]
+        found = boundaries(messages, self.space.at, self.base.protocol.kind_matches)
+        if not found:
+            raise SpaceError(f"the unhurt run's session ({run_dir}) has no message the space's "
+                             f"'at' takes ({len(messages)} messages in all): nothing to explore")
+        return found
+
+    def _grid(self) -> list[Point]:
+        count = count_points(self.space, len(self.found), len(self.variants))
+        if count > MAX_POINTS:
+            raise SpaceError(f"the space has {count} points; at most {MAX_POINTS}: narrow it "
+                             "(fewer kinds, a coarser step) or draw")
+        points = grid(self.space, self.found, len(self.variants))
+        if self.shard is not None:
+            k, n = self.shard
+            order = sorted(points, key=lambda p: p.key)
+            points = order[k - 1::n]
+        return points
+
+    async def _shrink(self) -> None:
+        """Each distinct failure shrunk, from the simplest point that showed it, one move at a
+        time while a simpler schedule still fails the same way."""
+        groups: dict[str, list[Point]] = {}
+        for point, run in self.measured().items():
+            if run.failing:
+                groups.setdefault(run.outcome, []).append(point)
+        _, durations = self.space.axes()
+        for outcome, points in sorted(groups.items(), key=lambda g: simplest(g[1]).simplicity()):
+            current = simplest(points)
+            for _ in range(MAX_ROUNDS):
+                candidates = simpler(current, durations, len(self.found), self.space.refine)
+                measured = self.measured()
+                unknown = [c for c in candidates if c not in measured]
+                for start in range(0, len(unknown), self.jobs):
+                    if self.budget.spent_why:
+                        break
+                    await self._measure([(p, "shrink", 0) for p in unknown[start:start + self.jobs]])
+                    measured = self.measured()
+                    if any(measured.get(c, _NONE).outcome == outcome for c in candidates):
+                        break
+                better = [c for c in candidates if measured.get(c, _NONE).outcome == outcome]
+                if not better:
+                    break
+                current = better[0]
+            self.findings.append(Finding(outcome, current, len(points)))
+
+    async def _confirm(self) -> None:
+        for finding in self.findings:
+            runs = [(finding.minimal, "confirm", i) for i in range(self.space.confirm)]
+            done = {r.repeat for r in self.journal.of(finding.minimal.key, ["confirm"])}
+            await self._measure([r for r in runs if r[2] not in done])
+            finding.confirmed = self.journal.of(finding.minimal.key, ["confirm"])
+
+    # -- measuring
+
+    def measured(self) -> dict[Point, Measured]:
+        """Each point's first measurement."""
+        out: dict[Point, Measured] = {}
+        for run in self.journal.runs:
+            if run.key != BASELINE and run.purpose != "confirm":
+                out.setdefault(Point.parse(run.key), run)
+        return out
+
+    async def _measure(self, items: Sequence[tuple[Point | None, str, int]],
+                       force: bool = False) -> list[Measured]:
+        """Run the items not measured yet, up to `jobs` at once, within the budget (unless
+        `force`); each is journaled as it ends. Returns what this call measured."""
+        todo = [item for item in items
+                if not any(r.purpose == item[1] and r.repeat == item[2]
+                           for r in self.journal.of(self._key(item[0])))]
+        if not todo:
+            return []
+        gate = asyncio.Semaphore(self.jobs)
+        progress = Progress(len(todo), self.jobs, live=sys.stderr.isatty() and not self.quiet,
+                            label=f"explore: {self.phase}")
+        got: list[Measured] = []
+
+        async def one(point: Point | None, purpose: str, repeat: int) -> None:
+            async with gate:
+                if not force and not self.budget.allows(self._before):
+                    return
+                self.budget.started += 1
+                progress.started_one()
+                record = await self.execute(self._profile(point))
+                run = self._measured(point, purpose, repeat, record)
+                self.journal.add(run)
+                got.append(run)
+                progress.finished_one(record)
+                progress.clear()
+                if not self.quiet:
+                    self.say(_line(point, run, self))
+                progress.show()
+
+        tasks = [asyncio.create_task(one(*item)) for item in todo]
+        ticker = asyncio.create_task(_tick(progress)) if progress.live else None
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in [*tasks, *([ticker] if ticker else [])]:
+                task.cancel()
+            await asyncio.gather(*tasks, *([ticker] if ticker else []), return_exceptions=True)
+            progress.clear()
+        return got
+
+    async def _job(self, profile: Profile) -> RunRecord:
+        return await Job(profile, self.runs_dir, self.options).run()
+
+    @staticmethod
+    def _key(point: Point | None) -> str:
+        return BASELINE if point is None else point.key
+
+    def _measured(self, point: Point | None, purpose: str, repeat: int,
+                  record: RunRecord) -> Measured:
+        run_dir = Path(record.run_dir)
+        where = str(run_dir.relative_to(self.folder)) if run_dir.is_relative_to(self.folder) \
+            else str(run_dir)
+        return Measured(self._key(point), purpose, repeat, record.verdict,
+                        tuple(e["expectation"] for e in record.failed_expectations),
+                        bool(record.unfired), record.error, where, record.duration_s)
+
+    def profile_text(self, point: Point | None, comments: Sequence[str] = (),
+                     suffix: str | None = None) -> str:
+        """The profile a point runs (the base, unhurt, for None), its name the base's and
+        `suffix` (the point's id by default)."""
+        if point is None:
+            name = schedule.point_name(self.base.name, suffix or "unhurt")
+            base = dict(self.base_data)
+            if self._needs_proxy() and not base.get("proxy"):
+                base["proxy"] = True  # the same frame log as the points that need the proxy
+            return schedule.profile_text(base, name, [], comments)
+        steps = schedule.steps_of(point, self.found, self.variants)
+        name = schedule.point_name(self.base.name, suffix or point.id)
+        return schedule.profile_text(self.base_data, name, steps, comments)
+
+    def _needs_proxy(self) -> bool:
+        from faultlab.faults import FAULTS
+
+        return any("proxy" in FAULTS[v.fault].needs for v in self.variants)
+
+    def _profile(self, point: Point | None) -> Profile:
+        folder = self.folder / "points"
+        folder.mkdir(exist_ok=True)
+        path = folder / f"{'unhurt' if point is None else point.id}.yaml"
+        text = self.profile_text(point)
+        path.write_text(text)
+        try:
+            return parse_profile(text, str(path), path)
+        except ProfileError as exc:
+            raise SpaceError("a point's profile is not valid (the space gives a fault what it "
+                             "cannot take):\n" + "\n".join(exc.problems)) from None
+
+
+class _Unmeasured:
+    outcome = "unmeasured"
+
+
+_NONE: Any = _Unmeasured()
+
+
+def _line(point: Point | None, run: Measured, exploration: Exploration) -> str:
+    what = "unhurt run" if point is None else describe(point, exploration.found,
+                                                       exploration.variants)
+    return f"{run.outcome.upper() if run.outcome in ('pass', 'error') else run.outcome:<40.40} " \
+           f"{what}  ({run.duration_s:.1f}s, {run.run_dir})"
+
+
+def describe(point: Point, found: Sequence[Boundary], faults: Sequence[Variant]) -> str:
+    """`drop (connection: "first") 0.5s after server tool_call, for 2s; then ...`."""
+    parts = []
+    for placed in point.steps:
+        text = (f"{faults[placed.variant].describe()} {placed.after:g}s after "
+                f"{found[placed.boundary].describe()}")
+        parts.append(text + ("" if placed.duration is None else f", for {placed.duration:g}s"))
+    return "; then ".join(parts)
+
+
+async def _tick(progress: Progress) -> None:
+    while True:
+        await asyncio.sleep(1.0)
+        progress.show()

@@ -1,0 +1,343 @@
+"""faultlab explore's logic: the space and its points, boundaries, refinement, shrinking, the
+journal, shards and resuming. The phases run against a stand-in for the lab (a rule that says
+which schedules fail), so that every decision is checked exactly; tests/lab/test_explore_lab.py
+explores real runs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from faultlab.errors import ProfileError
+from faultlab.explore import result
+from faultlab.explore.exploration import BASE_PROFILE, Budget, Exploration
+from faultlab.explore.journal import JOURNAL, Journal, JournalError, Measured, merged
+from faultlab.explore.search import refinements, simpler
+from faultlab.explore.space import (
+    Boundaries,
+    Boundary,
+    Placement,
+    Point,
+    Space,
+    Span,
+    boundaries,
+    count_points,
+    grid,
+    variants,
+)
+from faultlab.jobs import RunOptions
+from faultlab.problems import Problems
+from faultlab.profile import Profile, parse_profile
+from faultlab.protocols import PROTOCOLS
+from faultlab.report.record import RunRecord
+
+GEMINI = PROTOCOLS["gemini"]
+
+BASE = """\
+name: booking
+target:
+  emulator: {personality: gemini-dev-2026-10}
+client:
+  builtin: naive
+  args: [--commit, 4s]
+expect:
+  - {bookings: 1}
+  - {truthful: true}
+timeout: 40s
+"""
+# The unhurt session: what the stand-in's baseline logs.
+SESSION = [("client", "setup"), ("server", "setup_complete"), ("client", "client_content"),
+           ("server", "tool_call"), ("server", "server_content.turn_complete"),
+           ("client", "tool_response"), ("server", "server_content.model_turn"),
+           ("server", "server_content.turn_complete")]
+
+
+def space(**fields: Any) -> Space:
+    return Space.model_validate({"faults": [{"fault": "drop", "connection": "first"}], **fields})
+
+
+def test_a_span_steps_or_draws_from_the_seed() -> None:
+    stepped = Span.model_validate({"from": "0s", "to": "1s", "step": "250ms"})
+    assert stepped.values(random.Random(0)) == [0.0, 0.25, 0.5, 0.75, 1.0]
+    drawn = Span.model_validate({"from": "0s", "to": "3s", "draw": 5})
+    assert drawn.values(random.Random(7)) == drawn.values(random.Random(7))
+    assert all(0 <= v <= 3 for v in drawn.values(random.Random(7)))
+    for bad, why in (({"from": "2s", "to": "1s", "step": "1s"}, "after 'to'"),
+                     ({"from": "0s", "to": "1s"}, "exactly one of"),
+                     ({"from": "0s", "to": "1s", "step": "1s", "draw": 2}, "exactly one of"),
+                     ({"from": "0s", "to": "100s", "step": "1ms"}, "at most 1000")):
+        with pytest.raises(ValidationError, match=why):
+            Span.model_validate(bad)
+
+
+def test_fault_variants_take_each_value_of_a_one_of_field() -> None:
+    problems = Problems("p.yaml", {})
+    found = variants([{"fault": "close", "code": {"one_of": [1000, 1011]}},
+                      {"fault": "drop", "direction": "both"}], problems)
+    assert [v.do for v in found] == [{"fault": "close", "code": 1000},
+                                     {"fault": "close", "code": 1011},
+                                     {"fault": "drop", "direction": "both"}]
+    assert not problems.items
+
+
+def test_a_bad_fault_in_the_space_is_reported_at_its_line() -> None:
+    text = BASE + "explore:\n  faults:\n    - {fault: drop, direction: sideways}\n    - {fault: nope}\n"
+    with pytest.raises(ProfileError) as caught:
+        parse_profile(text, "p.yaml")
+    lines = caught.value.problems
+    assert any(line.startswith("p.yaml:13: explore.faults[0].direction") for line in lines), lines
+    assert any(line.startswith("p.yaml:14: explore.faults[1].fault") for line in lines), lines
+
+
+def test_boundaries_number_each_kind_and_keep_a_streams_ends() -> None:
+    audio = [("client", "realtime_input.audio")] * 5
+    session = [*SESSION[:3], *audio, *SESSION[3:]]
+    every = boundaries(session, Boundaries.model_validate({"from": "either"}), GEMINI.kind_matches)
+    kinds = [(b.sender, b.kind, b.nth) for b in every]
+    # A stream of five chunks gives its first and its fifth.
+    assert ("client", "realtime_input.audio", 1) in kinds
+    assert ("client", "realtime_input.audio", 5) in kinds
+    assert not any(k[1] == "realtime_input.audio" and k[2] in (2, 3, 4) for k in kinds)
+    assert [b.index for b in every] == list(range(len(every)))
+    server = boundaries(session, Boundaries(), GEMINI.kind_matches)
+    assert [(b.kind, b.nth) for b in server] == [
+        ("setup_complete", 1), ("tool_call", 1), ("server_content.turn_complete", 1),
+        ("server_content.model_turn", 1), ("server_content.turn_complete", 2)]
+    # Kinds are matched as frame triggers match them (the profile's spelling).
+    ends = boundaries(session, Boundaries.model_validate(
+        {"kinds": ["serverContent.turnComplete"], "first": 1}), GEMINI.kind_matches)
+    assert [(b.kind, b.nth) for b in ends] == [("server_content.turn_complete", 1)]
+    assert ends[0].trigger() == {"frame": {"from": "server",
+                                           "kind": "server_content.turn_complete"}}
+    assert server[4].trigger()["frame"]["nth"] == 2
+
+
+def test_the_grid_is_the_same_for_the_same_seed_and_says_its_size() -> None:
+    found = [Boundary(i, "server", "tool_call", i + 1) for i in range(3)]
+    one = space(after=["0s", "1s"], duration=["2s", "end"])
+    points = grid(one, found, 1)
+    assert len(points) == count_points(one, 3, 1) == 3 * 2 * 2
+    assert {len(p.steps) for p in points} == {1}
+    two = space(after={"from": "0s", "to": "2s", "draw": 3}, steps=[1, 2], draw=6, seed=4)
+    drawn = grid(two, found, 1)
+    assert [p.key for p in drawn] == [p.key for p in grid(two, found, 1)]
+    assert sum(1 for p in drawn if len(p.steps) == 2) == 6
+    assert [p.key for p in grid(two.model_copy(update={"seed": 5}), found, 1)] != [
+        p.key for p in drawn]
+
+
+def test_a_points_key_reads_back_and_names_it_the_same_everywhere() -> None:
+    point = Point((Placement(2, 0.5, 1, None), Placement(3, 0.0, 0, 2.25)))
+    assert point.key == "b2+0.5s/f1/end ; b3+0s/f0/2.25s"
+    assert Point.parse(point.key) == point
+    assert point.id == Point.parse(point.key).id and len(point.id) == 8
+    with pytest.raises(ValueError, match="not a point's step"):
+        Point.parse("b2+soon/f1/end")
+
+
+def test_refinement_bisects_where_the_outcome_flips_down_to_its_step() -> None:
+    def run(outcome: str) -> Measured:
+        return Measured("k", "grid", 0, "PASS" if outcome == "pass" else "FAIL",
+                        () if outcome == "pass" else ("truthful",))
+
+    measured = {Point((Placement(1, 0.0, 0, None),)): run("fail"),
+                Point((Placement(1, 1.0, 0, None),)): run("pass"),
+                Point((Placement(1, 2.0, 0, None),)): run("pass"),
+                Point((Placement(2, 0.0, 0, None),)): run("pass")}
+    assert [p.key for p in refinements(measured, 0.1)] == ["b1+0.5s/f0/end"]
+    # Close enough already: nothing more.
+    assert refinements(measured, 1.0) == []
+    # An error says nothing of the point: no flip against it.
+    measured[Point((Placement(1, 1.0, 0, None),))] = Measured("k", "grid", 0, "ERROR")
+    assert refinements(measured, 0.1) == []
+
+
+def test_simpler_schedules_are_one_move_away_and_simplest_first() -> None:
+    point = Point((Placement(2, 1.0, 1, None), Placement(3, 0.5, 0, 4.0)))
+    found = simpler(point, [1.0, 4.0, None], 5, 0.1)
+    assert all(c.simplicity() < point.simplicity() for c in found)
+    assert found[0].steps == (Placement(2, 1.0, 1, None),) or len(found[0].steps) == 1
+    keys = {c.key for c in found}
+    assert "b2+1s/f0/end ; b3+0.5s/f0/4s" in keys  # a simpler fault
+    assert "b2+1s/f1/1s ; b3+0.5s/f0/4s" in keys  # a shorter duration
+    assert "b0+1s/f1/end ; b3+0.5s/f0/4s" in keys  # an earlier trigger
+    assert "b2+0s/f1/end ; b3+0.5s/f0/4s" in keys  # no delay
+
+
+def test_a_point_is_a_profile_that_validates() -> None:
+    found = boundaries(SESSION, Boundaries(), GEMINI.kind_matches)
+    faults = variants([{"fault": "drop", "connection": "first"}], Problems("p", {}))
+    base = {"name": "booking", **{k: v for k, v in parse_yaml(BASE).items() if k != "name"}}
+    from faultlab.explore import schedule
+
+    point = Point((Placement(1, 0.5, 0, 3.0),))
+    text = schedule.profile_text(base, "booking-x", schedule.steps_of(point, found, faults),
+                                 ["found by explore"])
+    assert text.startswith("# found by explore\n")
+    profile = parse_profile(text, "x.yaml")
+    assert [(s.id, s.fault) for s in profile.timeline] == [("x1", "drop"), ("x1-end", "restore")]
+    assert profile.timeline[0].when.frame is not None
+    assert profile.timeline[0].when.frame.kind == "tool_call"
+    assert profile.timeline[0].after == 0.5 and profile.timeline[1].after == 3.0
+
+
+def parse_yaml(text: str) -> dict[str, Any]:
+    import yaml
+
+    data = yaml.safe_load(text)
+    assert isinstance(data, dict)
+    return data
+
+
+# -- the phases, against a stand-in for the lab
+
+
+class StandIn:
+    """Runs a point's profile by a rule: a drop within 1.2 s after the tool call or the first
+    turn end leaves the user untold; a drop after setup loses the booking; anything else, or a
+    close, passes. Writes a run folder with the unhurt session's frames."""
+
+    def __init__(self, runs_dir: Path) -> None:
+        self.runs_dir = runs_dir
+        self.profiles: list[str] = []
+
+    async def __call__(self, profile: Profile) -> RunRecord:
+        self.profiles.append(profile.name)
+        run_dir = self.runs_dir / f"{profile.name}.{len(self.profiles)}"
+        run_dir.mkdir(parents=True)
+        (run_dir / "events.jsonl").write_text("".join(
+            json.dumps({"t": i * 0.1, "source": "target", "event": "emulator.frame",
+                        "from": sender, "conn": 1, "kind": kind, "bytes": 10}) + "\n"
+            for i, (sender, kind) in enumerate(SESSION)))
+        failed = self.failed(profile)
+        return RunRecord(profile=profile.name, verdict="FAIL" if failed else "PASS",
+                         exit_code=1 if failed else 0, run_dir=str(run_dir), started="",
+                         duration_s=1.0,
+                         expectations=[{"expectation": e, "held": False, "seen": None,
+                                        "at": None} for e in failed])
+
+    @staticmethod
+    def failed(profile: Profile) -> list[str]:
+        out: set[str] = set()
+        for step in profile.timeline:
+            frame = step.when.frame
+            if step.fault != "drop" or frame is None:
+                continue
+            if frame.kind == "setup_complete":
+                out.add("the backend holds 1 booking(s)")
+            elif step.after < 1.2 and (frame.kind == "tool_call" or (
+                    frame.kind == "server_content.turn_complete" and frame.nth == 1)):
+                out.add("the user is told the truth")
+        return sorted(out)
+
+
+SPACE = {"faults": [{"fault": "drop", "connection": "first"}, {"fault": "close", "code": 1000}],
+         "after": ["0s", "1s", "2s"], "refine": "100ms", "confirm": 2}
+
+
+def exploration(folder: Path, space_fields: dict[str, Any] = SPACE,
+                shard: tuple[int, int] | None = None, budget: Budget | None = None,
+                stand_in: StandIn | None = None, text: str = BASE) -> Exploration:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / BASE_PROFILE).write_text(text)
+    return Exploration(folder, text, Space.model_validate(space_fields), 2, RunOptions(),
+                       lambda line: None, True, budget or Budget(), shard,
+                       stand_in or StandIn(folder / "runs"))
+
+
+def explored(e: Exploration) -> dict[str, Any]:
+    asyncio.run(e.run())
+    data = result.write(e, e.budget.spent_why)
+    return data
+
+
+def comparable(data: dict[str, Any]) -> dict[str, Any]:
+    """explore.json without where the runs were made."""
+    return {k: v for k, v in data.items() if k != "runs"}
+
+
+def test_an_exploration_finds_each_failure_refines_it_and_shrinks_it(tmp_path: Path) -> None:
+    e = exploration(tmp_path / "x")
+    data = explored(e)
+    assert data["complete"] and data["unhurt"]["outcome"] == "pass"
+    assert len(data["boundaries"]) == 5
+    outcomes = {p["key"]: p["outcome"] for p in data["points"]}
+    assert outcomes["b1+0s/f0/end"].startswith("fail")
+    assert outcomes["b1+0s/f1/end"] == "pass"  # a close: passes everywhere
+    # The edge between 1 s (fails) and 2 s (passes) after the tool call, to 100 ms.
+    refined = sorted(float(k.split("+")[1].split("s")[0]) for k in outcomes
+                     if k.startswith("b1+") and k.endswith("/f0/end"))
+    assert any(1.1 <= r <= 1.3 for r in refined) and len(refined) > 3
+    failures = {f["outcome"]: f for f in data["failures"]}
+    assert set(failures) == {"fail: the backend holds 1 booking(s)",
+                             "fail: the user is told the truth"}
+    untold = failures["fail: the user is told the truth"]
+    assert untold["minimal"]["key"] == "b1+0s/f0/end"  # earliest trigger, simplest fault
+    assert untold["confirmed"] == "2 of 2" and not untold["flaky"]
+    minimal = tmp_path / "x" / untold["profile"]
+    profile = parse_profile(minimal.read_text(), str(minimal))
+    assert profile.explore is None and [s.fault for s in profile.timeline] == ["drop"]
+    assert "Confirmed: failed 2 of 2 runs." in minimal.read_text()
+    assert (tmp_path / "x" / "explore.html").read_text().count('class="fail"') >= 2
+
+
+def test_two_shards_merged_give_what_one_exploration_gives(tmp_path: Path) -> None:
+    whole = explored(exploration(tmp_path / "whole"))
+    shards = [exploration(tmp_path / f"shard{k}", shard=(k, 2)) for k in (1, 2)]
+    for shard in shards:
+        data = explored(shard)
+        assert data["shard"] is not None and not data["failures"]
+    out = tmp_path / "merged"
+    out.mkdir()
+    (out / BASE_PROFILE).write_text(BASE)
+    merged([s.journal for s in shards], out / JOURNAL)
+    again = explored(exploration(out))
+    assert comparable(again) == comparable(whole)
+
+
+def test_shards_of_different_explorations_are_not_merged(tmp_path: Path) -> None:
+    a = exploration(tmp_path / "a", shard=(1, 2))
+    b = exploration(tmp_path / "b", {**SPACE, "seed": 9}, shard=(2, 2))
+    explored(a)
+    explored(b)
+    with pytest.raises(JournalError, match="the explore block differ"):
+        merged([a.journal, b.journal], tmp_path / "m.jsonl")
+
+
+def test_a_budget_stops_it_and_it_goes_on_where_it_stopped(tmp_path: Path) -> None:
+    stand_in = StandIn(tmp_path / "x" / "runs")
+    first = explored(exploration(tmp_path / "x", budget=Budget(runs=7), stand_in=stand_in))
+    assert not first["complete"] and first["stopped"] == "--runs 7 reached"
+    assert len(stand_in.profiles) == 7
+    # Resumed: nothing measured is run again, and the result is the uninterrupted one's.
+    resumed = explored(exploration(tmp_path / "x", stand_in=stand_in))
+    # Only confirmations repeat a profile: two findings, each rerun twice.
+    assert len(stand_in.profiles) == len(set(stand_in.profiles)) + 2 * 2
+    whole = explored(exploration(tmp_path / "y"))
+    assert comparable(resumed) == comparable(whole)
+
+
+def test_a_journal_line_cut_by_a_crash_is_measured_again(tmp_path: Path) -> None:
+    e = exploration(tmp_path / "x", budget=Budget(runs=4))
+    explored(e)
+    path = tmp_path / "x" / JOURNAL
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][:20])
+    assert len(Journal.load(path).runs) == len(lines) - 2
+    path.write_text("\n".join([lines[0], "{oops", *lines[1:]]) + "\n")
+    with pytest.raises(JournalError, match=f"{path}:2: not an exploration journal line"):
+        Journal.load(path)
+
+
+def test_an_unhurt_run_that_fails_ends_the_exploration(tmp_path: Path) -> None:
+    text = BASE + "timeline:\n  - {when: {frame: {from: server, kind: setup_complete}}, do: {fault: drop}}\n"
+    stand_in = StandIn(tmp_path / "x" / "runs")
+    data = explored(exploration(tmp_path / "x", stand_in=stand_in, text=text))
+    assert data["unhurt"]["outcome"] == "fail: the backend holds 1 booking(s)"
+    assert data["points"] == [] and len(stand_in.profiles) == 1
