@@ -95,9 +95,13 @@ def test_a_bad_fault_in_the_space_is_reported_at_its_line() -> None:
     assert any(line.startswith("p.yaml:14: explore.faults[1].fault") for line in lines), lines
 
 
+def timed(messages: list[tuple[str, str]]) -> list[tuple[str, str, float]]:
+    return [(sender, kind, 10 + i * 0.1) for i, (sender, kind) in enumerate(messages)]
+
+
 def test_boundaries_number_each_kind_and_keep_a_streams_ends() -> None:
     audio = [("client", "realtime_input.audio")] * 5
-    session = [*SESSION[:3], *audio, *SESSION[3:]]
+    session = timed([*SESSION[:3], *audio, *SESSION[3:]])
     every = boundaries(session, Boundaries.model_validate({"from": "either"}), GEMINI.kind_matches)
     kinds = [(b.sender, b.kind, b.nth) for b in every]
     # A stream of five chunks gives its first and its fifth.
@@ -106,6 +110,7 @@ def test_boundaries_number_each_kind_and_keep_a_streams_ends() -> None:
     assert not any(k[1] == "realtime_input.audio" and k[2] in (2, 3, 4) for k in kinds)
     assert [b.index for b in every] == list(range(len(every)))
     server = boundaries(session, Boundaries(), GEMINI.kind_matches)
+    assert [b.t for b in server] == [0.1, 0.8, 0.9, 1.1, 1.2]  # since the first message
     assert [(b.kind, b.nth) for b in server] == [
         ("setup_complete", 1), ("tool_call", 1), ("server_content.turn_complete", 1),
         ("server_content.model_turn", 1), ("server_content.turn_complete", 2)]
@@ -160,18 +165,29 @@ def test_refinement_bisects_where_the_outcome_flips_down_to_its_step() -> None:
 
 def test_simpler_schedules_are_one_move_away_and_simplest_first() -> None:
     point = Point((Placement(2, 1.0, 1, None), Placement(3, 0.5, 0, 4.0)))
-    found = simpler(point, [1.0, 4.0, None], 5, 0.1)
-    assert all(c.simplicity() < point.simplicity() for c in found)
+    moments = [0.0, 0.5, 1.0, 1.5, 2.0]
+    found = simpler(point, [1.0, 4.0, None], moments, 0.1)
+    assert all(c.simplicity(moments) < point.simplicity(moments) for c in found)
     assert found[0].steps == (Placement(2, 1.0, 1, None),) or len(found[0].steps) == 1
     keys = {c.key for c in found}
     assert "b2+1s/f0/end ; b3+0.5s/f0/4s" in keys  # a simpler fault
     assert "b2+1s/f1/1s ; b3+0.5s/f0/4s" in keys  # a shorter duration
     assert "b0+1s/f1/end ; b3+0.5s/f0/4s" in keys  # an earlier trigger
     assert "b2+0s/f1/end ; b3+0.5s/f0/4s" in keys  # no delay
+    assert "b1+0s/f1/end ; b3+0.5s/f0/4s" in keys  # an earlier message, no delay
+
+
+def test_the_earliest_trigger_is_the_earliest_moment_in_the_session() -> None:
+    # 2 s after the first message comes after the second message itself (at 0.9 s).
+    moments = [0.0, 0.9]
+    late = Point((Placement(0, 2.0, 0, None),))
+    early = Point((Placement(1, 0.0, 0, None),))
+    assert early.simplicity(moments) < late.simplicity(moments)
+    assert [c.key for c in simpler(late, [None], moments, 0.1)][:1] == ["b0+0s/f0/end"]
 
 
 def test_a_point_is_a_profile_that_validates() -> None:
-    found = boundaries(SESSION, Boundaries(), GEMINI.kind_matches)
+    found = boundaries(timed(SESSION), Boundaries(), GEMINI.kind_matches)
     faults = variants([{"fault": "drop", "connection": "first"}], Problems("p", {}))
     base = {"name": "booking", **{k: v for k, v in parse_yaml(BASE).items() if k != "name"}}
     from faultlab.explore import schedule

@@ -42,8 +42,12 @@ class Racing(RestoreSession):
         lost_at = time.monotonic()
         fresh = self._standby or asyncio.create_task(client.connect(None))
         self._standby = None
-        resumed = asyncio.create_task(client.resume_attempts(lost_at, client.args.give_up_after))
-        racers: dict[asyncio.Task[Any], str] = {fresh: "new session", resumed: "resume"}
+        racers: dict[asyncio.Task[Any], str] = {fresh: "new session"}
+        resumed = None
+        if client.handle is not None:  # without a handle there is nothing to resume
+            resumed = asyncio.create_task(
+                client.resume_attempts(lost_at, client.args.give_up_after))
+            racers[resumed] = "resume"
         winner: asyncio.Task[Any] | None = None
         pending = set(racers)
         while pending and winner is None:

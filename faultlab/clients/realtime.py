@@ -262,8 +262,8 @@ class RealtimeClient:
             self.install(conn)
             self.events.emit("recovery.new_session",
                              since_loss_s=round(time.monotonic() - lost_at, 3))
-            turns, ask, lines = self.conversation.restore()
-            await self.say(turns, turn_complete=ask or bool(lines))
+            turns, ask, lines, reply = self.conversation.restore()
+            await self.say(turns, turn_complete=reply)
             if ask:
                 self.conversation.mark_asked()
             self.events.emit("recovery.restored", lines=lines, asked=ask)

@@ -28,8 +28,8 @@ async def restore(client: NaiveClient, connection: Connection, lost_at: float) -
     client.generation += 1
     client.install(*connection)
     client.events.emit("recovery.new_session", since_loss_s=round(time.monotonic() - lost_at, 3))
-    turns, ask, lines = client.conversation.restore()
-    await client.say(turns, turn_complete=ask or bool(lines))
+    turns, ask, lines, reply = client.conversation.restore()
+    await client.say(turns, turn_complete=reply)
     if ask:
         client.conversation.mark_asked()
     client.events.emit("recovery.restored", lines=lines, asked=ask)
@@ -51,10 +51,14 @@ class RestoreSession(ResumeOnly):
 
     async def recover(self, client: NaiveClient) -> bool:
         lost_at = time.monotonic()
-        connection = await client.resume_attempts(lost_at, client.args.give_up_after)
-        if connection is not None:
-            client.install(*connection)
-            return True
+        # Lost before the server's first handle, the session has nothing to resume: connecting
+        # without one opens a new, empty session, which `faultlab explore` found taken for a
+        # resumed one (the request never said again, the user never answered).
+        if client.handle is not None:
+            connection = await client.resume_attempts(lost_at, client.args.give_up_after)
+            if connection is not None:
+                client.install(*connection)
+                return True
         await restore(client, await client.connect(None), lost_at)
         return True
 

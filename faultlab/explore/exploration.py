@@ -36,6 +36,7 @@ from faultlab.explore.space import (
     grid,
     variants,
 )
+from faultlab.interrupt import uncancelled
 from faultlab.jobs import Job, Progress, RunOptions
 from faultlab.plainyaml import load_mapping
 from faultlab.profile import Profile, parse_profile
@@ -173,8 +174,7 @@ class Exploration:
             self.found = self._boundaries(Path(done.run_dir))
             self.journal.start(self._head())
         elif self.journal.head is not None:
-            self.found = [Boundary(b["index"], b["from"], b["kind"], b["nth"])
-                          for b in self.journal.head.boundaries]
+            self.found = [Boundary.of(b) for b in self.journal.head.boundaries]
             if (why := self._head().same_search(self.journal.head)) is not None:
                 raise SpaceError(f"{self.journal.path}: cannot continue this exploration: {why} "
                                  "since it began")
@@ -189,11 +189,12 @@ class Exploration:
 
     def _boundaries(self, run_dir: Path) -> list[Boundary]:
         events = read_events(self.folder / run_dir / "events.jsonl")
-        frames = [f for f in (FrameLogged.read(e) for e in events)
-                  if f is not None and f.kind and not f.extra]
-        logs = {f.log for f in frames}
+        frames = [(e, f) for e, f in ((e, FrameLogged.read(e)) for e in events)
+                  if f is not None and f.kind
+                  and not (f.extra.get("dropped") or f.extra.get("injected"))]
+        logs = {f.log for _, f in frames}
         log = "proxy" if "proxy" in logs else "emulator"
-        messages = [(f.sender, f.kind) for f in frames if f.log == log]
+        messages = [(f.sender, f.kind, e.t) for e, f in frames if f.log == log]
         found = boundaries(messages, self.space.at, self.base.protocol.kind_matches)
         if not found:
             raise SpaceError(f"the unhurt run's session ({run_dir}) has no message the space's "
@@ -220,10 +221,12 @@ class Exploration:
             if run.failing:
                 groups.setdefault(run.outcome, []).append(point)
         _, durations = self.space.axes()
-        for outcome, points in sorted(groups.items(), key=lambda g: simplest(g[1]).simplicity()):
-            current = simplest(points)
+        moments = [b.t for b in self.found]
+        for outcome, points in sorted(groups.items(),
+                                      key=lambda g: simplest(g[1], moments).simplicity(moments)):
+            current = simplest(points, moments)
             for _ in range(MAX_ROUNDS):
-                candidates = simpler(current, durations, len(self.found), self.space.refine)
+                candidates = simpler(current, durations, moments, self.space.refine)
                 measured = self.measured()
                 unknown = [c for c in candidates if c not in measured]
                 for start in range(0, len(unknown), self.jobs):
@@ -293,7 +296,9 @@ class Exploration:
         finally:
             for task in [*tasks, *([ticker] if ticker else [])]:
                 task.cancel()
-            await asyncio.gather(*tasks, *([ticker] if ticker else []), return_exceptions=True)
+            # The jobs stop (SIGTERM: each tears its lab down) even when this is cancelled.
+            await uncancelled(asyncio.gather(*tasks, *([ticker] if ticker else []),
+                                             return_exceptions=True))
             progress.clear()
         return got
 

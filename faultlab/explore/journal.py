@@ -11,8 +11,9 @@ short is not written: a resumed exploration runs it again.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -159,7 +160,10 @@ def merged(journals: Sequence[Journal], path: Path) -> Journal:
                                f"exploration: {why}")
     out = Journal(path)
     seen: set[tuple[str, str, int]] = set()
-    runs = [r for j in journals for r in j.runs]
+    # A shard's run folders, named from the merged exploration's folder.
+    runs = [replace(r, run_dir=os.path.relpath(j.path.parent / r.run_dir, path.parent))
+            if r.run_dir and not Path(r.run_dir).is_absolute() else r
+            for j in journals for r in j.runs]
     for run in sorted(runs, key=lambda r: (r.purpose != "baseline", r.key, r.repeat)):
         if (run.key, run.purpose, run.repeat) not in seen:
             seen.add((run.key, run.purpose, run.repeat))

@@ -46,16 +46,17 @@ def refinements(measured: Mapping[Point, Measured], step: float) -> list[Point]:
     return [p for p in proposed.values() if p not in measured]
 
 
-def simpler(point: Point, durations: Sequence[float | None], boundary_count: int,
+def simpler(point: Point, durations: Sequence[float | None], moments: Sequence[float],
             step: float) -> list[Point]:
     """Schedules simpler than `point` by one move (a step left out, a simpler fault, a shorter
-    duration, an earlier trigger), simplest first."""
-    del boundary_count  # earlier boundaries are those below the placement's own
+    duration, an earlier trigger: an earlier message or less time after it), simplest first;
+    `moments` are the boundaries' times in the unhurt session."""
     out: dict[str, Point] = {}
+    simplicity = point.simplicity(moments)
 
     def offer(steps: Sequence[Placement]) -> None:
         candidate = Point(tuple(sorted(steps)))
-        if candidate.simplicity() < point.simplicity():
+        if candidate.simplicity(moments) < simplicity:
             out.setdefault(candidate.key, candidate)
 
     steps = list(point.steps)
@@ -72,11 +73,13 @@ def simpler(point: Point, durations: Sequence[float | None], boundary_count: int
             moves.append(replace(placed, after=0.0))
             if placed.after / 2 >= step > 0:
                 moves.append(replace(placed, after=_ms(placed.after / 2)))
+        # An earlier message, at the same moment or earlier.
         moves += [replace(placed, boundary=b) for b in range(placed.boundary)]
+        moves += [replace(placed, boundary=b, after=0.0) for b in range(placed.boundary)]
         for move in moves:
             offer([*steps[:i], move, *steps[i + 1:]])
-    return sorted(out.values(), key=Point.simplicity)
+    return sorted(out.values(), key=lambda c: c.simplicity(moments))
 
 
-def simplest(points: Sequence[Point]) -> Point:
-    return min(points, key=Point.simplicity)
+def simplest(points: Sequence[Point], moments: Sequence[float]) -> Point:
+    return min(points, key=lambda p: p.simplicity(moments))

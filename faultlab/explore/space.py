@@ -170,12 +170,14 @@ def variants(templates: Sequence[dict[str, Any]], problems: Problems,
 @dataclass(frozen=True)
 class Boundary:
     """The `nth` message of `kind` from `sender` in the unhurt session (counted over every
-    connection, as a frame trigger counts), and where it came in the session (`index`)."""
+    connection, as a frame trigger counts), where it came among the boundaries (`index`), and
+    when (`t`: seconds since the session's first message)."""
 
     index: int
     sender: str
     kind: str
     nth: int
+    t: float = 0.0
 
     def trigger(self) -> dict[str, Any]:
         frame: dict[str, Any] = {"from": self.sender, "kind": self.kind}
@@ -185,20 +187,28 @@ class Boundary:
         return f"{self.sender} {self.kind}" + (f" #{self.nth}" if self.nth > 1 else "")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"index": self.index, "from": self.sender, "kind": self.kind, "nth": self.nth}
+        return {"index": self.index, "from": self.sender, "kind": self.kind, "nth": self.nth,
+                "t": self.t}
+
+    @classmethod
+    def of(cls, d: dict[str, Any]) -> Boundary:
+        return cls(d["index"], d["from"], d["kind"], d["nth"], d.get("t", 0.0))
 
 
-def boundaries(messages: Iterable[tuple[str, str]], space: Boundaries,
+def boundaries(messages: Iterable[tuple[str, str, float]], space: Boundaries,
                matches: Any) -> list[Boundary]:
-    """The boundaries of a session whose messages were `(sender, kind)` in order; `matches(kind,
-    wanted)` is the run's protocol's kind matching (the frame trigger's). A run of `STREAM_RUN`
-    or more messages of one kind from one side gives its first and last only."""
+    """The boundaries of a session whose messages were `(sender, kind, t)` in order; `matches(
+    kind, wanted)` is the run's protocol's kind matching (the frame trigger's). A run of
+    `STREAM_RUN` or more messages of one kind from one side gives its first and last only."""
     listed = list(messages)
+    start = listed[0][2] if listed else 0.0
     counts: dict[tuple[str, str], int] = {}
     numbered = []
-    for sender, kind in listed:
+    moments = []
+    for sender, kind, t in listed:
         counts[sender, kind] = counts.get((sender, kind), 0) + 1
         numbered.append((sender, kind, counts[sender, kind]))
+        moments.append(round(t - start, 3))
     keep = []
     for i, (sender, kind, nth) in enumerate(numbered):
         start = i
@@ -215,7 +225,7 @@ def boundaries(messages: Iterable[tuple[str, str]], space: Boundaries,
             continue
         if space.first is not None and nth > space.first:
             continue
-        keep.append((sender, kind, nth))
+        keep.append((sender, kind, nth, moments[i]))
     return [Boundary(i, *b) for i, b in enumerate(keep)]
 
 
@@ -264,12 +274,14 @@ class Point:
         """A short, stable name for its profile and run folder."""
         return hashlib.sha256(self.key.encode()).hexdigest()[:8]
 
-    def simplicity(self) -> tuple[Any, ...]:
+    def simplicity(self, moments: Sequence[float]) -> tuple[Any, ...]:
         """What shrinking minimises, in this order: fewer steps, simpler faults, shorter
-        durations, earlier triggers."""
+        durations, earlier triggers (by when they fire in the unhurt session: `moments` are the
+        boundaries' times), then fewer seconds waited after a message."""
         return (len(self.steps), tuple(p.variant for p in self.steps),
                 tuple(math.inf if p.duration is None else p.duration for p in self.steps),
-                tuple((p.boundary, p.after) for p in self.steps))
+                tuple(round(moments[p.boundary] + p.after, 3) for p in self.steps),
+                tuple(p.after for p in self.steps))
 
 
 def grid(space: Space, found: Sequence[Boundary], count: int) -> list[Point]:

@@ -16,7 +16,7 @@ import contextlib
 import os
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from faultlab.events import EventWriter
 from faultlab.scenarios.booking.backend import Booking, BookingBackend
@@ -66,6 +66,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def add_backend_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--commit", type=parse_duration, default=4.0, help="backend job length")
     p.add_argument("--time-scale", type=float, default=1.0, help="factor on the backend's job")
+
+
+class Restored(NamedTuple):
+    """A new session's restoring turns: whether the user asked in them, how many status lines
+    they hold, and whether they end the user's turn (the model is to reply)."""
+
+    turns: list[Turn]
+    ask: bool
+    lines: int
+    reply: bool
 
 
 class BookingConversation:
@@ -130,16 +140,18 @@ class BookingConversation:
                 await self.line.say([("user", booking.status_line())], turn_complete=False)
                 self.events.emit("client.status_note", booking=booking.id, status=booking.status)
 
-    def restore(self) -> tuple[list[Turn], bool, int]:
+    def restore(self) -> Restored:
         """What a new session is told: the request, one status line per booking (with status
-        notes), and the question when its answer is known. Returns the turns, whether the user
-        asked, and how many status lines there are."""
+        notes), and the question when its answer is known."""
         lines = self.backend.status_lines() if self.status_notes else []
         turns = [("user", self.args.say), *(("user", line) for line in lines)]
         ask = self.ask_due(speaking=False)
         if ask:
             turns.append(("user", self.args.ask))
-        return turns, ask, len(lines)
+        # A request the model never answered is owed a reply too: `faultlab explore` found a
+        # session lost before its tool call arrived restored with the turn left open, and the
+        # model waiting for the rest of it (no booking, the user never told).
+        return Restored(turns, ask, len(lines), ask or bool(lines) or not self.replied)
 
     def ask_due(self, speaking: bool) -> bool:
         """Time to ask: the model is not speaking, and every booking has committed, or (none
