@@ -3,6 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 AGENTS_VENV := .venv-agents
 OPENAI_AGENTS := 0.24.0
+PIPECAT_VENV := .venv-pipecat
+PIPECAT := 1.14.0
+LIVEKIT_VENV := .venv-livekit
+LIVEKIT_AGENTS := 1.8.9
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 APT_PACKAGES := iptables tcpdump iproute2 espeak-ng debootstrap tshark slirp4netns chromium
@@ -33,6 +37,14 @@ $(STAMP): pyproject.toml Makefile
 	@# websockets below 17, which the emulator needs.
 	$(PYTHON) -m venv $(AGENTS_VENV)
 	$(AGENTS_VENV)/bin/pip install -q --disable-pip-version-check 'openai-agents==$(OPENAI_AGENTS)'
+	@# pipecat's OpenAIRealtimeLLMService and LiveKit Agents' OpenAI RealtimeModel, for the same
+	@# test, each in a venv of its own: together they are 750 MB, pipecat ~500 and LiveKit ~420
+	@# (numba, onnxruntime; PyAV, livekit's native SDK), and each moves its pins as it will.
+	$(PYTHON) -m venv $(PIPECAT_VENV)
+	$(PIPECAT_VENV)/bin/pip install -q --disable-pip-version-check 'pipecat-ai[openai]==$(PIPECAT)'
+	$(PYTHON) -m venv $(LIVEKIT_VENV)
+	$(LIVEKIT_VENV)/bin/pip install -q --disable-pip-version-check \
+	  'livekit-agents==$(LIVEKIT_AGENTS)' 'livekit-plugins-openai==$(LIVEKIT_AGENTS)'
 	@touch $(STAMP)
 
 demo: install
@@ -68,4 +80,4 @@ images: install
 	$(BIN)/python containers/build.py $(if $(filter 1 yes true,$(FORCE)),--force-base)
 
 clean:
-	rm -rf $(VENV) $(AGENTS_VENV) runs build .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(AGENTS_VENV) $(PIPECAT_VENV) $(LIVEKIT_VENV) runs build .mypy_cache .ruff_cache .pytest_cache

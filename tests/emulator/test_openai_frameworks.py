@@ -12,8 +12,13 @@ commits read):
 - pipecat's OpenAIRealtimeLLMService (pipecat-ai/pipecat acead05,
   src/pipecat/services/openai/realtime/llm.py and events.py) and LiveKit Agents' RealtimeModel
   (livekit/agents da6af86, livekit-plugins/livekit-plugins-openai/livekit/plugins/openai/realtime/
-  realtime_model.py and utils.py), not installed: the events each sends, in its order and with
-  its fields, sent on the SDK's connection; what each reads of the server's events asserted.
+  realtime_model.py and utils.py): the events each sends, in its order and with its fields, sent
+  on the SDK's connection; what each reads of the server's events asserted. This reaches what a
+  run of the real client does not steer (barge-in, truncation, locally driven turns,
+  interruption, conversation.item.retrieve). The real clients, unmodified, run in
+  test_openai_public_clients.py (pipecat-ai 1.14.0, livekit-agents 1.8.9, each in a venv of its
+  own that `make install` makes), whose traffic is checked with pipecat_problems,
+  livekit_problems and sdk_problems from here.
 
 Every server event is also validated against the SDK's own types, strictly, as openai-agents
 validates them (a failure there is an error event in the agent's session). A test gathers what
