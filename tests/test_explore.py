@@ -37,6 +37,8 @@ from faultlab.profile import Profile, parse_profile
 from faultlab.protocols import PROTOCOLS
 from faultlab.report.record import RunRecord
 
+from .conftest import REPO
+
 GEMINI = PROTOCOLS["gemini"]
 
 BASE = """\
@@ -357,3 +359,19 @@ def test_an_unhurt_run_that_fails_ends_the_exploration(tmp_path: Path) -> None:
     data = explored(exploration(tmp_path / "x", stand_in=stand_in, text=text))
     assert data["unhurt"]["outcome"] == "fail: the backend holds 1 booking(s)"
     assert data["points"] == [] and len(stand_in.profiles) == 1
+
+
+def test_a_profile_that_replays_a_cassette_is_explored_from_its_own_folder(tmp_path: Path) -> None:
+    from faultlab.explore.exploration import ORIGIN
+
+    shipped = REPO / "profiles" / "cassettes" / "R0.yaml"
+    text = shipped.read_text()
+    folder = tmp_path / "x"
+    folder.mkdir()
+    (folder / ORIGIN).write_text(f"{shipped}\n")
+    e = exploration(folder, text=text)
+    e.found = boundaries(timed(SESSION), Boundaries(), GEMINI.kind_matches)
+    profile = e._profile(Point((Placement(1, 0.0, 0, None),)))
+    assert profile.path is not None and profile.path.parent == folder / "points"
+    assert profile.target is not None and profile.target.cassette is not None
+    assert profile.target.cassette.file == shipped.parent / "R0.cassette.jsonl"

@@ -114,7 +114,7 @@ def _exploration(items: tuple[str, ...], space_text: str | None, seed: int | Non
                  shard: tuple[int, int] | None) -> Exploration:
     """The exploration the command line names: a new one of a profile, one to go on with, or
     the merge of shards."""
-    from faultlab.explore.exploration import BASE_PROFILE, Exploration
+    from faultlab.explore.exploration import BASE_PROFILE, ORIGIN, Exploration
     from faultlab.explore.journal import JOURNAL, Journal, merged
 
     folders = [Path(i) for i in items if (Path(i) / JOURNAL).exists()]
@@ -137,6 +137,8 @@ def _exploration(items: tuple[str, ...], space_text: str | None, seed: int | Non
             folder = out or _new_folder(runs_dir, f"{space_name(base_text)}-merged")
             folder.mkdir(parents=True, exist_ok=False)
             (folder / BASE_PROFILE).write_text(base_text)
+            if (folders[0] / ORIGIN).exists():
+                (folder / ORIGIN).write_text((folders[0] / ORIGIN).read_text())
             merged(journals, folder / JOURNAL)
         return Exploration(folder, base_text, space, jobs, options, click.echo, quiet, budget)
     if len(items) != 1:
@@ -164,6 +166,7 @@ def _exploration(items: tuple[str, ...], space_text: str | None, seed: int | Non
     folder = out or _new_folder(runs_dir, profile.name)
     folder.mkdir(parents=True, exist_ok=False)
     (folder / BASE_PROFILE).write_text(base_text)
+    (folder / ORIGIN).write_text(f"{path.absolute()}\n")
     return Exploration(folder, base_text, space, jobs, options, click.echo, quiet, budget, shard)
 
 

@@ -44,6 +44,8 @@ from faultlab.report.record import RunRecord
 from faultlab.vocabulary import FrameLogged
 
 BASE_PROFILE = "profile.yaml"
+# The path of the profile explored, whose folder its relative paths start from.
+ORIGIN = "origin"
 # Rounds of refinement and of shrinking at most (each halves a gap, or simplifies a schedule).
 MAX_ROUNDS = 12
 
@@ -123,9 +125,12 @@ class Exploration:
         self.budget = budget
         self.shard = shard
         self.base_path = folder / BASE_PROFILE
+        # The files the profile names by relative paths (a cassette) are its own folder's.
+        origin = folder / ORIGIN
+        anchor = Path(origin.read_text().strip()) if origin.exists() else self.base_path
         data, _ = load_mapping(base_text, str(self.base_path), "a profile")
-        self.base_data = data
-        self.base = parse_profile(base_text, str(self.base_path), self.base_path)
+        self.base = parse_profile(base_text, str(self.base_path), anchor)
+        self.base_data = _anchored(data, self.base)
         self.variants = self._variants()
         self.journal = Journal.load(folder / JOURNAL)
         self._before = len(self.journal.runs)  # what the budget counts besides this process's
@@ -348,6 +353,19 @@ class Exploration:
         except ProfileError as exc:
             raise SpaceError("a point's profile is not valid (the space gives a fault what it "
                              "cannot take):\n" + "\n".join(exc.problems)) from None
+
+
+def _anchored(data: dict[str, Any], base: Profile) -> dict[str, Any]:
+    """The profile as written, with the cassette it replays named by its absolute path: every
+    point's profile is written in the exploration's folder."""
+    cassette = base.target.cassette if base.target is not None else None
+    if cassette is None:
+        return data
+    given = data["target"]["cassette"]
+    file = str(cassette.file)
+    target = {**data["target"],
+              "cassette": {**given, "file": file} if isinstance(given, dict) else file}
+    return {**data, "target": target}
 
 
 class _Unmeasured:
