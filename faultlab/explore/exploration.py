@@ -324,18 +324,20 @@ class Exploration:
                         bool(record.unfired), record.error, where, record.duration_s)
 
     def profile_text(self, point: Point | None, comments: Sequence[str] = (),
-                     suffix: str | None = None) -> str:
+                     suffix: str | None = None, description: str | None = None) -> str:
         """The profile a point runs (the base, unhurt, for None), its name the base's and
-        `suffix` (the point's id by default)."""
+        `suffix` (the point's id by default), its description the base's unless given."""
+        base = dict(self.base_data)
+        if description is not None:
+            base["description"] = description
         if point is None:
             name = schedule.point_name(self.base.name, suffix or "unhurt")
-            base = dict(self.base_data)
             if self._needs_proxy() and not base.get("proxy"):
                 base["proxy"] = True  # the same frame log as the points that need the proxy
             return schedule.profile_text(base, name, [], comments)
         steps = schedule.steps_of(point, self.found, self.variants)
         name = schedule.point_name(self.base.name, suffix or point.id)
-        return schedule.profile_text(self.base_data, name, steps, comments)
+        return schedule.profile_text(base, name, steps, comments)
 
     def _needs_proxy(self) -> bool:
         from faultlab.faults import FAULTS

@@ -50,7 +50,10 @@ def write_minimal(exploration: Exploration) -> None:
             f"Rerun: faultlab run {MINIMAL}/{_slug(exploration.base.name)}-{suffix}.yaml",
             "",
         ]
-        text = exploration.profile_text(finding.minimal, comments, suffix)
+        schedule = describe(finding.minimal, exploration.found, exploration.variants)
+        about = (f"{exploration.base.name}, hurt by the simplest schedule `faultlab explore` found "
+                 f"that fails it ({failed}): {schedule}. {exploration.base.description}").strip()
+        text = exploration.profile_text(finding.minimal, comments, suffix, about)
         path = folder / f"{_slug(exploration.base.name)}-{suffix}.yaml"
         path.write_text(text)
         finding.profile = str(path.relative_to(exploration.folder))

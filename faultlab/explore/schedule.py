@@ -49,18 +49,33 @@ def profile_text(base: dict[str, Any], name: str, steps: Sequence[dict[str, Any]
     """The YAML of `base` (a profile as written, without its `explore:` block) named `name`,
     with `steps` after its own timeline, and `comments` on top."""
     data = {k: v for k, v in base.items() if k != "explore"}
-    data["name"] = name
     timeline = [*data.get("timeline", []), *steps]
-    ordered: dict[str, Any] = {}
+    ordered: dict[str, Any] = {"name": name}
+    if "description" in data:
+        ordered["description"] = data["description"]
     for key, value in data.items():  # the timeline where the base has it, else before expect
+        if key in ("name", "description"):
+            continue
         if key == "expect" and "timeline" not in data:
             ordered["timeline"] = timeline
         ordered[key] = timeline if key == "timeline" else value
     ordered.setdefault("timeline", timeline)
-    body = yaml.safe_dump(ordered, sort_keys=False, default_flow_style=None, width=100,
-                          allow_unicode=True)
+    body = yaml.dump(ordered, Dumper=_Dumper, sort_keys=False, default_flow_style=None,
+                     width=100, allow_unicode=True)
     head = "".join(f"# {line}".rstrip() + "\n" for line in comments)
     return head + body
+
+
+class _Dumper(yaml.SafeDumper):
+    """YAML as profiles are written by hand: a long text folded (`>`), the rest as safe_dump."""
+
+
+def _text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    folded = len(value) > 80 and "\n" not in value.rstrip("\n")
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=">" if folded else None)
+
+
+_Dumper.add_representer(str, _text)
 
 
 def point_name(base_name: str, suffix: str) -> str:
