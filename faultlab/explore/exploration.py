@@ -378,10 +378,12 @@ _NONE: Any = _Unmeasured()
 
 
 def _line(point: Point | None, run: Measured, exploration: Exploration) -> str:
+    """How a point's run is told as it ends: its verdict, its schedule, what failed."""
     what = "unhurt run" if point is None else describe(point, exploration.found,
                                                        exploration.variants)
-    return f"{run.outcome.upper() if run.outcome in ('pass', 'error') else run.outcome:<40.40} " \
-           f"{what}  ({run.duration_s:.1f}s, {run.run_dir})"
+    failed = f"; failed: {'; '.join(run.failed)}" if run.failed else ""
+    unfired = "; a step never fired" if run.unfired else ""
+    return f"{run.verdict:<5} {what}  ({run.duration_s:.1f}s{failed}{unfired})"
 
 
 def describe(point: Point, found: Sequence[Boundary], faults: Sequence[Variant]) -> str:
