@@ -216,7 +216,8 @@ def _tell(exploration: Exploration, data: dict[str, Any]) -> int:
         click.echo(f"failure {number}: {'; '.join(finding['failed'])}\n"
                    f"  seen at {finding['points']} point(s); minimal: "
                    f"{finding['minimal']['describe']}\n"
-                   f"  confirmed: failed {finding['confirmed']}{flaky}; profile: "
+                   f"  confirmed: {'failed ' if finding['confirmed'][0].isdigit() else ''}"
+                   f"{finding['confirmed']}{flaky}; profile: "
                    f"{exploration.folder / finding['profile']}")
     click.echo(f"explore.json and explore.html in {exploration.folder}")
     failed = data["failures"] or any(p["outcome"].startswith("fail") for p in data["points"])

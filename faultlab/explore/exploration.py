@@ -98,6 +98,9 @@ class Finding:
 
     @property
     def confirmation(self) -> str:
+        """`3 of 3` (reruns that failed so, of those made), or why none was made."""
+        if not self.confirmed:
+            return "not rerun (the budget ran out)"
         fails = sum(1 for m in self.confirmed if m.outcome == self.outcome)
         return f"{fails} of {len(self.confirmed)}"
 

@@ -45,8 +45,9 @@ def write_minimal(exploration: Exploration) -> None:
             f"{finding.points} explored point(s) failed:",
             f"  {describe(finding.minimal, exploration.found, exploration.variants)}",
             f"Failed expectations: {failed}",
-            f"Confirmed: failed {finding.confirmation} runs"
-            + (" (FLAKY: not every rerun failed so)" if finding.flaky else "") + ".",
+            (f"Confirmed: failed {finding.confirmation} runs"
+             + (" (FLAKY: not every rerun failed so)" if finding.flaky else "") + "."
+             if finding.confirmed else "Not confirmed: the budget ran out before its reruns."),
             f"Rerun: faultlab run {MINIMAL}/{_slug(exploration.base.name)}-{suffix}.yaml",
             "",
         ]
