@@ -55,8 +55,8 @@ demo: install
 # browser, a non-root user, or Docker, which changes the host's own network that other lab tests
 # compare before and after.
 test: install
-	$(BIN)/pytest -q -n 2 --dist worksteal -m "not alone"
-	$(BIN)/pytest -q -m "alone"
+	$(BIN)/pytest -q -n 2 --dist worksteal -m "not alone" --durations=15
+	$(BIN)/pytest -q -m "alone" --durations=15
 
 test-pure: install
 	$(BIN)/pytest -q -m "not lab and not rootless"

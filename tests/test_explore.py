@@ -375,3 +375,26 @@ def test_a_profile_that_replays_a_cassette_is_explored_from_its_own_folder(tmp_p
     assert profile.path is not None and profile.path.parent == folder / "points"
     assert profile.target is not None and profile.target.cassette is not None
     assert profile.target.cassette.file == shipped.parent / "R0.cassette.jsonl"
+
+
+class EdgeStandIn(StandIn):
+    """As StandIn, but the drop right at the tool call fails only on its first run (a window's
+    edge, where timing decides)."""
+
+    def failed(self, profile: Profile) -> list[str]:
+        edge = [s for s in profile.timeline if s.when.frame is not None
+                and s.when.frame.kind == "tool_call" and s.after == 0 and s.fault == "drop"]
+        if edge and self.profiles.count(profile.name) > 1:
+            return []
+        return StandIn.failed(profile)
+
+
+def test_a_flaky_minimal_gives_way_to_the_next_point_that_fails_every_time(
+        tmp_path: Path) -> None:
+    stand_in = EdgeStandIn(tmp_path / "x" / "runs")
+    data = explored(exploration(tmp_path / "x", stand_in=stand_in))
+    untold = next(f for f in data["failures"] if f["outcome"] == "fail: the user is told the truth")
+    assert untold["confirmed"] == "2 of 2" and not untold["flaky"]
+    # The next simplest grid point that failed so: the drop right at the first turn's end.
+    assert untold["minimal"]["key"] == "b2+0s/f0/end"
+    assert data["runs"]["b1+0s/f0/end"][1:] != []  # the edge was rerun, and failed only once
