@@ -176,6 +176,16 @@ def test_an_openai_key_is_a_credential_wherever_it_goes() -> None:
     assert not OPENAI.authorised({}, {"key": ["k"]})
 
 
+def test_each_service_chooses_its_own_subprotocols_and_refuses_no_offer() -> None:
+    """OpenAI's server answers a browser's offer with `realtime` (O1); Gemini Live's chooses
+    none; a client offering nothing, or nothing the service knows, gets none."""
+    browser = ["realtime", "openai-insecure-api-key.k"]
+    assert OPENAI.subprotocol_for(browser) == "realtime"
+    assert OPENAI.subprotocol_for(["openai-insecure-api-key.k"]) is None
+    assert OPENAI.subprotocol_for([]) is None
+    assert GEMINI.subprotocol_for(browser) is None
+
+
 @pytest.mark.parametrize(("message", "protocol"), [
     ({"setupComplete": {}}, GEMINI),
     ({"serverContent": {"turnComplete": True}, "usageMetadata": {}}, GEMINI),

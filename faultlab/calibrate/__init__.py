@@ -4,7 +4,8 @@ OpenAI Realtime's (`realtime`) for a personality of that protocol.
 
 `calibrate(endpoint, personality, samples, tolerance_s)` runs the probes (`probes`) and returns a
 `Calibration`: the sheet (`sheet`) as text or JSON, which measures are flagged, and the measured
-values as a personality file. An endpoint that gives no session raises `EndpointError`.
+values as a personality file. An endpoint that gives no session raises `EndpointError`; a
+personality of an API with no probes in `PROBES`, ValueError.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from faultlab.emulator.personality import Personality, personality_file_text
 from faultlab.private import redact
 
 __all__ = ["DEFAULT_MODEL", "PROBES", "Calibration", "Endpoint", "EndpointError", "calibrate",
-           "run_time_s"]
+           "probes_for", "run_time_s"]
 
 
 @dataclass(frozen=True)
@@ -58,11 +59,21 @@ async def _openai(endpoint: Endpoint, personality: Personality, seen: Observatio
                               progress)
 
 
-# By the personality's protocol.
+# By the personality's protocol: an API without an entry is one calibrate cannot measure.
 PROBES = {
     "gemini": Probes(_gemini, run_time_s, DEFAULT_MODEL, GEMINI_SHEET),
     "openai": Probes(_openai, realtime.run_time_s, realtime.DEFAULT_MODEL, OPENAI_SHEET),
 }
+
+
+def probes_for(protocol: str) -> Probes:
+    """The probes of the API `protocol` names; ValueError when calibrate has none for it."""
+    try:
+        return PROBES[protocol]
+    except KeyError:
+        raise ValueError(f"calibrate has no probes for the {protocol} API, so it cannot measure "
+                         f"it (it measures {', '.join(PROBES)}: faultlab.calibrate.PROBES)"
+                         ) from None
 
 
 @dataclass(frozen=True)
@@ -78,7 +89,7 @@ class Calibration:
 
     @property
     def sheet(self) -> Sheet:
-        return PROBES[self.personality.protocol].sheet
+        return probes_for(self.personality.protocol).sheet
 
     @cached_property
     def rows(self) -> list[Row]:
@@ -127,5 +138,5 @@ async def calibrate(endpoint: Endpoint, personality: Personality, samples: int,
     loop = asyncio.get_running_loop()
     started = loop.time()
     seen = Observations()
-    await PROBES[personality.protocol].run(endpoint, personality, seen, samples, progress)
+    await probes_for(personality.protocol).run(endpoint, personality, seen, samples, progress)
     return Calibration(endpoint, personality, samples, tolerance_s, seen, loop.time() - started)

@@ -144,7 +144,7 @@ def calibrate(base_url: str | None, ca: Path | None, model: str | None, personal
     more flagged; 2: a usage error; 3: the endpoint gave no session."""
     import asyncio
 
-    from faultlab.calibrate import PROBES, Endpoint, EndpointError
+    from faultlab.calibrate import Endpoint, EndpointError, probes_for
     from faultlab.calibrate import calibrate as measure
     from faultlab.emulator.apis import APIS
     from faultlab.emulator.personality import personality_source, personality_with
@@ -159,7 +159,10 @@ def calibrate(base_url: str | None, ca: Path | None, model: str | None, personal
         fail(str(exc), 2)
     if out is not None and not os.access(out.absolute().parent, os.W_OK | os.X_OK):
         fail(f"--out {out}: cannot write in {out.absolute().parent}", 2)
-    probes = PROBES[compared.protocol]
+    try:
+        probes = probes_for(compared.protocol)
+    except ValueError as exc:
+        fail(str(exc), 2)
     service = APIS[compared.protocol].protocol.service
     base_url = base_url or next((os.environ[v] for v in service.base_url_variables
                                  if os.environ.get(v)), None)

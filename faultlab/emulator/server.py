@@ -146,12 +146,11 @@ class EmulatorServer:
         return self.emulator.emit
 
     async def __aenter__(self) -> EmulatorServer:
-        protocol = self.emulator.api.protocol
         self._server = await serve(
             self._handle, self.host, self.port, ssl=self.ssl_context, ping_interval=None,
             max_size=MAX_CLIENT_FRAME, max_queue=MAX_QUEUED_FRAMES, compression=None,
             process_request=self._check_path, close_timeout=2,
-            select_subprotocol=_realtime if protocol.name == "openai" else None,
+            select_subprotocol=self._choose_subprotocol,
             create_connection=wsinternals.reporting(self._report_refusal),
         )
         sock = next(iter(self._server.sockets))
@@ -187,6 +186,12 @@ class EmulatorServer:
         _, pending = await asyncio.wait(stuck.values(), timeout=ABORT_S)
         for task in pending:
             task.cancel()
+
+    def _choose_subprotocol(self, ws: ServerConnection,
+                            offered: Sequence[Subprotocol]) -> Subprotocol | None:
+        """The subprotocol the API answers a client's offer with (`Protocol.subprotocol_for`)."""
+        chosen = self.emulator.api.protocol.subprotocol_for(offered)
+        return None if chosen is None else Subprotocol(chosen)
 
     def _ending(self, ws: ServerConnection, number: int, t: float) -> Closed:
         """How a connection its core did not close ended, for the tape: the client's close,
@@ -304,12 +309,6 @@ class EmulatorServer:
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, ConnectionClosed):
                 await reader
-
-
-def _realtime(ws: ServerConnection, offered: Sequence[Subprotocol]) -> Subprotocol | None:
-    """OpenAI's browsers offer "realtime" beside their key (O1): it is chosen; a client that
-    offers none gets none."""
-    return Subprotocol("realtime") if "realtime" in offered else None
 
 
 def _timed_out(ws: ServerConnection) -> bool:

@@ -10,7 +10,7 @@ This module stays light (no SDK, no TLS stack): the proxy's addon and the pcap t
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -56,6 +56,9 @@ class Protocol(ABC):
     # Where a browser, which cannot set headers, puts its key: a WebSocket subprotocol that
     # starts with one of these (the key is the rest of it).
     credential_subprotocols: ClassVar[tuple[str, ...]] = ()
+    # The WebSocket subprotocols its server answers with, the first of them a client offers
+    # (OpenAI's browsers offer `realtime` beside their key); a client offering none gets none.
+    subprotocols: ClassVar[tuple[str, ...]] = ()
     # The environment variables that give a client its API key.
     secret_env: ClassVar[tuple[str, ...]]
     # The kinds (as a profile writes them) of a message in which the model says something or
@@ -108,6 +111,11 @@ class Protocol(ABC):
     def dialect_of(self, path: str) -> str | None:
         """Which of the service's APIs a WebSocket request's path reaches (the request line's
         path, its query included), or None for a path the service does not serve."""
+
+    def subprotocol_for(self, offered: Sequence[str]) -> str | None:
+        """The subprotocol the service answers a WebSocket request offering `offered` with
+        (None: none; it never refuses an offer)."""
+        return next((name for name in self.subprotocols if name in offered), None)
 
     def authorised(self, headers: Mapping[str, str], query: Mapping[str, list[str]]) -> bool:
         """Whether a request shows an identity (a key or a token), as the service asks of

@@ -126,6 +126,8 @@ class OpenAIRealtime(Protocol):
     credential_headers: ClassVar[tuple[str, ...]] = ("authorization", "api-key")
     # A browser's key, offered as a subprotocol beside "realtime".
     credential_subprotocols: ClassVar[tuple[str, ...]] = ("openai-insecure-api-key.",)
+    # What the service chooses of a browser's offer (docs/openai-realtime.md, O1).
+    subprotocols: ClassVar[tuple[str, ...]] = ("realtime",)
     secret_env: ClassVar[tuple[str, ...]] = ("OPENAI_API_KEY",)
     reply_kinds: ClassVar[tuple[str, ...]] = (
         "response.output_audio.delta", "response.output_text.delta",

@@ -108,6 +108,22 @@ def test_an_endpoint_that_does_not_answer_is_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
+def test_an_api_without_probes_is_one_line_that_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A personality of an API calibrate has no probes for: one line saying it cannot measure
+    that API, exit 2, before anything connects."""
+    from click.testing import CliRunner
+
+    from faultlab import calibrate as calibrate_package
+    from faultlab.cli import cli
+
+    monkeypatch.setattr(calibrate_package, "PROBES", {"gemini": calibrate_package.PROBES["gemini"]})
+    result = CliRunner().invoke(cli, ["calibrate", "--personality", "openai-realtime"])
+    assert result.exit_code == 2, result.output
+    assert result.output.splitlines()[-1] == (
+        "faultlab: calibrate has no probes for the openai API, so it cannot measure it (it "
+        "measures gemini: faultlab.calibrate.PROBES)")
+
+
 def test_personality_file_problems_all_at_once_with_their_lines(tmp_path: Path) -> None:
     """Every problem of a personality file is reported at once, each at its line: a missing
     base, an unknown field, a range whose ends are swapped."""

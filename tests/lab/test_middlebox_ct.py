@@ -1,12 +1,16 @@
 """forge_rst and nat_rebind on real traffic: faultlab's own peers (the client sends every 200 ms,
 the server ticks every 200 ms), what each end reports and what the captures show; the router's
-rules and addresses before the fault and after its revert."""
+rules and addresses before the fault and after its revert; forge_rst's thread and sockets, which
+live in faultlab's own process, gone once the run is over."""
 
 from __future__ import annotations
 
+import os
 import re
+import socket
 import subprocess
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +24,7 @@ from faultlab.faults.nat_rebind import NatRebind
 from faultlab.result import RunResult
 
 from ..conftest import slack
-from .helpers import failed, first, peers, run_profile
+from .helpers import failed, first, lab_slot, lab_traces, peers, run_profile
 
 pytestmark = pytest.mark.lab
 
@@ -45,12 +49,58 @@ def rsts(pcap: Path, src: str) -> list[Any]:
     return [s for s in read_segments(pcap) if s.src == src and s.flags & RST]
 
 
+def raw_sockets() -> set[str]:
+    """This process's packet and raw sockets (forge_rst listens on one, sends on the other), by
+    inode."""
+    found = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            inode = os.readlink(f"/proc/self/fd/{fd}")
+            if not inode.startswith("socket:"):
+                continue
+            with socket.socket(fileno=os.dup(int(fd))) as sock:
+                if sock.family == socket.AF_PACKET or sock.type == socket.SOCK_RAW:
+                    found.add(inode)
+        except OSError:  # closed meanwhile
+            continue
+    return found
+
+
+LeftBehind = Callable[[RunResult], list[str]]
+
+
+@pytest.fixture
+def forge_left_behind(monkeypatch: pytest.MonkeyPatch) -> LeftBehind:
+    """What a run's forge_rst left once the run is over: a thread of this process that watched a
+    flow and is still alive, a packet or raw socket opened since the test began, and whatever of
+    the run's lab is still on the host."""
+    threads: list[threading.Thread] = []
+    before = raw_sockets()
+    exchange = forge_rst.exchange
+
+    def watched(*args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        threads.append(threading.current_thread())
+        return exchange(*args, **kwargs)
+
+    monkeypatch.setattr(forge_rst, "exchange", watched)
+
+    def left(result: RunResult) -> list[str]:
+        assert threads, "forge_rst never watched the flow"
+        return ([f"thread {t.name}" for t in threads if t.is_alive()]
+                + sorted(raw_sockets() - before)
+                + lab_traces(lab_slot(result), os.getpid()))
+
+    return left
+
+
 @pytest.mark.parametrize("toward", ["client", "server", "both"])
-def test_a_forged_rst_resets_the_chosen_end(runs_dir: Path, toward: str) -> None:
+def test_a_forged_rst_resets_the_chosen_end(runs_dir: Path, toward: str,
+                                            forge_left_behind: LeftBehind) -> None:
     """The RST leaves the router within milliseconds of the trigger (the peers talk every 200 ms;
     a silent end is probed after 50 ms) with exactly the target's rcv_nxt: the capture shows it,
     and the target reports an abnormal closure (1006) at once; the other end learns at its next
-    send, from the target's kernel's own RST."""
+    send, from the target's kernel's own RST. Its thread, its sockets and the lab are gone after
+    teardown."""
     result = run(runs_dir, f"forge-{toward}", f"{{fault: forge_rst, toward: {toward}}}")
     applied = first(result, "fault.applied", step="f")
     sent = applied.fields["sent"]
@@ -72,13 +122,14 @@ def test_a_forged_rst_resets_the_chosen_end(runs_dir: Path, toward: str) -> None
     assert code_of["client"].fields["by"] == "peer"
     assert code_of["server"].fields["received_close"] is False
     assert result.exit_codes["client"] == 2
+    assert forge_left_behind(result) == []
 
 
 def test_an_inexact_rst_is_challenged_and_the_challenge_names_rcv_nxt(
-        runs_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        runs_dir: Path, monkeypatch: pytest.MonkeyPatch, forge_left_behind: LeftBehind) -> None:
     """RFC 5961 measured: a first RST one past rcv_nxt (in the window, not exact) does not reset
     the client, which answers with a challenge ACK; the next RST, at that ACK's number (or past
-    what the server sent since), does."""
+    what the server sent since), does. The retry leaves nothing behind either."""
     see = forge_rst.Forger.see
 
     def off_by_one(self: forge_rst.Forger, seg: Any, now: float) -> list[forge_rst.Forged]:
@@ -96,16 +147,19 @@ def test_an_inexact_rst_is_challenged_and_the_challenge_names_rcv_nxt(
     # The first was not the one: the client stayed, challenged it, and the retry was exact.
     assert len(resets) == 2 and resets[0] != resets[1], sent
     assert first(result, "client.closed").fields["code"] == 1006
+    assert forge_left_behind(result) == []
 
 
-def test_forge_rst_toward_the_client_works_through_the_proxy(runs_dir: Path) -> None:
+def test_forge_rst_toward_the_client_works_through_the_proxy(
+        runs_dir: Path, forge_left_behind: LeftBehind) -> None:
     """With the proxy in the path (proxy: true) the client's leg is the one the router sees:
-    the forged RST resets the client (1006)."""
+    the forged RST resets the client (1006), and nothing is left behind."""
     result = run(runs_dir, "forge-proxied", "{fault: forge_rst, toward: client}",
                  more="proxy: true\n")
     closed = first(result, "client.closed")
     assert closed.fields["code"] == 1006
     assert closed.t - first(result, "fault.applied", step="f").t < slack(0.1)
+    assert forge_left_behind(result) == []
 
 
 @pytest.fixture
