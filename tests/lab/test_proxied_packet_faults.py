@@ -1,17 +1,17 @@
-"""Packet faults hurt a connection the same with the proxy in the path as without it: drop,
-reject (toward either end), link_down, and the impairments (latency, duplication, reordering and
-corruption, queued in userspace; loss, a kernel rule; rate, the interface's shaper), against the
-Live API emulator (a frame trigger on its toolCall) and against a remote service on this machine's
-loopback (through the uplink), each with and without the proxy; and the middlebox profiles whose
-faults act on the path's packets pass through the proxy. What the client sees is judged in the
-capture (the client's link) and the client's events; what the server sees in `server.pcap` (the
-router's link toward the target): with the proxy, the proxy's own connection for that client
-connection (`proxy.upstream`).
+"""Packet faults hurt a connection the same with the proxy in the path as without it: drop (at the
+router, or at the client), reject (toward either end), link_down, and the impairments (latency,
+duplication, reordering and corruption, queued in userspace; loss, a kernel rule, or in bursts the
+queue; rate, the interface's shaper), against the Live API emulator (a frame trigger on its
+toolCall) and against a remote service on this machine's loopback (through the uplink), each with
+and without the proxy; and the middlebox profiles whose faults act on the path's packets pass
+through the proxy. What the client sees is judged in the capture (the client's link) and the
+client's events; what the server sees in `server.pcap` (the router's link toward the target): with
+the proxy, the proxy's own connection for that client connection (`proxy.upstream`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +21,7 @@ from scapy.layers.inet import IP, TCP
 from scapy.utils import PcapReader
 
 from faultlab.capture.pcap import ACK, RST, Segment, read_segments
+from faultlab.faults.forge_rst import seq_after
 from faultlab.result import RunResult
 
 from ..conftest import PROFILES, slack
@@ -37,9 +38,12 @@ FAULTS = {
     "latency": "fault: latency, latency_ms: 300, direction: to_client, connection: first",
 }
 # A reset toward the server, in answer to what it sends (its echo's ticks every 200 ms); the
-# bandwidth toward the client.
+# bandwidth toward the client; a drop in the client's own namespace; loss in runs of packets
+# (the queue's, where loss alone is a kernel rule).
 OTHERS = {"reject_server": "fault: reject, toward: server, connection: first",
-          "rate": "fault: rate, rate_kbps: 64, direction: to_client"}
+          "rate": "fault: rate, rate_kbps: 64, direction: to_client",
+          "drop_client": "fault: drop, at: client, connection: first",
+          "loss_bursts": "fault: loss, loss_percent: 30, loss_burst_packets: 3, connection: first"}
 # What the userspace queue does besides delaying, toward the client: seen on the client's link.
 QUEUED = {
     "duplicate": "fault: duplicate, duplicate_percent: 50, direction: to_client, connection: first",
@@ -96,7 +100,8 @@ def profile_text(target: str, fault: str, proxied: bool, folder: Path) -> Iterat
     name = f"pp-{fault}-{target}-{'proxy' if proxied else 'direct'}".replace("_", "-")
     proxy = "true" if proxied else "false"
     step = {**FAULTS, **QUEUED, **OTHERS}[fault]
-    target_extra, client_extra = BUSY[target] if fault in (*QUEUED, "rate") else ("", "")
+    busy = fault in (*QUEUED, "rate", "loss_bursts")
+    target_extra, client_extra = BUSY[target] if busy else ("", "")
     if target == "emulator":
         yield f"name: {name}\n" + EMULATOR.format(proxy=proxy, fault=step,
                                                   emulator_extra=target_extra,
@@ -134,6 +139,12 @@ class Seen:
                 if s.sport == self.leg_port and s.dport == self.server_port
                 and s.ts - self.t0 <= self.result.observed_until]
 
+    def from_server(self) -> list[Segment]:
+        """What came to the router from the server for connection 1 (server.pcap)."""
+        return [s for s in read_segments(self.result.run_dir / "server.pcap")
+                if s.sport == self.server_port and s.dport == self.leg_port
+                and s.ts - self.t0 <= self.result.observed_until]
+
     def after(self, segments: list[Segment], margin: float) -> list[Segment]:
         """What came `margin` seconds after the fault was applied (wholly in force)."""
         return [s for s in segments if s.ts - self.t0 > self.applied + margin]
@@ -159,9 +170,10 @@ def run(tmp_path: Path, target: str, fault: str, proxied: bool) -> Seen:
         upstream = first(result, "proxy.upstream", client_port=client_port)
         leg_port = int(upstream.fields["upstream_port"])
         # The delay is the client leg's alone; a reject resets the leg toward its end; the rate
-        # needs no rule on the legs.
+        # needs no rule on the legs; a drop at the client leaves only the server leg to the
+        # router.
         legs = {"latency": ["client"], "reject": ["client"], "reject_server": ["server"],
-                "rate": None}.get(fault, ["client", "server"])
+                "rate": None, "drop_client": ["server"]}.get(fault, ["client", "server"])
         assert applied.fields.get("legs") == legs, applied.fields
     else:
         assert "legs" not in applied.fields
@@ -181,7 +193,7 @@ def rtts(segments: list[Segment], client_port: int) -> list[tuple[float, float]]
         if sent.sport != client_port or not sent.payload:
             continue
         end = (sent.seq + len(sent.payload)) & 0xFFFFFFFF
-        if sent_up_to is not None and not 0 < (end - sent_up_to) & 0xFFFFFFFF < 1 << 31:
+        if sent_up_to is not None and not seq_after(end, sent_up_to):
             continue  # it ends at or before data already sent: a retransmission
         sent_up_to = end
         for reply in segments[i + 1:]:
@@ -224,6 +236,62 @@ def test_a_packet_fault_hurts_both_legs_as_the_direct_path(tmp_path: Path, targe
         assert before and min(before) < LATENCY_S / 3
         assert delayed and min(delayed) >= LATENCY_S - 0.005, delayed
         assert not [e for e in result.observed if e.name == "client.lost"]
+
+
+@pytest.mark.parametrize("proxied", [False, True], ids=["direct", "proxy"])
+def test_a_drop_at_the_client_silences_both_legs_as_the_direct_path(tmp_path: Path,
+                                                                   proxied: bool) -> None:
+    """drop at: client keeps the client's packets in its own namespace, with the proxy as
+    without (which drops the server leg at the router): after the fault nothing of the client's
+    crosses its link, nothing of connection 1 reaches the server, and the client declares the
+    connection lost after its own timeout (2 s)."""
+    seen = run(tmp_path, "remote", "drop_client", proxied)
+    from_client = [s for s in seen.client_link() if s.sport == seen.client_port]
+    assert seen.before(from_client), "the client sent before"
+    assert seen.after(from_client, slack(0.1)) == []
+    to_server = seen.to_server()
+    assert seen.before(to_server), "the server heard the connection before"
+    assert seen.after(to_server, slack(0.1)) == []
+    lost = first(seen.result, "client.lost")
+    assert 1.0 <= lost.t - seen.applied <= 3.0 + slack(1.0)
+
+
+def losses(segments: list[Segment], sport: int) -> int:
+    """How many signs a capture shows of `sport`'s data lost on the way: a segment sent again
+    (it ends at or before bytes seen already: lost past the capture), a hole (a segment begins
+    past every byte seen: something before it was lost before the capture)."""
+    signs, top = 0, None
+    for s in segments:
+        if s.sport != sport or not s.payload:
+            continue
+        end = (s.seq + len(s.payload)) & 0xFFFFFFFF
+        if top is None or seq_after(end, top):
+            signs += top is not None and seq_after(s.seq, top)  # a hole before it
+            top = end
+        else:
+            signs += 1  # sent again
+    return signs
+
+
+@pytest.mark.parametrize("proxied", [False, True], ids=["direct", "proxy"])
+def test_loss_in_bursts_loses_on_both_legs_as_the_direct_path(tmp_path: Path,
+                                                              proxied: bool) -> None:
+    """loss in runs of packets goes through the queue, with the proxy on both legs too (a lane
+    each way on each): on the client's link and on the server's, connection 1's data shows
+    losses (sent again, or holes) after the fault, and none before (8 to 74 a link in about
+    3 s, in eight runs)."""
+    seen = run(tmp_path, "remote", "loss_bursts", proxied)
+    queues = first(seen.result, "fault.applied", step="hit").fields["queues"]
+    assert len(queues) == (6 if proxied else 2), queues
+    links = {"client": (seen.client_link(), seen.client_port),
+             "server": (seen.to_server() + seen.from_server(), seen.leg_port)}
+
+    def signs(when: Callable[[list[Segment]], list[Segment]]) -> dict[str, int]:
+        return {name: sum(losses(when(segments), port) for port in (near, seen.server_port))
+                for name, (segments, near) in links.items()}
+
+    before, after = signs(seen.before), signs(lambda segments: seen.after(segments, 0.0))
+    assert before == {"client": 0, "server": 0} and min(after.values()) >= 3, (before, after)
 
 
 def queued(pcap: Path, client_port: int, since: float, until: float) -> dict[str, int]:
