@@ -4,8 +4,10 @@ Like `naive`, but when the path dies it resumes only within a short window (`--w
 attempt a second) while sending a close on the old socket in parallel; then it opens a new
 session and restores it with the user's request and one status line per side effect, taken from
 the backend (not from memory; `--no-status-note` leaves them out, field BR1-nonote). If every
-booking has committed, the restore asks the question too, so the model speaks at once; a job that
-finishes after the restore is reported with an update note. Events as `naive`, plus
+booking has committed, the restore asks the question too, so the model speaks at once; a request
+the model never answered ends the restored turn, so that it does; a job that finishes after the
+restore is reported with an update note. Lost before the server's first handle, there is nothing
+to resume: it restores a new session at once. Events as `naive`, plus
 recovery.new_session (since_loss_s), recovery.restored (lines) and client.status_note.
 """
 
