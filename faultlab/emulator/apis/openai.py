@@ -87,7 +87,7 @@ class OpenAIEncoder(Encoder):
     def _id(self, prefix: str) -> str:
         """An id as the service's look: the prefix and 21 base62 characters (from one draw: a
         draw per character cost 70 us an event, a tenth of an audio chunk's budget; two digits a
-        division, 2.4 us rather than 4.6)."""
+        division, 3.8 us rather than 4.6)."""
         n = self.rng.getrandbits(126)
         pairs = []
         for _ in range(10):
@@ -303,8 +303,9 @@ class OpenAIEncoder(Encoder):
 
     def audio(self, pcm: bytes, rate: int) -> list[Frame]:
         response, item, frames = self._message("audio")
-        # Most of what the emulator says: spelled out, as _event and _ids would (their keys in
-        # their order), at half their cost.
+        # Most of what the emulator says: spelled out as _event and _ids would (their keys in
+        # their order), without their merged dicts (18.5 us rather than 20.4, 12 of them the
+        # base64).
         frames.append({"type": "response.output_audio.delta", "event_id": self._id("event"),
                        "response_id": response.id, "item_id": item["id"],
                        "output_index": len(response.output) - 1, "content_index": 0,
@@ -434,7 +435,9 @@ def _usage(usage: Usage, modalities: list[str]) -> Frame:
 
 def _copied(value: Any) -> Any:
     """A copy of a JSON value (dicts, lists and scalars, as events hold): copy.deepcopy's
-    result, at a seventh of its cost (it looks up how to copy each value, and keeps a memo)."""
+    result without its memo and its look-up of how to copy each value (a response's body in
+    12 us rather than 19; a response closed and the next opened, with its first audio delta,
+    in 117 us rather than 213)."""
     if isinstance(value, dict):
         return {k: _copied(v) if isinstance(v, dict | list) else v for k, v in value.items()}
     if isinstance(value, list):
