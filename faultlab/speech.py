@@ -32,22 +32,38 @@ def resample(pcm: Samples, rate_from: int, rate_to: int) -> Samples:
     if rate_from == rate_to or len(pcm) == 0:
         return pcm
     n_out = max(1, round(len(pcm) * rate_to / rate_from))
-    if len(pcm) <= GRID_KEPT_SAMPLES:
-        x, xp = _grid(len(pcm), n_out)
-    else:  # a long clip: its grid is not kept (one 16 MiB message's is 84 MB)
+    if not 2 <= len(pcm) <= GRID_KEPT_SAMPLES:
+        # A long clip: its plan is not kept (one 16 MiB message's would be 84 MB).
         x, xp = np.linspace(0, len(pcm) - 1, n_out), np.arange(len(pcm))
-    return np.interp(x, xp, pcm.astype(np.float32)).astype(np.int16)
+        return np.interp(x, xp, pcm.astype(np.float32)).astype(np.int16)
+    left, right, weight = _plan(len(pcm), n_out)
+    # np.interp's own arithmetic (float64: the left sample plus the slope times the distance
+    # from it), so the samples are the same to the bit; gathering both neighbours by a kept
+    # plan instead of interp's search per sample took 100 ms of 24 kHz audio from 18 us to
+    # 9 us alone, and from 59 to 38 us a chunk in the emulator under 50 OpenAI sessions (the
+    # most an OpenAI chunk cost it beyond a Gemini one's, which is not resampled).
+    samples = pcm.astype(np.float64)
+    low = samples.take(left)
+    out = samples.take(right)
+    out -= low
+    out *= weight
+    out += low
+    return out.astype(np.int16)
 
 
-# Grids are kept for chunks up to a second at 48 kHz: a stream's chunks, not whole clips.
+# Plans are kept for chunks up to a second at 48 kHz: a stream's chunks, not whole clips.
 GRID_KEPT_SAMPLES = 48_000
 
 
 @functools.lru_cache(maxsize=64)
-def _grid(n_in: int, n_out: int) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
-    """Where `n_out` samples fall among `n_in`, and the input's positions: the same for every
-    chunk of a stream (100 ms of 24 kHz audio, 30 us of a resampling's 63 us to recompute)."""
-    return np.linspace(0, n_in - 1, n_out), np.arange(n_in)
+def _plan(n_in: int, n_out: int) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp],
+                                          npt.NDArray[np.float64]]:
+    """Where `n_out` samples fall among `n_in` (n_in >= 2): the input sample left of each, the
+    one right of it, and the distance from the left one; the same for every chunk of a
+    stream."""
+    x = np.linspace(0, n_in - 1, n_out)
+    left = np.minimum(x.astype(np.intp), n_in - 2)
+    return left, left + 1, x - left
 
 
 def read_wav(data: bytes) -> tuple[Samples, int]:

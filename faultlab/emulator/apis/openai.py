@@ -12,7 +12,6 @@ socket stays open, but for a fatal one (an unknown model, O4; the beta header, O
 from __future__ import annotations
 
 import base64
-import copy
 import json
 import re
 import string
@@ -41,6 +40,8 @@ from faultlab.protocols.openai import AUDIO_RATE, OPENAI
 ERROR_TYPE = "invalid_request_error"
 MODEL_ID = re.compile(r"^[A-Za-z0-9._-]+$")
 ID_CHARS = string.ascii_letters + string.digits
+# Two base62 digits at once, the low one first (an id is its number's digits, lowest first).
+ID_PAIRS = [ID_CHARS[n % 62] + ID_CHARS[n // 62] for n in range(62 * 62)]
 SESSION_EXPIRED = "Your session hit the maximum duration of {minutes:g} minutes."
 # Items conversation.item.retrieve finds: the conversation's latest.
 ITEMS_KEPT = 256
@@ -85,18 +86,19 @@ class OpenAIEncoder(Encoder):
 
     def _id(self, prefix: str) -> str:
         """An id as the service's look: the prefix and 21 base62 characters (from one draw: a
-        draw per character cost 70 us an event, a tenth of an audio chunk's budget)."""
+        draw per character cost 70 us an event, a tenth of an audio chunk's budget; two digits a
+        division, 3.8 us rather than 4.6)."""
         n = self.rng.getrandbits(126)
-        chars = []
-        for _ in range(21):
-            n, digit = divmod(n, 62)
-            chars.append(ID_CHARS[digit])
-        return f"{prefix}_{''.join(chars)}"
+        pairs = []
+        for _ in range(10):
+            n, low = divmod(n, 3844)
+            pairs.append(ID_PAIRS[low])
+        return f"{prefix}_{''.join(pairs)}{ID_CHARS[n % 62]}"
 
     def _event(self, kind: str, **fields: Any) -> Frame:
         """An event as of now: the items and responses it carries go on changing after it."""
         return {"type": kind, "event_id": self._id("event"),
-                **{k: copy.deepcopy(v) if isinstance(v, dict | list) else v
+                **{k: _copied(v) if isinstance(v, dict | list) else v
                    for k, v in fields.items()}}
 
     def call_id(self, bits: int) -> str:
@@ -301,8 +303,14 @@ class OpenAIEncoder(Encoder):
 
     def audio(self, pcm: bytes, rate: int) -> list[Frame]:
         response, item, frames = self._message("audio")
-        return [*frames, self._event("response.output_audio.delta", **self._ids(response, item),
-                                     content_index=0, delta=base64.b64encode(pcm).decode())]
+        # Most of what the emulator says: spelled out as _event and _ids would (their keys in
+        # their order), without their merged dicts (18.5 us rather than 20.4, 12 of them the
+        # base64).
+        frames.append({"type": "response.output_audio.delta", "event_id": self._id("event"),
+                       "response_id": response.id, "item_id": item["id"],
+                       "output_index": len(response.output) - 1, "content_index": 0,
+                       "delta": base64.b64encode(pcm).decode()})
+        return frames
 
     def generation_complete(self, usage: Usage) -> list[Frame]:
         response, frames = self._response()
@@ -423,6 +431,18 @@ def _usage(usage: Usage, modalities: list[str]) -> Frame:
                                                               "image_tokens": 0}},
             "output_token_details": {"text_tokens": usage.response - audio_out,
                                      "audio_tokens": audio_out}}
+
+
+def _copied(value: Any) -> Any:
+    """A copy of a JSON value (dicts, lists and scalars, as events hold): copy.deepcopy's
+    result without its memo and its look-up of how to copy each value (a response's body in
+    12 us rather than 19; a response closed and the next opened, with its first audio delta,
+    in 117 us rather than 213)."""
+    if isinstance(value, dict):
+        return {k: _copied(v) if isinstance(v, dict | list) else v for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copied(v) if isinstance(v, dict | list) else v for v in value]
+    return value
 
 
 def _kept(item: Frame) -> Frame:
