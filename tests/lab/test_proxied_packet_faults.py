@@ -279,7 +279,7 @@ def test_loss_in_bursts_loses_on_both_legs_as_the_direct_path(tmp_path: Path,
     """loss in runs of packets goes through the queue, with the proxy on both legs too (a lane
     each way on each): on the client's link and on the server's, connection 1's data shows
     losses (sent again, or holes) after the fault, and none before (8 to 74 a link in about
-    3 s, in eight runs)."""
+    3 s, in eight runs alone)."""
     seen = run(tmp_path, "remote", "loss_bursts", proxied)
     queues = first(seen.result, "fault.applied", step="hit").fields["queues"]
     assert len(queues) == (6 if proxied else 2), queues
@@ -291,7 +291,9 @@ def test_loss_in_bursts_loses_on_both_legs_as_the_direct_path(tmp_path: Path,
                 for name, (segments, near) in links.items()}
 
     before, after = signs(seen.before), signs(lambda segments: seen.after(segments, 0.0))
-    assert before == {"client": 0, "server": 0} and min(after.values()) >= 3, (before, after)
+    # At least one sign on each link: two tests at a time on two cores left the server's link
+    # 2 in 3 s (make test), where it alone showed 8 to 74.
+    assert before == {"client": 0, "server": 0} and min(after.values()) >= 1, (before, after)
 
 
 def queued(pcap: Path, client_port: int, since: float, until: float) -> dict[str, int]:
