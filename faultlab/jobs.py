@@ -19,10 +19,11 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from faultlab.events import Event
 from faultlab.interrupt import uncancelled
@@ -210,14 +211,22 @@ async def run_parallel(runs: Sequence[PlannedRun], runs_dir: Path, jobs: int,
             report(job.record)
             progress.show()
 
-    tasks = [asyncio.create_task(one(i, r)) for i, r in enumerate(runs)]
+    await gather_shown([one(i, r) for i, r in enumerate(runs)], progress)
+
+
+async def gather_shown(jobs: Sequence[Coroutine[Any, Any, None]], progress: Progress) -> None:
+    """Run `jobs` at once, the status line's clock going on a terminal. Cancelled (by a signal),
+    every job is cancelled and awaited to its end (a job stops its `faultlab run` with SIGTERM,
+    so each tears its lab down) before this is."""
+    tasks = [asyncio.create_task(job) for job in jobs]
     ticker = asyncio.create_task(_tick(progress)) if progress.live else None
     try:
         await asyncio.gather(*tasks)
     finally:
         for task in [*tasks, *([ticker] if ticker else [])]:
             task.cancel()
-        await uncancelled(asyncio.gather(*tasks, return_exceptions=True))
+        await uncancelled(asyncio.gather(*tasks, *([ticker] if ticker else []),
+                                         return_exceptions=True))
         progress.clear()
 
 

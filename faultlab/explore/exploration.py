@@ -36,8 +36,7 @@ from faultlab.explore.space import (
     grid,
     variants,
 )
-from faultlab.interrupt import uncancelled
-from faultlab.jobs import Job, Progress, RunOptions
+from faultlab.jobs import Job, Progress, RunOptions, gather_shown
 from faultlab.plainyaml import load_mapping
 from faultlab.profile import Profile, parse_profile
 from faultlab.report.record import RunRecord
@@ -318,17 +317,7 @@ class Exploration:
                     self.say(_line(point, run, self))
                 progress.show()
 
-        tasks = [asyncio.create_task(one(*item)) for item in todo]
-        ticker = asyncio.create_task(_tick(progress)) if progress.live else None
-        try:
-            await asyncio.gather(*tasks)
-        finally:
-            for task in [*tasks, *([ticker] if ticker else [])]:
-                task.cancel()
-            # The jobs stop (SIGTERM: each tears its lab down) even when this is cancelled.
-            await uncancelled(asyncio.gather(*tasks, *([ticker] if ticker else []),
-                                             return_exceptions=True))
-            progress.clear()
+        await gather_shown([one(*item) for item in todo], progress)
         return got
 
     async def _job(self, profile: Profile) -> RunRecord:
@@ -419,8 +408,3 @@ def describe(point: Point, found: Sequence[Boundary], faults: Sequence[Variant])
         parts.append(text + ("" if placed.duration is None else f", for {placed.duration:g}s"))
     return "; then ".join(parts)
 
-
-async def _tick(progress: Progress) -> None:
-    while True:
-        await asyncio.sleep(1.0)
-        progress.show()
