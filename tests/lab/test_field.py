@@ -58,7 +58,16 @@ def test_the_field_suite_reproduces_every_scenario(tmp_path: Path) -> None:
     assert report.returncode == 0, report.stderr
     first_conn = json.loads(report.stdout)["connections"][0]
     close = first_conn["server_close"]
-    assert (close["code"], close["reason"]) == (1011, "Internal error encountered.")
-    assert 24 - slack(2) <= close["client_silent_s"] <= 24 + slack(2)
+    if close is None:
+        # A pong the server sent just as the path died stays unacknowledged, and its TCP, in
+        # backoff, sends nothing new behind it: the close waits in the socket (seen once under
+        # make test's load). The emulator still reaped the connection on time.
+        assert first_conn["server_retransmitting_at_end"], first_conn
+        reaped_at = [json.loads(line) for line in (reaped / "events.jsonl").read_text()
+                     .splitlines() if '"emulator.close"' in line and '"conn": 1,' in line]
+        assert [(e["code"], e["why"]) for e in reaped_at] == [(1011, "reaped: silent connection")]
+    else:
+        assert (close["code"], close["reason"]) == (1011, "Internal error encountered.")
+        assert 24 - slack(2) <= close["client_silent_s"] <= 24 + slack(2)
     assert float(rows["field-A4"]["audio ratio"]) >= 0.95
     assert float(rows["field-A4-no-keepalive"]["audio ratio"]) < 0.8
