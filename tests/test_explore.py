@@ -398,3 +398,17 @@ def test_a_flaky_minimal_gives_way_to_the_next_point_that_fails_every_time(
     # The next simplest grid point that failed so: the drop right at the first turn's end.
     assert untold["minimal"]["key"] == "b2+0s/f0/end"
     assert data["runs"]["b1+0s/f0/end"][1:] != []  # the edge was rerun, and failed only once
+
+
+def test_a_bad_space_on_the_command_line_is_refused_before_anything_is_made(
+        tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from faultlab.cli import cli
+
+    out = tmp_path / "x"
+    done = CliRunner().invoke(cli, ["explore", "explore/booking-naive", "--out", str(out),
+                                    "--space", "{faults: [{fault: drop, direction: sideways}]}"])
+    assert done.exit_code == 2, done.output
+    assert "--space:1: explore.faults[0].direction" in done.output
+    assert not out.exists()

@@ -173,16 +173,19 @@ def _exploration(items: tuple[str, ...], space_text: str | None, seed: int | Non
 def _space(block: dict[str, Any], source: str) -> Space:
     from pydantic import ValidationError
 
-    from faultlab.explore.space import Space
+    from faultlab.explore.space import Space, variants
     from faultlab.problems import Problems
 
+    problems = Problems(source, {})
     try:
-        return Space.model_validate(block)
+        space = Space.model_validate(block)
     except ValidationError as exc:
-        problems = Problems(source, {})
         problems.add_validation(("explore",), exc)
-        problems.raise_if_any()
-        raise
+        problems.fail()
+    # Each fault as its fault validates it, before the exploration's folder is made.
+    variants(space.faults, problems)
+    problems.raise_if_any()
+    return space
 
 
 def space_name(base_text: str) -> str:

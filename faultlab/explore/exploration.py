@@ -36,6 +36,7 @@ from faultlab.explore.space import (
     grid,
     variants,
 )
+from faultlab.faults import FAULTS
 from faultlab.jobs import Job, Progress, RunOptions, gather_shown
 from faultlab.plainyaml import load_mapping
 from faultlab.profile import Profile, parse_profile
@@ -134,21 +135,17 @@ class Exploration:
         # The files the profile names by relative paths (a cassette) are its own folder's.
         origin = folder / ORIGIN
         anchor = Path(origin.read_text().strip()) if origin.exists() else self.base_path
-        data, _ = load_mapping(base_text, str(self.base_path), "a profile")
+        data, problems = load_mapping(base_text, str(self.base_path), "a profile")
         self.base = parse_profile(base_text, str(self.base_path), anchor)
         self.base_data = _anchored(data, self.base)
-        self.variants = self._variants()
+        # The space's faults, each validated where the block names it (problems by line).
+        self.variants = variants(self.space.faults, problems)
+        problems.raise_if_any()
         self.journal = Journal.load(folder / JOURNAL)
         self._before = len(self.journal.runs)  # what the budget counts besides this process's
         self.found: list[Boundary] = []
         self.findings: list[Finding] = []
         self.phase = "unhurt run"
-
-    def _variants(self) -> list[Variant]:
-        _, problems = load_mapping(self.base_text, str(self.base_path), "a profile")
-        found = variants(self.space.faults, problems)
-        problems.raise_if_any()
-        return found
 
     @property
     def runs_dir(self) -> Path:
@@ -245,9 +242,9 @@ class Exploration:
                         break
                     await self._measure([(p, "shrink", 0) for p in unknown[start:start + self.jobs]])
                     measured = self.measured()
-                    if any(measured.get(c, _NONE).outcome == outcome for c in candidates):
+                    if any(_outcome(measured, c) == outcome for c in candidates):
                         break
-                better = [c for c in candidates if measured.get(c, _NONE).outcome == outcome]
+                better = [c for c in candidates if _outcome(measured, c) == outcome]
                 if not better:
                     break
                 current = better[0]
@@ -353,8 +350,6 @@ class Exploration:
         return schedule.profile_text(base, name, steps, comments)
 
     def _needs_proxy(self) -> bool:
-        from faultlab.faults import FAULTS
-
         return any("proxy" in FAULTS[v.fault].needs for v in self.variants)
 
     def _profile(self, point: Point | None) -> Profile:
@@ -383,11 +378,11 @@ def _anchored(data: dict[str, Any], base: Profile) -> dict[str, Any]:
     return {**data, "target": target}
 
 
-class _Unmeasured:
-    outcome = "unmeasured"
+def _outcome(measured: dict[Point, Measured], point: Point) -> str | None:
+    """A point's outcome, if it was measured."""
+    run = measured.get(point)
+    return None if run is None else run.outcome
 
-
-_NONE: Any = _Unmeasured()
 
 
 def _line(point: Point | None, run: Measured, exploration: Exploration) -> str:

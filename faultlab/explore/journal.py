@@ -97,7 +97,8 @@ class Journal:
         journal = cls(path)
         if not path.exists():
             return journal
-        for number, line in enumerate(path.read_text().splitlines(), 1):
+        lines = path.read_text().splitlines()
+        for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             try:
@@ -111,7 +112,7 @@ class Journal:
                     raise ValueError("neither a head nor a run")
             except (ValueError, TypeError, KeyError) as exc:
                 # A line cut by a crash mid-write is the last one; it is run again.
-                if number == len(path.read_text().splitlines()):
+                if number == len(lines):
                     break
                 raise JournalError(f"{path}:{number}: not an exploration journal line: {exc}"
                                    ) from None
