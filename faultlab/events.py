@@ -184,14 +184,20 @@ class EventWriter:
         )
 
     def emit(self, event: str, /, **fields: Any) -> None:
+        self.emit_at(time.time(), event, **fields)
+
+    def emit_at(self, ts: float, event: str, /, **fields: Any) -> None:
+        """An event that happened at Unix time `ts` (a browser's own stamp, say), not now."""
         if self._fd is None:
             return
-        line = json.dumps({"event": event, "ts": time.time(), **redact(fields)},
-                          default=json_default)
+        line = json.dumps({"event": event, "ts": ts, **redact(fields)}, default=json_default)
         os.write(self._fd, (line + "\n").encode())
 
     def announce(self, what: Announcement) -> None:
         self.emit(what.name, **what.fields())
+
+    def announce_at(self, ts: float, what: Announcement) -> None:
+        self.emit_at(ts, what.name, **what.fields())
 
     def close(self) -> None:
         if self._fd is not None:

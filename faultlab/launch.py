@@ -29,8 +29,8 @@ from faultlab.private import PRIVATE_DIR, create_private, remember_env_secrets
 from faultlab.profile import Profile
 from faultlab.resolver.control import ResolverControl
 from faultlab.sources import EventTails
-from faultlab.speech import write_clips
-from faultlab.targets import Program, program_argv
+from faultlab.speech import RATE_IN, write_clips, write_wav
+from faultlab.targets import Program
 from faultlab.tls import LabCA
 
 # The client's resolver with the lab's: glibc's default (5 s, twice over) would have a lookup
@@ -38,6 +38,7 @@ from faultlab.tls import LabCA
 # tries, bounds a silent resolver at about 2 s.
 RESOLVER_OPTIONS = "options timeout:1 attempts:2"
 NSSWITCH = Path("/etc/nsswitch.conf")
+MIC_WAV = "mic.wav"
 
 
 class Launcher:
@@ -97,6 +98,7 @@ class Launcher:
             env.update(kind.client_env(self, proxied))
         if self.mic_path is not None:
             env["FAULTLAB_MIC"] = str(self.mic_path)
+            env["FAULTLAB_MIC_WAV"] = str(self.run_dir / MIC_WAV)
         env.update(p.client.env)
         etc = self.run_dir / "etc"
         etc.mkdir(mode=PRIVATE_DIR, exist_ok=True)
@@ -111,7 +113,8 @@ class Launcher:
                 (etc / "nsswitch.conf").write_text(files_then_dns(NSSWITCH.read_text()))
         elif (resolver := kind.resolver() if kind is not None else None) is not None:
             (etc / "resolv.conf").write_text(f"nameserver {resolver}\n")
-        return await self._start("client", "client", program_argv(p.client), env, etc, p.client)
+        return await self._start("client", "client", p.client.argv(self.profile_path(Path())),
+                                 env, etc, p.client)
 
     async def start_resolver(self) -> ResolverControl:
         """The lab's resolver in the router, answering the lab's names with the address the
@@ -143,6 +146,8 @@ class Launcher:
         assert mic is not None
         clips = await asyncio.to_thread(write_clips, mic.utterances, self.speech_dir)
         virtual = VirtualMic(mic.utterances, clips, mic.gap, mic.tail, self.bus)
+        # The same speech as a file, for a client that plays one (a browser's fake microphone).
+        (self.run_dir / MIC_WAV).write_bytes(write_wav(virtual.samples, RATE_IN))
         self.stack.push_async_callback(virtual.close)
         self.mic_path = await virtual.serve(self.run_dir)
         return virtual

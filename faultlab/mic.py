@@ -51,7 +51,8 @@ class VirtualMic:
             parts.append(clip)
         if tail_s is not None:
             parts.append(np.zeros(int(tail_s * RATE_IN), np.int16))
-        self.audio = np.concatenate(parts).astype("<i2").tobytes()
+        self.samples: Samples = np.concatenate(parts).astype(np.int16)
+        self.audio = self.samples.astype("<i2").tobytes()
         self.endless = tail_s is None
         self._stalled_until = 0.0
         self._server: asyncio.AbstractServer | None = None

@@ -160,13 +160,16 @@ class FaultRevertFailed(Record):
 
 @dataclass(frozen=True)
 class FrameLogged(Record):
-    """A WebSocket message, as the proxy (`proxy.frame`) or the emulator (`emulator.frame`) logs
-    it: who sent it (`from`), the log's own key of its connection (`conn`), the run's number of
-    the connection (`k`) when the log knows it, its Live API kind and size; `extra`: what the log
-    adds (opcode, audio seconds, dropped, injected...)."""
+    """A WebSocket message, as the proxy (`proxy.frame`), the emulator (`emulator.frame`) or a
+    browser client's DevTools (`browser.frame`) logs it: who sent it (`from`), the log's own key
+    of its connection (`conn`), the run's number of the connection (`k`) when the log knows it,
+    its Live API kind and size; `extra`: what the log adds (opcode, audio seconds, dropped,
+    injected...)."""
 
     NAME: ClassVar[str] = "frame"
-    LOGS: ClassVar[tuple[str, ...]] = ("proxy", "emulator")
+    # In the order a run's pictures prefer them: a browser's own account of what it sent and
+    # received, then the proxy's (it sees both sides), then the emulator's.
+    LOGS: ClassVar[tuple[str, ...]] = ("browser", "proxy", "emulator")
     log: str
     sender: Sender
     conn: str | int | None

@@ -5,17 +5,40 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import sys
+from pathlib import Path
+from typing import ClassVar
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
+from faultlab.browser.spec import BrowserPage
 from faultlab.lab import LABS
 from faultlab.lab.base import Role
 from faultlab.model import Duration, DurationRange, Model, one_of
-from faultlab.targets import Program
+from faultlab.targets import Program, program_argv
 
 
 class Client(Program):
-    """The user's client, run in the client namespace."""
+    """The user's client, run in the client namespace: a program, or a web page in the lab's
+    headless Chromium (`browser`)."""
+
+    browser: BrowserPage | None = None
+
+    KINDS: ClassVar[tuple[str, ...]] = ("command", "builtin", "browser")
+
+    @model_validator(mode="after")
+    def _browser_alone(self) -> Client:
+        if self.browser is not None and (self.image is not None or self.args):
+            raise ValueError("a 'browser' client runs faultlab's Chromium on the host: it takes "
+                             "no 'image' or 'args'")
+        return self
+
+    def argv(self, folder: Path) -> list[str]:
+        """Its command line; a page's `serve` folder is relative to the profile's `folder`."""
+        if self.browser is None:
+            return program_argv(self)
+        return [sys.executable, "-m", "faultlab.browser",
+                self.browser.resolved(folder).model_dump_json()]
 
 
 class Subnets(Model):

@@ -57,6 +57,10 @@ CLIENT_MARKERS: dict[str, str] = {
     "client.tool_call": "tool_call", "client.tool_response": "tool_response",
     "resume.attempt": "attempt", "resume.refused": "refused", "resume.ok": "recovered",
     "resume.gave_up": "refused", "recovery.new_session": "recovered",
+    # A browser client's own account (faultlab.browser.page): its sockets' ends, its page's
+    # failures.
+    "browser.ws_closed": "close", "browser.ws_error": "loss", "browser.error": "refused",
+    "browser.crash": "loss",
 }
 CLIENT_PREFIXES = ("client.", "resume.", "recovery.", "mic.", "uplink.")
 # The emulator's own account: its connections and frames are drawn as messages and TCP marks.
@@ -144,8 +148,8 @@ class View:
 
 
 def _frame_events(events: Sequence[Event]) -> tuple[list[Event], str]:
-    """The run's one log of messages: the proxy's when it had one, else the emulator's, else what
-    the client says it received."""
+    """The run's one log of messages: a browser client's, else the proxy's when it had one,
+    else the emulator's, else what the client says it received."""
     for name in FrameLogged.names():
         frames = [e for e in events if e.name == name]
         if frames:

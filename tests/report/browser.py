@@ -1,61 +1,36 @@
-"""Headless Chromium driven over the DevTools protocol, for the tests and the bench that look at
-report.html in a real browser.
+"""Headless Chromium driven over the DevTools protocol, synchronously, for the tests and the
+bench that look at report.html in a real browser.
 
-The browser can reach no network: it runs in a network namespace of its own (`unshare --net`,
-which needs root) and is driven over a pipe (`--remote-debugging-pipe`: JSON messages ended by
-NUL, read from its fd 3 and written to its fd 4), never a port. It is the first process of a PID
-namespace of its own too, so its helpers end with it. `unavailable()` says why it cannot
-run here (no root, no chromium) so a caller can skip with the reason.
+The browser is the product's (faultlab.browser.chromium: its pipe, its PID namespace), in a
+network namespace of its own too: it reaches no network. `unavailable()` says why it cannot run
+here (no root, no chromium) so a caller can skip with the reason.
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
-import fcntl
 import json
 import os
 import select
 import shutil
-import signal
 import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-# Debian's package; `make install` (as root) installs it.
-CHROMIUM = "chromium"
-FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe",
-         "--disable-background-networking", "--disable-component-update", "--no-first-run",
-         "--disable-default-apps", "--disable-sync", "--hide-scrollbars", "--mute-audio")
+from faultlab.browser import chromium
+from faultlab.browser.chromium import CLOSE_TIMEOUT_S, unavailable
+
+FLAGS = ("--hide-scrollbars",)
 # Seconds: a cold start of Debian's chromium takes about 1 s on 2 cores; a page a few hundred ms.
 START_TIMEOUT_S = 30.0
 CALL_TIMEOUT_S = 30.0
-CLOSE_TIMEOUT_S = 5.0
 
 
 class BrowserError(Exception):
     """The browser died, timed out, or answered a call with an error."""
-
-
-def unavailable() -> str | None:
-    """Why a browser cannot run here; None when it can."""
-    if os.geteuid() != 0:
-        return "needs root: the browser runs in namespaces of its own (unshare --net --pid)"
-    if shutil.which(CHROMIUM) is None:
-        return "no chromium: `make install` as root installs Debian's chromium package"
-    if shutil.which("unshare") is None:
-        return "no unshare (util-linux)"
-    return None
-
-
-def _high_fd(fd: int) -> int:
-    """`fd` moved above the numbers the browser's pipe takes (3 and 4): a dup2 onto itself would
-    keep its close-on-exec flag."""
-    moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10)
-    os.close(fd)
-    return moved
 
 
 class Browser:
@@ -85,31 +60,14 @@ class Browser:
         self.close()
 
     def start(self) -> None:
-        chromium = shutil.which(CHROMIUM)
-        if chromium is None or unavailable():
-            raise BrowserError(unavailable() or "no chromium")
+        if (why := unavailable()) is not None:
+            raise BrowserError(why)
         self._profile = Path(tempfile.mkdtemp(prefix="faultlab-chromium-"))
-        to_r, to_w = (_high_fd(fd) for fd in os.pipe())
-        from_r, from_w = (_high_fd(fd) for fd in os.pipe())
-        # A network namespace: nothing to reach. A PID namespace whose first process is the
-        # browser: when it ends (or unshare, by --kill-child) the kernel ends and reaps all its
-        # helpers, so one PID ends them all.
-        argv = ["unshare", "--net", "--pid", "--kill-child", chromium, *FLAGS,
-                f"--user-data-dir={self._profile}", f"--window-size={self.width},{self.height}",
-                "about:blank"]
-        log = str(self._profile / "chromium.log")
-        try:
-            self.pid = os.posix_spawnp("unshare", argv, dict(os.environ), file_actions=[
-                (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
-                (os.POSIX_SPAWN_OPEN, 1, log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
-                (os.POSIX_SPAWN_DUP2, 1, 2),
-                (os.POSIX_SPAWN_DUP2, to_r, 3),
-                (os.POSIX_SPAWN_DUP2, from_w, 4),
-            ])
-        finally:
-            os.close(to_r)
-            os.close(from_w)
-        self._to, self._from = to_w, from_r
+        # A network namespace of its own: a report page reaches nothing.
+        spawned = chromium.spawn(self._profile, [*FLAGS, f"--window-size={self.width},{self.height}",
+                                                 "about:blank"],
+                                 self._profile / "chromium.log", os.environ, own_network=True)
+        self.pid, self._to, self._from = spawned.pid, spawned.to_fd, spawned.from_fd
         target = self.call("Target.createTarget", url="about:blank", timeout_s=START_TIMEOUT_S)
         attached = self.call("Target.attachToTarget", targetId=target["targetId"], flatten=True)
         self._session = attached["sessionId"]
@@ -237,23 +195,11 @@ class Browser:
                 os.close(fd)
         self._to = self._from = None
         if self.pid is not None:
-            self._end(self.pid)
+            chromium.end(self.pid)
             self.pid = None
         if self._profile is not None:
             shutil.rmtree(self._profile, ignore_errors=True)
             self._profile = None
-
-    @staticmethod
-    def _end(pid: int) -> None:
-        deadline = time.monotonic() + CLOSE_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if os.waitpid(pid, os.WNOHANG)[0] == pid:
-                break
-            time.sleep(0.05)
-        else:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
 
 
 def png_size(png: bytes) -> tuple[int, int]:
