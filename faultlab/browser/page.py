@@ -24,6 +24,7 @@ import asyncio
 import base64
 import contextlib
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -35,6 +36,7 @@ from faultlab.browser import chromium
 from faultlab.browser.devtools import DevTools, DevToolsError
 from faultlab.browser.spec import BrowserPage
 from faultlab.events import EventWriter
+from faultlab.lab.process import BROWSER_DIR_PREFIX
 from faultlab.protocols import recognising
 from faultlab.protocols.base import Protocol
 from faultlab.vocabulary import FrameLogged
@@ -163,7 +165,8 @@ class PageRun:
     # The run.
 
     async def run(self) -> int:
-        work = Path(tempfile.mkdtemp(prefix="browser-", dir=self.run_dir))
+        # In the temp dir, named with this pid: `faultlab lab gc` removes it after a SIGKILL.
+        work = Path(tempfile.mkdtemp(prefix=f"{BROWSER_DIR_PREFIX}{os.getpid()}-"))
         self.ending = asyncio.get_running_loop().create_future()
         spawned: chromium.Spawned | None = None
         devtools: DevTools | None = None
@@ -174,7 +177,7 @@ class PageRun:
             spawned = chromium.spawn(work, list(self._flags()), self.run_dir / "browser.log",
                                      self.env)
             devtools = DevTools(spawned.to_fd, spawned.from_fd)
-            self.emit_at(None, "browser.start", pid=spawned.pid)
+            self.emit_at(None, "browser.start", pid=spawned.pid, profile=str(work))
             return await self._drive(devtools)
         finally:
             if devtools is not None:

@@ -105,6 +105,8 @@ class HostProcess:
 # unix socket; here, beside the rule that finds it a leftover, so that `lab gc` need not import
 # the microphone (and numpy).
 SPARE_DIR_PREFIX = "faultlab-mic-"
+# A browser client's profile and certificate store (faultlab.browser.page).
+BROWSER_DIR_PREFIX = "faultlab-browser-"
 
 
 def leftover_dirs(prefix: str) -> list[Path]:
@@ -113,9 +115,19 @@ def leftover_dirs(prefix: str) -> list[Path]:
     out = []
     for folder in Path(tempfile.gettempdir()).glob(f"{prefix}*"):
         pid = folder.name.removeprefix(prefix).split("-")[0]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+        if pid.isdigit() and not running(int(pid)):
             out.append(folder)
     return out
+
+
+def running(pid: int) -> bool:
+    """Whether process `pid` exists and is not a zombie: a killed client whose parent died too
+    stays one until init reaps it, which this machine's does lazily."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def listening(pid: int, port: int) -> bool:

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from faultlab.events import Event
+from faultlab.lab.process import running
 from faultlab.lab.netns import (
     LAB_NAME,
     NETNS_PREFIX,
@@ -148,10 +149,5 @@ def run_slot(run_dir: Path) -> int:
     return int(str(ready["slot"]))
 
 
-def pid_alive(pid: int) -> bool:
-    """Running, not a zombie (this machine's init reaps orphans lazily)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
+# Running, not a zombie (this machine's init reaps orphans lazily).
+pid_alive = running
