@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 from faultlab.events import Event
-from faultlab.lab.process import running
 from faultlab.lab.netns import (
     LAB_NAME,
     NETNS_PREFIX,
@@ -21,6 +20,7 @@ from faultlab.lab.netns import (
     lease_path,
     scratch_path,
 )
+from faultlab.lab.process import running
 from faultlab.profile import Profile, parse_profile
 from faultlab.result import RunResult
 from faultlab.runner import Run
