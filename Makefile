@@ -9,7 +9,7 @@ LIVEKIT_VENV := .venv-livekit
 LIVEKIT_AGENTS := 1.8.9
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-APT_PACKAGES := iptables tcpdump iproute2 espeak-ng debootstrap tshark slirp4netns chromium
+APT_PACKAGES := iptables tcpdump iproute2 espeak-ng debootstrap tshark slirp4netns chromium libnss3-tools
 # The Docker engine, for container members and `make images`: Debian's, unless an engine is
 # installed already (Docker CE's packages conflict with docker.io's).
 ENGINE_PACKAGE := docker.io

@@ -14,7 +14,7 @@ numbering of its sockets as `conn`), `browser.ws_open` / `browser.ws_closed` / `
 name; any other line is `browser.console`), `browser.error` (an uncaught exception),
 `browser.crash`, `browser.screenshot`, and `browser.end` (why, code). It ends when the page logs
 its `done` event (exit code: the event's `code`, else 0), when `until` is true (0), at `timeout`
-(0; 3 when `until` was waited for), or when the page crashes (70). A screenshot is taken at the
+(`timeout_exit`), or when the page crashes (70). A screenshot is taken at the
 end, and at the first uncaught exception.
 """
 
@@ -44,7 +44,6 @@ from faultlab.vocabulary import FrameLogged
 CONSOLE_CHARS = 500  # of a console line that is not an event; the rest is cut
 UNTIL_EVERY_S = 0.1
 CRASHED = 70  # EX_SOFTWARE: the page's renderer crashed, or the browser ended
-NOT_DONE = 3  # `until` never became true
 
 
 def monotonic_to_wall() -> float:
@@ -246,7 +245,7 @@ class PageRun:
         try:
             return await asyncio.wait_for(asyncio.shield(self.ending), self.spec.timeout)
         except TimeoutError:
-            return "timeout", NOT_DONE if self.spec.until else 0
+            return "timeout", self.spec.timeout_exit
         finally:
             if polling is not None:
                 polling.cancel()

@@ -18,7 +18,8 @@ class BrowserPage(Model):
     """A page from a `url` the lab resolves, or from a folder faultlab serves (`serve`, at
     `path`) on the client's own loopback (a secure context: the microphone is allowed). `start`:
     JavaScript run in order once it has loaded (a click on its connect button). It ends when it
-    logs `done` (a console event), when `until` (JavaScript) becomes true, or at `timeout`."""
+    logs `done` (a console event; its `code` the exit code), when `until` (JavaScript) becomes
+    true (exit 0), or at `timeout` (exit `timeout_exit`)."""
 
     url: str | None = None
     serve: Path | None = None
@@ -27,6 +28,7 @@ class BrowserPage(Model):
     done: str = DONE_EVENT
     until: str | None = None
     timeout: Duration = 60.0
+    timeout_exit: int = Field(default=0, ge=0, le=255)
     viewport: tuple[int, int] = (1280, 800)
 
     SCHEMES: ClassVar[tuple[str, ...]] = ("http://", "https://")

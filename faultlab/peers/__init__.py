@@ -15,6 +15,7 @@ BUILTINS: dict[str, str] = {
     "racing-recovery": "faultlab.clients.racing",
     "openai-naive": "faultlab.clients.openai_naive",
     "openai-recovery": "faultlab.clients.openai_recovery",
+    "web-booking": "faultlab.clients.web",
 }
 
 
