@@ -103,7 +103,7 @@ def test_bad_requests_are_refused_with_a_reason(backend: tuple[int, Path]) -> No
     """An unknown booking is 404, a book without its fields 400, an unknown route 404: each with
     an error in JSON."""
     port, _ = backend
-    assert call(port, "GET", "/backend/bookings/B9")[0] == 404
+    assert call(port, "GET", "/backend/bookings/nosuch")[0] == 404
     assert call(port, "POST", "/backend/book", {"slot": "tomorrow at 3pm"})[0] == 400
     status, answer = call(port, "GET", "/backend/nosuch")
     assert status == 404 and "error" in answer

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ..conftest import PROFILES, faultlab, slack
+from .helpers import suite_table
 
 pytestmark = [pytest.mark.lab, pytest.mark.alone]
 
@@ -29,11 +30,7 @@ def test_the_node_client_recovers_from_each_loss_and_tells_the_truth(tmp_path: P
                     timeout=SUITE_TIMEOUT_S)
     failed = re.findall(r"== (\S+): (?:FAIL|ERROR)", done.stdout)
     assert done.returncode == 0 and not failed, done.stdout[-6000:] + done.stderr
-    (table,) = tmp_path.glob("suite-*.md")
-    lines = [line for line in table.read_text().splitlines() if line.startswith("| ")]
-    header = [c.strip() for c in lines[0].split("|")[1:-1]]
-    rows = {cells[0]: dict(zip(header, cells, strict=True))
-            for cells in ([c.strip() for c in line.split("|")[1:-1]] for line in lines[2:])}
+    rows = suite_table(tmp_path)
     assert sorted(rows) == [f"web-{name}" for name in NODE_PROFILES]
     assert all((row["bookings"], row["user told"]) == ("1", "truth") for row in rows.values())
     assert rows["web-clean-close-node"]["resumed"].endswith(" s")
