@@ -10,6 +10,13 @@ LIVEKIT_AGENTS := 1.8.9
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 APT_PACKAGES := iptables tcpdump iproute2 espeak-ng debootstrap tshark slirp4netns chromium libnss3-tools
+# Node.js for the JavaScript clients: Debian's, unless a `node` and an `npm` are installed already
+# (NodeSource's nodejs provides npm itself and conflicts with Debian's npm package).
+NODE_PACKAGES := nodejs npm
+# The JavaScript clients (faultlab/clients/js): `npm ci` from the lock file, then the web page's
+# bundle; both again when the lock file or a source changes.
+JS := faultlab/clients/js
+JS_SOURCES := $(JS)/package.json $(JS)/package-lock.json $(wildcard $(JS)/*.mjs $(JS)/web/*.mjs $(JS)/web/*.html)
 # The Docker engine, for container members and `make images`: Debian's, unless an engine is
 # installed already (Docker CE's packages conflict with docker.io's).
 ENGINE_PACKAGE := docker.io
@@ -19,9 +26,10 @@ PROFILE ?= profiles/silent-loss.yaml
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml Makefile $(JS_SOURCES)
 	@if [ "$$(id -u)" = 0 ]; then \
 	  missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	  { command -v node && command -v npm; } >/dev/null || missing="$$missing $(NODE_PACKAGES)"; \
 	  command -v dockerd >/dev/null || dpkg -s $(ENGINE_PACKAGE) >/dev/null 2>&1 || missing="$$missing $(ENGINE_PACKAGE)"; \
 	  if [ -n "$$missing" ]; then \
 	    echo "installing Debian packages:$$missing"; \
@@ -44,6 +52,13 @@ $(STAMP): pyproject.toml Makefile
 	$(LIVEKIT_VENV)/bin/pip install -q --disable-pip-version-check \
 	  'livekit-agents==$(LIVEKIT_AGENTS)' 'livekit-plugins-openai==$(LIVEKIT_AGENTS)' & l=$$!; \
 	wait $$a; ra=$$?; wait $$p; rp=$$?; wait $$l; rl=$$?; [ $$ra = 0 ] && [ $$rp = 0 ] && [ $$rl = 0 ]
+	@# @google/genai 2.x runs on Node.js 20 (3.x needs 22); Debian 12's own nodejs is 18.
+	@command -v npm >/dev/null || { echo "make install: npm is missing: the JavaScript clients need Node.js >= 20 and npm (as root: apt-get install $(NODE_PACKAGES))" >&2; exit 1; }
+	@node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' || \
+	  { echo "make install: the JavaScript clients need Node.js >= 20; node is $$(node --version)" >&2; exit 1; }
+	@# No package's install script runs (none is needed: esbuild's binary comes as a package).
+	npm ci --prefix $(JS) --no-audit --no-fund --ignore-scripts
+	node $(JS)/build.mjs
 	@touch $(STAMP)
 
 demo: install
@@ -79,4 +94,5 @@ images: install
 	$(BIN)/python containers/build.py $(if $(filter 1 yes true,$(FORCE)),--force-base)
 
 clean:
-	rm -rf $(VENV) $(AGENTS_VENV) $(PIPECAT_VENV) $(LIVEKIT_VENV) runs build .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(AGENTS_VENV) $(PIPECAT_VENV) $(LIVEKIT_VENV) runs build .mypy_cache .ruff_cache .pytest_cache \
+	  $(JS)/node_modules $(JS)/web/dist

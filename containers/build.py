@@ -57,7 +57,7 @@ BASE_CHANGES = (
 )
 WHEEL_DATE_EPOCH = "315532800"  # 1980-01-01, the earliest date a zip file can hold
 SOURCE_IGNORED = shutil.ignore_patterns(".git", ".venv", "build", "runs", "__pycache__", ".*_cache",
-                                        "*.egg-info")
+                                        "*.egg-info", "node_modules")
 # The legacy builder (the SDK's) ends each step with ` ---> <short id of the step's image>`.
 STEP_RESULT = re.compile(r"^ ---> [0-9a-f]{12}$")
 # (folder under containers/, tag)

@@ -6,9 +6,10 @@ its role, the run's start and the target's address. What else a target and its c
 command line, names to resolve, trust, a base URL, a name server) the target's kind says
 (`faultlab.targets`): an unmodified SDK client reaches an emulator target by the service's real
 names, a remote target through the router's uplink. The client's TLS session keys go to
-`client-keys.log` (`SSLKEYLOGFILE`, which Python's ssl and Node honour), so that its capture can
-be decrypted. A run with a `dns` step has the client ask the lab's resolver in the router
-(faultlab.resolver) for the names /etc/hosts would have held.
+`client-keys.log` (`SSLKEYLOGFILE`, which Python's ssl honours; Node only through
+`--tls-keylog`), so that its capture can be decrypted. A run with a `dns` step has the client
+ask the lab's resolver in the router (faultlab.resolver) for the names /etc/hosts would have
+held.
 """
 
 from __future__ import annotations

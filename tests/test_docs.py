@@ -30,7 +30,9 @@ DOCS = REPO / "docs"
 CITING = ["faultlab", "profiles", "tests", "bench", "containers", "docs/ci", "docs/real",
           "README.md", "Makefile"]
 TEXT_SUFFIXES = {".py", ".yaml", ".yml", ".md", ".toml", ".sh", ".cfg", ".txt", ".html", ".js",
-                 ".css", ".j2", ""}
+                 ".mjs", ".css", ".j2", ""}
+# Folders of what others wrote or a build made: the JavaScript clients' packages and bundle.
+NOT_CITING = {"__pycache__", "node_modules", "dist"}
 
 DEFINITION = re.compile(r"^\|\s*([A-Z]{1,2})(\d{1,2})(-[a-z-]+)?\s*\|", re.MULTILINE)
 DOCS_CITATION = re.compile(r"(?<![\w/.-])docs/([\w.-]+\.md)\b")
@@ -64,7 +66,7 @@ def citing_files() -> list[Path]:
         path = REPO / entry
         candidates = [path] if path.is_file() else sorted(path.rglob("*"))
         files += [f for f in candidates
-                  if f.is_file() and f.suffix in TEXT_SUFFIXES and "__pycache__" not in f.parts
+                  if f.is_file() and f.suffix in TEXT_SUFFIXES and not NOT_CITING & set(f.parts)
                   and f != Path(__file__).resolve()]
     return files
 

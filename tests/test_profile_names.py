@@ -150,7 +150,8 @@ def test_the_wheel_ships_the_profiles(tmp_path: Path) -> None:
     """A wheel built from the source (offline, from a copy, so the tree stays clean) holds every
     shipped profile, field/ included."""
     source = tmp_path / "source"
-    shutil.copytree(REPO / "faultlab", source / "faultlab", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "faultlab", source / "faultlab",
+                    ignore=shutil.ignore_patterns("__pycache__", "node_modules", "dist"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, source / name)
     done = subprocess.run(

@@ -1,5 +1,5 @@
 """faultlab's own programs a profile can name as `builtin`: WebSocket peers, and the reference
-clients of Gemini Live and OpenAI Realtime."""
+clients of Gemini Live (on the Python SDK, and on the JavaScript one in Node) and OpenAI Realtime."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ BUILTINS: dict[str, str] = {
     "racing-recovery": "faultlab.clients.racing",
     "openai-naive": "faultlab.clients.openai_naive",
     "openai-recovery": "faultlab.clients.openai_recovery",
+    "node-booking": "faultlab.clients.node",
     "web-booking": "faultlab.clients.web",
 }
 

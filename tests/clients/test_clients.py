@@ -60,6 +60,12 @@ def test_each_client_books_answers_the_call_and_tells_the_truth(
     start_emulator()
     code, events = run_client(name, tmp_path)
     assert code == 0
+    assert_booked_and_told(events, tmp_path)
+
+
+def assert_booked_and_told(events: list[Event], run_dir: Path) -> None:
+    """A healthy booking conversation: the call handed to the backend, answered by its id once
+    committed, then the question, answered truthfully; nothing lost; one booking in the ledger."""
     seen = names(events)
     for expected in ("client.connected", "client.tool_call", "backend.job", "backend.commit",
                      "client.tool_response", "client.ask", "client.answer"):
@@ -70,7 +76,7 @@ def test_each_client_books_answers_the_call_and_tells_the_truth(
     assert next(e for e in events if e.name == "client.tool_response").fields["id"] == call.fields["id"]
     assert user_told(events)[0] == "truth"
     assert "client.lost" not in seen and "resume.attempt" not in seen
-    ledger = json.loads((tmp_path / "ledger.json").read_text())["bookings"]
+    ledger = json.loads((run_dir / "ledger.json").read_text())["bookings"]
     assert [(b["slot"], b["status"]) for b in ledger] == [("tomorrow at 3pm", "committed")]
 
 

@@ -151,3 +151,12 @@ def run_slot(run_dir: Path) -> int:
 
 # Running, not a zombie (this machine's init reaps orphans lazily).
 pid_alive = running
+
+def suite_table(runs_dir: Path) -> dict[str, dict[str, str]]:
+    """The table a `faultlab run` of several profiles wrote in `runs_dir`: each scenario's row,
+    its cells by column."""
+    (table,) = runs_dir.glob("suite-*.md")
+    lines = [line for line in table.read_text().splitlines() if line.startswith("| ")]
+    header = [c.strip() for c in lines[0].split("|")[1:-1]]
+    return {cells[0]: dict(zip(header, cells, strict=True))
+            for cells in ([c.strip() for c in line.split("|")[1:-1]] for line in lines[2:])}

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ..conftest import PROFILES, faultlab, slack
+from .helpers import suite_table
 
 pytestmark = [pytest.mark.lab, pytest.mark.alone]
 
@@ -36,11 +37,7 @@ def test_the_field_suite_reproduces_every_scenario(tmp_path: Path) -> None:
                 if "FAIL" in line or "ERROR" in line or line.startswith("|")]
     assert done.returncode == 0 and not failed, "\n".join(problems) + done.stderr
     assert f"# faultlab suite: {len(SCENARIOS)} of {len(SCENARIOS)} runs passed" in done.stdout
-    (table,) = tmp_path.glob("suite-*.md")
-    lines = [line for line in table.read_text().splitlines() if line.startswith("| ")]
-    header = [c.strip() for c in lines[0].split("|")[1:-1]]
-    rows = {cells[0]: dict(zip(header, cells, strict=True))
-            for cells in ([c.strip() for c in line.split("|")[1:-1]] for line in lines[2:])}
+    rows = suite_table(tmp_path)
     assert sorted(rows) == sorted(f"field-{s}" for s in SCENARIOS)
     # A few cells, as the field table has them.
     assert rows["field-B1"]["user told"] == "never told"

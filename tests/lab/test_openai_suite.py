@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ..conftest import PROFILES, faultlab, slack
+from .helpers import suite_table
 
 pytestmark = [pytest.mark.lab, pytest.mark.alone]
 
@@ -32,11 +33,7 @@ def test_the_openai_suite_tells_the_naive_client_from_the_recovering_one(tmp_pat
                     str(PROFILES / "openai"), timeout=SUITE_TIMEOUT_S)
     failed = re.findall(r"== (\S+): (?:FAIL|ERROR)", done.stdout)
     assert done.returncode == 0 and not failed, done.stdout[-6000:] + done.stderr
-    (table,) = tmp_path.glob("suite-*.md")
-    lines = [line for line in table.read_text().splitlines() if line.startswith("| ")]
-    header = [c.strip() for c in lines[0].split("|")[1:-1]]
-    rows = {cells[0]: dict(zip(header, cells, strict=True))
-            for cells in ([c.strip() for c in line.split("|")[1:-1]] for line in lines[2:])}
+    rows = suite_table(tmp_path)
     for question in LOST:
         assert rows[f"openai-{question}-naive"]["user told"] == "never told"
         assert rows[f"openai-{question}-recovery"]["user told"] == "truth"

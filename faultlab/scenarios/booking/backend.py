@@ -12,10 +12,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from faultlab.events import EventWriter
+
+
+def run_ledger() -> Path | None:
+    """Where a client's backend keeps its ledger: `ledger.json` in the run folder (None outside
+    a run)."""
+    run_dir = os.environ.get("FAULTLAB_RUN_DIR")
+    return Path(run_dir) / "ledger.json" if run_dir else None
 
 
 def business_key(slot: str) -> str:

@@ -13,13 +13,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 from collections.abc import Callable, Coroutine
-from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 from faultlab.events import EventWriter
-from faultlab.scenarios.booking.backend import Booking, BookingBackend
+from faultlab.scenarios.booking.backend import Booking, BookingBackend, run_ledger
 from faultlab.units import parse_duration
 
 # The function the model may call: book_slot(slot), NON_BLOCKING (the clients declare it in
@@ -85,9 +83,7 @@ class BookingConversation:
         self.args = args
         self.events = events
         self.status_notes = status_notes
-        run_dir = os.environ.get("FAULTLAB_RUN_DIR")
-        self.backend = BookingBackend(args.commit, args.time_scale,
-                                      Path(run_dir) / "ledger.json" if run_dir else None, events)
+        self.backend = BookingBackend(args.commit, args.time_scale, run_ledger(), events)
         self.answered = asyncio.Event()
         self.asked = False
         self.replied = False
