@@ -8,13 +8,17 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from faultlab.browser.page import PageRun
 from faultlab.browser.spec import BrowserPage
 from faultlab.events import EventWriter
 
+if TYPE_CHECKING:
+    from faultlab.scenarios.booking.service import BookingService
 
-async def open_page(spec: BrowserPage, backend: object | None = None) -> int:
+
+async def open_page(spec: BrowserPage, backend: BookingService | None = None) -> int:
     """Serve the page's folder (and `backend`) when it has one, open it, and wait for its end;
     SIGTERM or SIGINT ends it as its timeout would, the browser closed first."""
     from faultlab.browser.serve import LabHttp

@@ -74,7 +74,7 @@ def main() -> None:
         print(f"web-booking: {BUNDLE} is not built (run make install)", file=sys.stderr)
         sys.exit(2)
     page = BrowserPage(serve=PAGE, path="/?" + query(args), timeout_exit=NOT_DONE,
-                       timeout=(args.duration if args.duration is not None else 60.0) + MARGIN_S)
+                       timeout=f"{(args.duration if args.duration is not None else 60.0) + MARGIN_S:g}s")
     events = EventWriter()
     with BookingService(args.commit, args.time_scale, run_ledger(), events) as backend:
         code = asyncio.run(open_page(page, backend))

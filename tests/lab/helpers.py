@@ -152,6 +152,7 @@ def run_slot(run_dir: Path) -> int:
 # Running, not a zombie (this machine's init reaps orphans lazily).
 pid_alive = running
 
+
 def suite_table(runs_dir: Path) -> dict[str, dict[str, str]]:
     """The table a `faultlab run` of several profiles wrote in `runs_dir`: each scenario's row,
     its cells by column."""
