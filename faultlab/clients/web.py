@@ -73,8 +73,10 @@ def main() -> None:
     if not BUNDLE.is_file():
         print(f"web-booking: {BUNDLE} is not built (run make install)", file=sys.stderr)
         sys.exit(2)
-    page = BrowserPage(serve=PAGE, path="/?" + query(args), timeout_exit=NOT_DONE,
-                       timeout=f"{(args.duration if args.duration is not None else 60.0) + MARGIN_S:g}s")
+    duration = args.duration if args.duration is not None else 60.0
+    page = BrowserPage.model_validate({"serve": PAGE, "path": "/?" + query(args),
+                                       "timeout": f"{duration + MARGIN_S:g}s",
+                                       "timeout_exit": NOT_DONE})
     events = EventWriter()
     with BookingService(args.commit, args.time_scale, run_ledger(), events) as backend:
         code = asyncio.run(open_page(page, backend))
