@@ -1,9 +1,11 @@
 """A web page in the lab's headless Chromium: its frames on the run's clock, its console and
-errors as events, a screenshot, and no browser process left after the run or a SIGKILL."""
+errors as events, a screenshot, and no browser (or Node) process left after the run or a
+SIGKILL."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -13,7 +15,7 @@ import pytest
 
 from faultlab.browser.chromium import unavailable
 
-from ..conftest import REPO, faultlab, slack
+from ..conftest import PROFILES, REPO, faultlab, slack
 from .helpers import host_network_state, pid_alive, run_events
 
 pytestmark = [pytest.mark.lab,
@@ -30,8 +32,9 @@ timeout: 40s
 """
 
 
-def browser_processes(profile: str) -> list[int]:
-    """The pids of processes whose command line names this browser profile."""
+def processes_naming(text: str) -> list[int]:
+    """The pids of live processes whose command line holds `text` (a browser's profile, a run's
+    folder)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -40,7 +43,7 @@ def browser_processes(profile: str) -> list[int]:
             argv = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if f"--user-data-dir={profile}".encode() in argv and pid_alive(int(entry.name)):
+        if text.encode() in argv and pid_alive(int(entry.name)):
             found.append(int(entry.name))
     return found
 
@@ -79,35 +82,50 @@ def test_a_page_runs_in_the_lab(tmp_path: Path) -> None:
     start = first("browser.start")
     assert not Path(str(start["profile"])).exists(), "the browser's profile is removed"
     assert not pid_alive(int(str(start["pid"])))
-    assert browser_processes(str(start["profile"])) == []
+    assert processes_naming(f"--user-data-dir={start['profile']}") == []
     assert host_network_state() == before
 
 
-def test_no_browser_outlives_a_sigkilled_run(tmp_path: Path) -> None:
-    """A run SIGKILLed while its page is open: once `lab gc` has run, none of its browser's
-    processes is left."""
-    profile = tmp_path / "page.yaml"
-    profile.write_text(PROFILE.format(page=PAGE, path="/?stay", timeout="60s"))
+def killed_run(tmp_path: Path, profile: Path, running: str) -> Path:
+    """The folder of a run of `profile`, SIGKILLed once its events show `running`."""
     runs = tmp_path / "runs"
     proc = subprocess.Popen([sys.executable, "-m", "faultlab", "run", "--runs-dir", str(runs),
                              str(profile)], cwd=REPO, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + slack(30)
-    run_dir = None
     while time.monotonic() < deadline:
         files = list(runs.glob("*/events.jsonl"))
-        if files and '"browser.frame"' in files[0].read_text():
-            run_dir = files[0].parent
-            break
+        if files and f'"{running}"' in files[0].read_text():
+            proc.kill()
+            proc.wait(timeout=slack(5))
+            return files[0].parent
         time.sleep(0.1)
-    assert run_dir is not None, "the page never sent a frame"
-    start = next(json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()
-                 if '"browser.start"' in line)
-    assert browser_processes(start["profile"]), "the browser runs"
     proc.kill()
     proc.wait(timeout=slack(5))
+    raise AssertionError(f"no {running} in time")
+
+
+def test_no_browser_outlives_a_sigkilled_run(tmp_path: Path) -> None:
+    """A run SIGKILLed while its page is open: once `lab gc` has run, none of its browser's
+    processes is left, nor its profile folder."""
+    profile = tmp_path / "page.yaml"
+    profile.write_text(PROFILE.format(page=PAGE, path="/?stay", timeout="60s"))
+    run_dir = killed_run(tmp_path, profile, "browser.frame")
+    start = next(json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()
+                 if '"browser.start"' in line)
     done = faultlab("lab", "gc")
     assert done.returncode == 0, done.stderr
-    assert browser_processes(start["profile"]) == []
+    assert processes_naming(f"--user-data-dir={start['profile']}") == []
     assert not pid_alive(int(start["pid"]))
     assert not Path(start["profile"]).exists(), done.stdout
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="no node: make install brings it")
+def test_no_node_outlives_a_sigkilled_run(tmp_path: Path) -> None:
+    """A run of the Node client SIGKILLed mid-session: node, in the client's namespace, lives on
+    until `lab gc`, which ends it."""
+    run_dir = killed_run(tmp_path, PROFILES / "web" / "silent-loss-node.yaml", "client.connected")
+    assert processes_naming(str(run_dir)), "node is still running"
+    done = faultlab("lab", "gc")
+    assert done.returncode == 0, done.stderr
+    assert processes_naming(str(run_dir)) == []
