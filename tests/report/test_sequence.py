@@ -189,3 +189,20 @@ def test_messages_are_coloured_and_labelled_in_the_runs_protocol(tmp_path: Path)
     assert a_record().protocol == "gemini"
     (tmp_path / "result.json").write_text(a_record(protocol="openai").to_json())
     assert RunRecord.load(tmp_path / "result.json").protocol == "openai"
+
+
+def test_a_browser_clients_own_frames_are_the_runs_messages() -> None:
+    """With a browser client, its DevTools account of the frames is drawn (its sends when it
+    sent them), not the emulator's; its socket's end is a mark on the client's lane."""
+    events = [ev(1.0, "client", "browser.frame", conn=1, **{"from": "client"}, kind="setup"),
+              ev(1.05, "target", "emulator.frame", conn=1, **{"from": "client"}, kind="setup"),
+              ev(1.2, "target", "emulator.frame", conn=1, **{"from": "server"},
+                 kind="setup_complete"),
+              ev(1.21, "client", "browser.frame", conn=1, **{"from": "server"},
+                 kind="setup_complete"),
+              ev(3.0, "client", "browser.ws_closed", conn=1)]
+    view = build_view(events, a_record())
+    messages = [(i.t, i.lane, i.name) for i in view.items if i.to is not None]
+    assert messages == [(1.0, "client", "browser.frame"), (1.21, "server", "browser.frame")]
+    assert [(i.t, i.lane, i.category) for i in view.items if i.name == "browser.ws_closed"] == [
+        (3.0, "client", "close")]
