@@ -39,19 +39,20 @@ $(STAMP): pyproject.toml Makefile $(JS_SOURCES)
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else \
 	  "faultlab needs Python >= 3.12; $(PYTHON) is " + sys.version.split()[0] + \
 	  " (with pyenv, .python-version selects 3.13.0; or: make install PYTHON=python3.13)")'
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --disable-pip-version-check -e '.[dev]'
-	@# The public clients of the emulator's conformance tests, each in a venv of its own, installed
-	@# at once (their downloads and unpacking overlap): openai-agents (it pins websockets below
-	@# 17, which the emulator needs), pipecat's OpenAIRealtimeLLMService and LiveKit Agents' OpenAI
-	@# RealtimeModel (together 750 MB, pipecat ~500 and LiveKit ~420: numba, onnxruntime; PyAV,
-	@# livekit's native SDK; each moves its pins as it will).
-	$(PYTHON) -m venv $(AGENTS_VENV) && $(PYTHON) -m venv $(PIPECAT_VENV) && $(PYTHON) -m venv $(LIVEKIT_VENV)
+	@# faultlab's own venv and the public clients of the emulator's conformance tests, each in a
+	@# venv of its own, installed at once (their downloads and unpacking overlap): openai-agents
+	@# (it pins websockets below 17, which the emulator needs), pipecat's
+	@# OpenAIRealtimeLLMService and LiveKit Agents' OpenAI RealtimeModel (together 750 MB, pipecat
+	@# ~500 and LiveKit ~420: numba, onnxruntime; PyAV, livekit's native SDK; each moves its pins
+	@# as it will).
+	$(PYTHON) -m venv $(VENV) && $(PYTHON) -m venv $(AGENTS_VENV) && $(PYTHON) -m venv $(PIPECAT_VENV) && $(PYTHON) -m venv $(LIVEKIT_VENV)
+	$(BIN)/pip install -q --disable-pip-version-check -e '.[dev]' & f=$$!; \
 	$(AGENTS_VENV)/bin/pip install -q --disable-pip-version-check 'openai-agents==$(OPENAI_AGENTS)' & a=$$!; \
 	$(PIPECAT_VENV)/bin/pip install -q --disable-pip-version-check 'pipecat-ai[openai]==$(PIPECAT)' & p=$$!; \
 	$(LIVEKIT_VENV)/bin/pip install -q --disable-pip-version-check \
 	  'livekit-agents==$(LIVEKIT_AGENTS)' 'livekit-plugins-openai==$(LIVEKIT_AGENTS)' & l=$$!; \
-	wait $$a; ra=$$?; wait $$p; rp=$$?; wait $$l; rl=$$?; [ $$ra = 0 ] && [ $$rp = 0 ] && [ $$rl = 0 ]
+	wait $$f; rf=$$?; wait $$a; ra=$$?; wait $$p; rp=$$?; wait $$l; rl=$$?; \
+	[ $$rf = 0 ] && [ $$ra = 0 ] && [ $$rp = 0 ] && [ $$rl = 0 ]
 	@# @google/genai 2.x runs on Node.js 20 (3.x needs 22); Debian 12's own nodejs is 18.
 	@command -v npm >/dev/null || { echo "make install: npm is missing: the JavaScript clients need Node.js >= 20 and npm (as root: apt-get install $(NODE_PACKAGES))" >&2; exit 1; }
 	@node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' || \

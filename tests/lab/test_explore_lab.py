@@ -21,7 +21,10 @@ import pytest
 from ..conftest import REPO, faultlab, slack
 from .helpers import host_network_state, lab_traces
 
-pytestmark = [pytest.mark.lab, pytest.mark.alone]
+# The explorations of the whole space run eight labs at once (`--jobs auto`): alone. The one cut by
+# Ctrl-C runs two (`--jobs 2`), as a lab test beside another does, and changes nothing of the
+# host's: it goes in the first lane.
+pytestmark = pytest.mark.lab
 
 # The booking conversation with short timers: a client that cannot resume gives up after 3 s.
 BASE = """\
@@ -83,6 +86,7 @@ def leftovers(folder: Path) -> list[str]:
     return found
 
 
+@pytest.mark.alone
 @pytest.mark.timeout(slack(400))
 def test_the_naive_clients_windows_are_found_shrunk_and_confirmed(tmp_path: Path) -> None:
     host = host_network_state()
@@ -125,6 +129,7 @@ def test_the_naive_clients_windows_are_found_shrunk_and_confirmed(tmp_path: Path
     assert host_network_state() == host
 
 
+@pytest.mark.alone
 @pytest.mark.timeout(slack(300))
 def test_the_recovering_client_is_clean_on_the_same_space(tmp_path: Path) -> None:
     # Lost at once after set-up (no handle yet: a new session must be restored) and half a
@@ -162,7 +167,7 @@ def test_an_exploration_cut_by_ctrl_c_keeps_its_runs_and_goes_on(tmp_path: Path)
     assert not data["complete"] and data["stopped"] == "interrupted"
     assert leftovers(out) == [] and host_network_state() == host
     # Going on: what was measured is not run again, and it ends as one exploration would.
-    done = explore("-q", str(out))
+    done = explore("--jobs", "2", "-q", str(out))
     assert done.returncode == 1, done.stdout + done.stderr
     again = runs_of(out)
     assert again[:len(measured)] == measured

@@ -21,7 +21,9 @@ from faultlab.report.record import RunRecord
 from ..conftest import PROFILES, REPO, faultlab, slack
 from .helpers import lab_traces, run_events, run_slot
 
-pytestmark = [pytest.mark.lab, pytest.mark.alone]
+# Each test that runs several labs at once is marked `alone`; the fixture's test runs one lab at a
+# time and goes in the first lane.
+pytestmark = pytest.mark.lab
 
 # Eight labs, each its own cut at its own time with its own expectations: a lab that saw another's
 # fault (or packets) would fail its own.
@@ -55,6 +57,7 @@ timeout: 12s
 """
 
 
+@pytest.mark.alone
 def test_eight_labs_at_once_never_interfere(tmp_path: Path) -> None:
     """`--jobs 8`: eight labs run together (distinct slots, subnets, ports, fault times), every
     profile PASSes as alone, and the suite table has their eight rows."""
@@ -91,6 +94,7 @@ def suite_rows(text: str) -> dict[str, list[str]]:
 QUICK = ["silent-loss", "reset", "clean-close", "cable-pull"]
 
 
+@pytest.mark.alone
 def test_two_shards_merged_equal_the_whole_suite(tmp_path: Path) -> None:
     """Shards 1/2 and 2/2 (as two CI machines would run them) merged: the same scenarios with the
     same verdicts as the suite run whole, and one JUnit file with every run (the worst exit code
@@ -124,6 +128,7 @@ def test_two_shards_merged_equal_the_whole_suite(tmp_path: Path) -> None:
     assert junitparser.JUnitXml.fromfile(str(tmp_path / "junit.xml")).tests == len(QUICK)
 
 
+@pytest.mark.alone
 def test_sigterm_stops_every_job_and_their_labs(tmp_path: Path) -> None:
     """SIGTERM to a `--jobs` suite: each running job tears its lab down, the table and the JUnit
     file tell the interrupted runs; exit 143."""
@@ -160,6 +165,7 @@ def test_sigterm_stops_every_job_and_their_labs(tmp_path: Path) -> None:
         assert lab_traces(run_slot(events.parent), int(starts[0]["pid"])) == []  # type: ignore[call-overload]
 
 
+@pytest.mark.alone
 def test_pytest_collects_profiles_and_runs_them_with_xdist(tmp_path: Path) -> None:
     """`pytest --collect-only profiles/` lists every profile by name; `pytest -n 2` runs two
     profiles (the two shortest), one per worker, each with its own labs, and both pass."""
