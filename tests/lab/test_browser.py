@@ -105,6 +105,8 @@ def killed_run(tmp_path: Path, profile: Path, running: str) -> Path:
     raise AssertionError(f"no {running} in time")
 
 
+# Alone: its `lab gc` would collect another test's killed run before that test's own gc looks.
+@pytest.mark.alone
 def test_no_browser_outlives_a_sigkilled_run(tmp_path: Path) -> None:
     """A run SIGKILLed while its page is open: once `lab gc` has run, none of its browser's
     processes is left, nor its profile folder."""
@@ -120,6 +122,7 @@ def test_no_browser_outlives_a_sigkilled_run(tmp_path: Path) -> None:
     assert not Path(start["profile"]).exists(), done.stdout
 
 
+@pytest.mark.alone
 @pytest.mark.skipif(shutil.which("node") is None, reason="no node: make install brings it")
 def test_no_node_outlives_a_sigkilled_run(tmp_path: Path) -> None:
     """A run of the Node client SIGKILLed mid-session: node, in the client's namespace, lives on
