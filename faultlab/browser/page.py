@@ -234,21 +234,25 @@ class PageRun:
         self.end("browser ended", CRASHED)
 
     async def _until_end(self, devtools: DevTools) -> tuple[str, int]:
+        """One deadline, `timeout`, from the page's opening: its load, its `start` expressions
+        and its end (its done event, `until`, or a crash, which may come at any point)."""
         assert self.ending is not None
-        await devtools.call("Runtime.runIfWaitingForDebugger")
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._loaded(devtools), self.spec.timeout)
-        for expression in self.spec.start:
-            value = await self._evaluate(devtools, expression)
-            self.emit_at(None, "browser.started", expression=expression[:120], value=str(value)[:120])
-        polling = asyncio.create_task(self._poll_until(devtools)) if self.spec.until else None
+        script = asyncio.create_task(self._script(devtools))
         try:
             return await asyncio.wait_for(asyncio.shield(self.ending), self.spec.timeout)
         except TimeoutError:
             return "timeout", self.spec.timeout_exit
         finally:
-            if polling is not None:
-                polling.cancel()
+            script.cancel()
+
+    async def _script(self, devtools: DevTools) -> None:
+        """Wait for the load, run `start` in order, then poll `until` (when given)."""
+        await self._loaded(devtools)
+        for expression in self.spec.start:
+            value = await self._evaluate(devtools, expression)
+            self.emit_at(None, "browser.started", expression=expression[:120], value=str(value)[:120])
+        if self.spec.until:
+            await self._poll_until(devtools)
 
     async def _loaded(self, devtools: DevTools) -> None:
         while await self._evaluate(devtools, "document.readyState") != "complete":
