@@ -29,6 +29,9 @@ from .helpers import failed, first, lab_slot, lab_traces, peers, run_profile
 pytestmark = pytest.mark.lab
 
 CONNECTED = "when: {event: client.connected, where: {attempt: 1}}, after: 1s"
+# A reset ends the run at once; the peers' duration only bounds a slow forge (under load a forge
+# through the proxy once took longer than a 3 s run, which ended cleanly, 1000, before it).
+FORGE_DURATION = "10s"
 
 
 def run(runs_dir: Path, name: str, step: str, duration: str = "3s", extra: str = "",
@@ -101,7 +104,8 @@ def test_a_forged_rst_resets_the_chosen_end(runs_dir: Path, toward: str,
     and the target reports an abnormal closure (1006) at once; the other end learns at its next
     send, from the target's kernel's own RST. Its thread, its sockets and the lab are gone after
     teardown."""
-    result = run(runs_dir, f"forge-{toward}", f"{{fault: forge_rst, toward: {toward}}}")
+    result = run(runs_dir, f"forge-{toward}", f"{{fault: forge_rst, toward: {toward}}}",
+                 FORGE_DURATION)
     applied = first(result, "fault.applied", step="f")
     sent = applied.fields["sent"]
     rst_to = [entry for entry in sent if entry["flags"] == "R"]
@@ -141,11 +145,13 @@ def test_an_inexact_rst_is_challenged_and_the_challenge_names_rcv_nxt(
         return out
 
     monkeypatch.setattr(forge_rst.Forger, "see", off_by_one)
-    result = run(runs_dir, "forge-challenged", "{fault: forge_rst, toward: client}")
+    result = run(runs_dir, "forge-challenged", "{fault: forge_rst, toward: client}",
+                 FORGE_DURATION)
     sent = first(result, "fault.applied", step="f").fields["sent"]
     resets = [e["seq"] for e in sent if e["flags"] == "R"]
-    # The first was not the one: the client stayed, challenged it, and the retry was exact.
-    assert len(resets) == 2 and resets[0] != resets[1], sent
+    # The first was not the one: the client stayed and challenged it; a retry at the challenge's
+    # number was exact (one more if the server's sends moved rcv_nxt meanwhile, as under load).
+    assert len(resets) >= 2 and resets[0] not in resets[1:], sent
     assert first(result, "client.closed").fields["code"] == 1006
     assert forge_left_behind(result) == []
 
@@ -155,7 +161,7 @@ def test_forge_rst_toward_the_client_works_through_the_proxy(
     """With the proxy in the path (proxy: true) the client's leg is the one the router sees:
     the forged RST resets the client (1006), and nothing is left behind."""
     result = run(runs_dir, "forge-proxied", "{fault: forge_rst, toward: client}",
-                 more="proxy: true\n")
+                 FORGE_DURATION, more="proxy: true\n")
     closed = first(result, "client.closed")
     assert closed.fields["code"] == 1006
     assert closed.t - first(result, "fault.applied", step="f").t < slack(0.1)
