@@ -9,7 +9,9 @@ names, a remote target through the router's uplink. The client's TLS session key
 `client-keys.log` (`SSLKEYLOGFILE`, which Python's ssl honours; Node only through
 `--tls-keylog`), so that its capture can be decrypted. A run with a `dns` step has the client
 ask the lab's resolver in the router (faultlab.resolver) for the names /etc/hosts would have
-held.
+held; a target outside the lab gives its name server (the uplink's); otherwise no name server
+answers and names outside /etc/hosts fail at once. Either way names are looked up in the files,
+then by DNS only (nsswitch.conf), never through a host's resolver daemon outside the lab.
 """
 
 from __future__ import annotations
@@ -108,12 +110,18 @@ class Launcher:
                                    + (f"{address}\t{' '.join(names)}\n"
                                       if address and names and not by_dns else ""))
         if by_dns:
-            (etc / "resolv.conf").write_text(f"nameserver {self.resolver_address}\n"
-                                             f"{RESOLVER_OPTIONS}\n")
-            if p.client.image is None and NSSWITCH.exists():
-                (etc / "nsswitch.conf").write_text(files_then_dns(NSSWITCH.read_text()))
+            server, options = self.resolver_address, RESOLVER_OPTIONS + "\n"
         elif (resolver := kind.resolver() if kind is not None else None) is not None:
-            (etc / "resolv.conf").write_text(f"nameserver {resolver}\n")
+            server, options = str(resolver), ""
+        else:
+            # No name server in the lab: a name it does not hold (a page's fonts, its analytics)
+            # is refused at once on the client's own loopback. The host's resolv.conf sent the
+            # queries to the host's name server, an address outside the lab (the router refused
+            # them), and a host's resolver daemon (nss-resolve) would answer past the lab.
+            server, options = "127.0.0.1", ""
+        (etc / "resolv.conf").write_text(f"nameserver {server}\n{options}")
+        if p.client.image is None and NSSWITCH.exists():
+            (etc / "nsswitch.conf").write_text(files_then_dns(NSSWITCH.read_text()))
         return await self._start("client", "client", p.client.argv(self.profile_path(Path())),
                                  env, etc, p.client)
 

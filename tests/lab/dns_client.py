@@ -1,11 +1,12 @@
 """A client that reconnects by name, for the dns fault's lab test.
 
-    dns_client.py URL DURATION_S
+    dns_client.py URL DURATION_S [NAME...]
 
-It opens one WebSocket to URL (ws:// or wss://, trusting SSL_CERT_FILE) and keeps it; then,
+It opens one WebSocket to URL (ws:// or wss://, trusting SSL_CERT_FILE) and keeps it; looks each
+NAME up once; then,
 every 200 ms until DURATION_S, it looks the URL's host up (getaddrinfo, as any client's connect
 does) and opens and closes a TCP connection to what it found: a reconnect. Events: `lookup`
-(ok, error: the EAI_* name, ms, started: the wall time it began), and at the end `existing`
+(host, ok, error: the EAI_* name, ms, started: the wall time it began), and at the end `existing`
 (the first WebSocket, its ticks read all along, still answers a ping).
 """
 
@@ -24,20 +25,27 @@ from faultlab.events import EventWriter
 EAI = {getattr(socket, n): n for n in dir(socket) if n.startswith("EAI_")}
 
 
-async def reconnect(name: str, port: int, events: EventWriter) -> None:
+async def look_up(name: str, port: int, events: EventWriter) -> str | None:
+    """`name`'s first IPv4 address, or None when the lookup failed; either way a `lookup`."""
     started = time.time()
     clock = time.monotonic()
     try:
         found = await asyncio.to_thread(socket.getaddrinfo, name, port, socket.AF_INET,
                                         socket.SOCK_STREAM)
     except socket.gaierror as exc:
-        events.emit("lookup", ok=False, error=EAI.get(exc.errno, str(exc.errno)),
+        events.emit("lookup", host=name, ok=False, error=EAI.get(exc.errno, str(exc.errno)),
                     ms=round((time.monotonic() - clock) * 1000, 1), started=started)
-        return
-    ms = round((time.monotonic() - clock) * 1000, 1)
-    _, writer = await asyncio.open_connection(found[0][4][0], port)
-    writer.close()
-    events.emit("lookup", ok=True, address=found[0][4][0], ms=ms, started=started)
+        return None
+    address = str(found[0][4][0])
+    events.emit("lookup", host=name, ok=True, address=address,
+                ms=round((time.monotonic() - clock) * 1000, 1), started=started)
+    return address
+
+
+async def reconnect(name: str, port: int, events: EventWriter) -> None:
+    if (address := await look_up(name, port, events)) is not None:
+        _, writer = await asyncio.open_connection(address, port)
+        writer.close()
 
 
 async def drain(ws: ClientConnection) -> None:
@@ -45,7 +53,7 @@ async def drain(ws: ClientConnection) -> None:
         pass
 
 
-async def main(url: str, duration_s: float) -> int:
+async def main(url: str, duration_s: float, names: list[str]) -> int:
     events = EventWriter()
     parts = urlsplit(url)
     name, port = str(parts.hostname), parts.port or 443
@@ -54,6 +62,8 @@ async def main(url: str, duration_s: float) -> int:
         # The server's ticks are read as they come: a full receive queue would stop the reading
         # of the pong too.
         reader = asyncio.create_task(drain(ws))
+        for other in names:
+            await look_up(other, port, events)
         deadline = time.monotonic() + duration_s
         while time.monotonic() < deadline:
             await reconnect(name, port, events)
@@ -67,4 +77,4 @@ async def main(url: str, duration_s: float) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main(sys.argv[1], float(sys.argv[2]))))
+    sys.exit(asyncio.run(main(sys.argv[1], float(sys.argv[2]), sys.argv[3:])))

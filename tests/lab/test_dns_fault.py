@@ -6,6 +6,8 @@ a SIGKILL, leave no resolver process, socket or namespace."""
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -50,8 +52,9 @@ timeout: 20s
 """
 
 
-def client(url: str, duration_s: float) -> str:
-    return f'client: {{command: [{sys.executable}, {CLIENT}, "{url}", "{duration_s}"]}}\n'
+def client(url: str, duration_s: float, *names: str) -> str:
+    more = "".join(f', "{name}"' for name in names)
+    return f'client: {{command: [{sys.executable}, {CLIENT}, "{url}", "{duration_s}"{more}]}}\n'
 
 
 def lookups(result: RunResult) -> list[dict[str, Any]]:
@@ -101,6 +104,27 @@ def test_a_remote_target_s_name_fails_through_the_uplink(runs_dir: Path, tmp_pat
     assert first(result, "fault.applied", step="dns").fields["names"] == [HOST]
     assert first(result, "lookup").fields["address"] == str(uplink.HOST_LOOPBACK)
     assert_met(result, "EAI_NONAME", (0, 100))
+
+
+def test_without_a_resolver_no_lookup_leaves_the_client(runs_dir: Path) -> None:
+    """With no name server in the lab (a target in it, no dns step), a name the lab does not hold
+    (a page's font host) fails at once, refused on the client's own loopback: no query leaves
+    the client (the host's resolv.conf had them go to the host's name server, an address outside
+    the lab, which the router could only refuse); the lab's own names resolve from its hosts."""
+    result = run_profile("name: no-resolver\n" + ECHO
+                         + client("ws://echo.lab:8765/", 0.5, "fonts.googleapis.com")
+                         + "timeout: 20s\n", runs_dir)
+    assert result.error is None, failed(result)
+    outside = first(result, "lookup", host="fonts.googleapis.com").fields
+    assert outside["ok"] is False and outside["ms"] < slack(1) * 1000, outside
+    assert all(x["ok"] for x in lookups(result) if x["host"] == "echo.lab")
+    tshark = shutil.which("tshark")
+    assert tshark, "make install brings tshark"
+    queries = subprocess.run([tshark, "-n", "-r", str(result.run_dir / "capture.pcap"), "-Y",
+                              "udp.port == 53", "-T", "fields", "-e", "ip.dst"],
+                             capture_output=True, text=True, check=True).stdout.split()
+    assert queries == []
+    assert result.exit_codes["client"] == 0
 
 
 def assert_met(result: RunResult, error: str | None, ms: tuple[float, float]) -> None:

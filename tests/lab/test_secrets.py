@@ -70,7 +70,7 @@ def leaks(run_dir: Path, key: str, handles: list[str]) -> list[str]:
 
 def loose_modes(run_dir: Path) -> list[str]:
     """Folders others can enter, and files others can read that are not public: only
-    certificates (no private key) and the hosts file may be."""
+    certificates (no private key) and the name service files (etc/) may be."""
     found = [] if stat.S_IMODE(run_dir.stat().st_mode) == 0o700 else [f"{run_dir}: folder"]
     for path in sorted(run_dir.rglob("*")):
         mode = stat.S_IMODE(path.stat().st_mode)
@@ -79,7 +79,7 @@ def loose_modes(run_dir: Path) -> list[str]:
             if mode != 0o700:
                 found.append(f"{name}/: {mode:o}")
             continue
-        public = path.name in ("hosts", "resolv.conf") or (
+        public = path.name in ("hosts", "resolv.conf", "nsswitch.conf") or (
             path.suffix == ".pem" and b"PRIVATE KEY" not in path.read_bytes())
         if mode & 0o077 and not public:
             found.append(f"{name}: {mode:o}")
