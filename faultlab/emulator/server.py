@@ -305,10 +305,12 @@ class EmulatorServer:
                         kind = str(protocol.describe(wire).get("kind", ""))
                     if tape is not None:
                         tape.write(Message(loop.time(), conn.number, "server", wire))
-                    await ws.send(wire)
+                    # Stamped as it is handed to the socket, as the tape has it: stamped after
+                    # the send, a loaded machine had the browser receive it "before" it was sent.
                     self.emulator.announce(FrameLogged(
                         "emulator", "server", conn.number, kind, len(wire),
                         extra={"audio_s": round(action.audio_s, 4)} if action.audio_s else {}))
+                    await ws.send(wire)
         except ConnectionClosed:
             pass
         finally:
