@@ -162,6 +162,10 @@ timeout: 40s
     assert host_network_state() == before
 
 
+# Docker changes the host's own network (its bridge, its rules), which other lab tests compare
+# before and after: alone, as tests/lab/test_docker.py.
+@pytest.mark.docker
+@pytest.mark.alone
 def test_a_container_client_reaches_a_remote_target(clients_image: str, tmp_path: Path) -> None:
     """A client container, wired into the same router, resolves and reaches the remote service
     through the uplink with the lab's hosts, resolv.conf and trust, and writes its TLS keys."""
