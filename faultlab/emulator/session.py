@@ -123,6 +123,8 @@ class Connection:
         self.session: Session | None = None
         self.closed = False
         self.closing = False
+        # The `emulator.close` of the close scheduled, told once it is due (as it is sent).
+        self._close_event: dict[str, Any] = {}
         self.outbox = Outbox()
         self.encoder = emulator.api.encoder(api, self.p, emulator.rng)
         self.turns: Turns | None = None  # from the setup on
@@ -260,6 +262,7 @@ class Connection:
             out.append(action)
             if action.closes:
                 self.closed = True
+                self.em.emit("emulator.close", conn=self.number, **self._close_event)
                 self._release(now)
                 self._drop_scheduled()
             elif self.session is not None:
@@ -360,7 +363,7 @@ class Connection:
             return
         self.closing = True
         reason = close_reason(reason)
-        self.em.emit("emulator.close", conn=self.number, code=code, reason=reason, why=why, **detail)
+        self._close_event = {"code": code, "reason": reason, "why": why, **detail}
         self.outbox.close(at, code, reason)
 
     def _bug(self, now: float, exc: Exception, handling: str) -> None:

@@ -66,6 +66,25 @@ def test_held_connection_locks_resumes_and_closing_it_unlocks() -> None:
     assert frames(resumed.poll(305))[0] == {"setupComplete": {}}
 
 
+def test_a_close_is_told_when_it_is_due_not_when_it_is_decided() -> None:
+    """A refused resume's close falls due 0.472-0.704 s after the setup (R1, L2): its
+    `emulator.close` is told then, as it is sent, and not if the client left first."""
+    told: list[tuple[str, dict[str, Any]]] = []
+    em = Emulator(DEV, seed=1, emit=lambda name, **fields: told.append((name, fields)))
+    _, handle = open_session(em, 0.0)
+    attempt = em.connect(20.0)
+    attempt.receive(setup(handle), 20.0)
+    assert attempt.poll(20.4) == [] and not [n for n, _ in told if n == "emulator.close"]
+    assert closes(attempt.poll(21.0)) == [(1011, "Internal error encountered.")]
+    assert [f for n, f in told if n == "emulator.close"] == [
+        {"conn": 2, "code": 1011, "reason": "Internal error encountered.",
+         "why": "resume refused: the old connection 1 is still open"}]
+    gone = em.connect(30.0)
+    gone.receive(setup(handle), 30.0)
+    gone.peer_closed(30.1)
+    assert gone.poll(31.0) == [] and len([n for n, _ in told if n == "emulator.close"]) == 1
+
+
 def test_idle_drop_is_refused_for_a_window_then_accepted() -> None:
     """R1/R2: right after an idle drop of an active session, 1011; 1.5 s later, accepted."""
     em = Emulator(DEV, seed=2)
