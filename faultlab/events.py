@@ -25,6 +25,10 @@ from faultlab.private import (
     remember_env_secrets,
 )
 
+# Whether a message of kind `actual` is one a profile asking for `wanted` means (a protocol's
+# `kind_matches`).
+KindMatch = Callable[[str, str], bool]
+
 
 @dataclass(frozen=True)
 class Event:
@@ -35,11 +39,23 @@ class Event:
     name: str
     fields: Mapping[str, Any] = field(default_factory=dict)
 
-    def matches(self, name: str, where: Mapping[str, Any] | None = None) -> bool:
-        """True when the event has this name and every `where` field equals the given value."""
+    def matches(self, name: str, where: Mapping[str, Any] | None = None,
+                kinds: KindMatch | None = None) -> bool:
+        """True when the event has this name and every `where` field equals the given value; with
+        `kinds` (the run's protocol's `kind_matches`), a message's `kind` matches as in a frame
+        trigger: in either spelling (`toolCall`), or by one of its parts
+        (`serverContent.turnComplete`)."""
         if self.name != name:
             return False
-        return all(self.fields.get(k) == v for k, v in (where or {}).items())
+        for key, wanted in (where or {}).items():
+            actual = self.fields.get(key)
+            if key == "kind" and kinds is not None and isinstance(actual, str) \
+                    and isinstance(wanted, str):
+                if not kinds(actual, wanted):
+                    return False
+            elif actual != wanted:
+                return False
+        return True
 
     @property
     def began(self) -> float:

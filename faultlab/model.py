@@ -11,7 +11,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSeriali
 from faultlab.units import parse_duration, parse_duration_range
 
 if TYPE_CHECKING:
-    from faultlab.events import Event
+    from faultlab.events import Event, KindMatch
 
 
 class Model(BaseModel):
@@ -67,6 +67,6 @@ class EventMatch(Model):
         fields = ", ".join(f"{k}={v!r}" for k, v in self.where.items())
         return f"{self.event}({fields})" if fields else self.event
 
-    def first(self, events: Iterable[Event]) -> Event | None:
-        """The first of `events` that matches."""
-        return next((e for e in events if e.matches(self.event, self.where)), None)
+    def first(self, events: Iterable[Event], kinds: KindMatch | None = None) -> Event | None:
+        """The first of `events` that matches (`kinds`: as `Event.matches`)."""
+        return next((e for e in events if e.matches(self.event, self.where, kinds)), None)

@@ -81,7 +81,7 @@ class Run:
         if progress is not None:
             self.bus.subscribe(progress)
         self.tails = EventTails(self.bus)
-        self.timeline = Timeline(profile.timeline)
+        self.timeline = Timeline(profile.timeline, profile.protocol.kind_matches)
         self.result = RunResult(profile, self.run_dir, self.started)
         # The run for machines (result.json), once it is judged: however the run ended.
         self.record: RunRecord | None = None

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from faultlab.events import Event
+from faultlab.events import Event, KindMatch
 from faultlab.frames import Frame, FrameWatch
 from faultlab.profile import Step
 from faultlab.vocabulary import FaultApplied, TcpConnect
@@ -39,8 +39,10 @@ class Due:
 class Timeline:
     """The profile's steps, waiting for their triggers."""
 
-    def __init__(self, steps: Iterable[Step]) -> None:
+    def __init__(self, steps: Iterable[Step], kinds: KindMatch | None = None) -> None:
+        """`kinds`: the run's protocol's `kind_matches`, for `when: {event, where: {kind}}`."""
         every = list(steps)
+        self.kinds = kinds
         # The proxy's to fire (faultlab.injector arms them); the others are this timeline's.
         self.armed = [s for s in every if in_proxy(s)]
         self.steps = [s for s in every if not in_proxy(s)]
@@ -72,7 +74,7 @@ class Timeline:
 
     def observe(self, event: Event) -> list[Due]:
         """Steps whose trigger `event` is; each is due `after` its trigger."""
-        return self._fire(event.t, lambda step: _triggers(step, event))
+        return self._fire(event.t, lambda step: _triggers(step, event, self.kinds))
 
     def observe_frame(self, frame: Frame, t: float) -> list[Due]:
         """Steps whose frame trigger this frame (seen at `t`) completes: its n-th match."""
@@ -88,13 +90,13 @@ class Timeline:
         return out
 
 
-def _triggers(step: Step, event: Event) -> bool:
+def _triggers(step: Step, event: Event, kinds: KindMatch | None) -> bool:
     when = step.when
     if when.step is not None:
         applied = FaultApplied.read(event)
         return applied is not None and applied.step == when.step
     if when.event is not None:
-        return event.matches(when.event, when.where)
+        return event.matches(when.event, when.where, kinds)
     if when.connection is not None:
         connect = TcpConnect.read(event)
         return connect is not None and connect.k == when.connection

@@ -2,6 +2,7 @@ import pytest
 
 from faultlab.events import Event
 from faultlab.expect import Alive, Count, ExitCode, Occurs, RunFacts
+from faultlab.protocols import GEMINI, OPENAI
 
 EVENTS = [
     Event(0.4, "client", "client.connected", {"attempt": 1}),
@@ -27,6 +28,36 @@ def test_count_with_field_match() -> None:
                                  "equals": 0}).check(FACTS).held
     assert not Count.model_validate({"count": {"event": "client.lost"},
                                      "at_least": 2}).check(FACTS).held
+
+
+def test_a_message_kind_matches_in_either_spelling_and_by_its_parts() -> None:
+    """`where: {kind}` in the run's protocol, as a frame trigger reads it: `toolCall` is the
+    logged `tool_call`, `serverContent.turnComplete` a message carrying it among other parts, a
+    beta OpenAI name its GA one; another kind, or any other field, still has to be equal."""
+    gemini = RunFacts([
+        Event(1.0, "target", "emulator.frame", {"from": "server", "kind": "tool_call"}),
+        Event(2.0, "target", "emulator.frame",
+              {"from": "server", "kind": "server_content.generation_complete+turn_complete"}),
+    ], protocol=GEMINI)
+
+    def count(kind: str, facts: RunFacts = gemini, **more: str) -> int:
+        outcome = Count.model_validate({"count": {"event": "emulator.frame", "where": {
+            "kind": kind, **more}}, "at_least": 0}).check(facts)
+        return int(outcome.seen)
+
+    assert count("toolCall") == count("tool_call") == 1
+    assert count("serverContent.turnComplete") == count("server_content") == 1
+    assert count("serverContent.modelTurn") == count("setupComplete") == 0
+    assert count("toolCall", **{"from": "client"}) == 0
+    occurs = Occurs.model_validate({
+        "event": "emulator.frame", "where": {"kind": "serverContent.turnComplete"},
+        "after": {"event": "emulator.frame", "where": {"kind": "toolCall"}}, "within": "1.5s"})
+    assert occurs.check(gemini).seen == "at +1.000s"
+    openai = RunFacts([Event(1.0, "target", "emulator.frame",
+                             {"from": "server", "kind": "response.output_audio.delta"})],
+                      protocol=OPENAI)
+    assert count("response.audio.delta", openai) == count("response.output_audio", openai) == 1
+    assert count("response.output_text", openai) == 0
 
 
 def test_count_needs_a_bound() -> None:

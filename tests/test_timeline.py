@@ -45,6 +45,20 @@ def test_event_trigger_matches_name_and_fields() -> None:
     assert due.step.id == "c" and due.t == 3.0
 
 
+def test_an_event_trigger_reads_a_message_kind_in_the_run_s_protocol() -> None:
+    """`when: {event: emulator.frame, where: {kind: toolCall}}` fires on the logged `tool_call`
+    given the run's protocol, as a frame trigger would."""
+    profile = parse_profile(PROFILE.replace(
+        "when: {event: client.connected, where: {attempt: 2}}",
+        "when: {event: emulator.frame, where: {from: server, kind: toolCall}}"))
+    t = Timeline(profile.timeline, profile.protocol.kind_matches)
+    assert t.observe(Event(1.0, "target", "emulator.frame",
+                           {"from": "server", "kind": "setup_complete"})) == []
+    (due,) = t.observe(Event(2.0, "target", "emulator.frame",
+                             {"from": "server", "kind": "tool_call"}))
+    assert due.step.id == "c"
+
+
 def test_connection_trigger_counts_tcp_connections() -> None:
     """`when: {connection: 2}` fires on the second TCP connection the capture sees."""
     t = timeline()

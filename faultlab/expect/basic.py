@@ -55,7 +55,8 @@ class Count(Expectation):
         return f"count of {self.count.describe()} {' and '.join(b for b in bounds if b)}"
 
     def check(self, facts: RunFacts) -> Outcome:
-        hits = [e.t for e in facts.events if e.matches(self.count.event, self.count.where)]
+        hits = [e.t for e in facts.events
+                if e.matches(self.count.event, self.count.where, facts.protocol.kind_matches)]
         n = len(hits)
         held = ((self.equals is None or n == self.equals)
                 and (self.at_least is None or n >= self.at_least)
@@ -90,12 +91,12 @@ class Occurs(Expectation):
     def check(self, facts: RunFacts) -> Outcome:
         t0 = facts.start
         if self.after is not None:
-            ref = self.after.first(facts.events)
+            ref = self.after.first(facts.events, facts.protocol.kind_matches)
             if ref is None:
                 return self._outcome(False, f"{self.after.describe()} never happened")
             t0 = ref.began
         hits = [e.t - t0 for e in facts.events
-                if e.matches(self.event, self.where) and e.t >= t0]
+                if e.matches(self.event, self.where, facts.protocol.kind_matches) and e.t >= t0]
         if not hits:
             return self._outcome(False, "never happened", t0 if self.after is not None else None)
         first = min(hits)

@@ -61,7 +61,7 @@ class Recovered(Expectation):
         return f"recovered within {self.recovered_within:g}s of {self.after.describe()}"
 
     def check(self, facts: RunFacts) -> Outcome:
-        ref = self.after.first(facts.events)
+        ref = self.after.first(facts.events, facts.protocol.kind_matches)
         if ref is None:
             return self._outcome(False, f"{self.after.describe()} never happened")
         hit = next((e for e in facts.events if e.name == "client.recovered" and e.t >= ref.began),
@@ -162,7 +162,7 @@ class NoReply(Expectation):
         w = self.no_reply
         t0 = facts.start
         if w.after is not None:
-            ref = w.after.first(facts.events)
+            ref = w.after.first(facts.events, facts.protocol.kind_matches)
             if ref is None:
                 return self._outcome(False, f"{w.after.describe()} never happened")
             t0 = ref.began
