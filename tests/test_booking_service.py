@@ -15,7 +15,7 @@ import pytest
 
 from faultlab.browser.serve import LabHttp
 from faultlab.events import EventWriter
-from faultlab.scenarios.booking.service import BookingService
+from faultlab.scenarios.booking.service import PREFIX, BookingService
 
 from .conftest import slack
 
@@ -45,7 +45,7 @@ def backend(tmp_path: Path) -> Iterator[tuple[int, Path]]:
     """The backend's routes on a loopback port (commit after 0.3 s); the port and the run folder."""
     events = EventWriter(tmp_path / "client.events.jsonl")
     with BookingService(COMMIT_S, 1.0, tmp_path / "ledger.json", events) as service, \
-            LabHttp(None, service) as server:
+            LabHttp(None, {PREFIX: service}) as server:
         yield server.port, tmp_path
     events.close()
 
@@ -112,7 +112,7 @@ def test_bad_requests_are_refused_with_a_reason(backend: tuple[int, Path]) -> No
 def test_a_request_waiting_when_the_backend_closes_is_answered_503(tmp_path: Path) -> None:
     """Closing the backend cancels its jobs: a request waiting for one gets 503, not a hang."""
     service = BookingService(60.0, 1.0, None, None)
-    with LabHttp(None, service) as server:
+    with LabHttp(None, {PREFIX: service}) as server:
         call(server.port, "POST", "/backend/book", {"call_id": "c1", "slot": "today at 9am"})
         answers: list[tuple[int, Any]] = []
         waiter = threading.Thread(
@@ -136,7 +136,7 @@ def site(tmp_path: Path) -> Iterator[tuple[int, Path]]:
     (folder / "tone.wasm").write_bytes(b"\0asm")
     (tmp_path / "secret.txt").write_text("secret")
     (folder / "out").symlink_to(tmp_path / "secret.txt")
-    with LabHttp(folder, None) as server:
+    with LabHttp(folder) as server:
         yield server.port, folder
 
 

@@ -7,6 +7,7 @@ import asyncio
 import os
 import signal
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,18 +16,19 @@ from faultlab.browser.spec import BrowserPage
 from faultlab.events import EventWriter
 
 if TYPE_CHECKING:
-    from faultlab.scenarios.booking.service import BookingService
+    from faultlab.browser.serve import Backend
 
 
-async def open_page(spec: BrowserPage, backend: BookingService | None = None) -> int:
-    """Serve the page's folder (and `backend`) when it has one, open it, and wait for its end;
-    SIGTERM or SIGINT ends it as its timeout would, the browser closed first."""
+async def open_page(spec: BrowserPage, backends: Mapping[str, Backend] | None = None) -> int:
+    """Serve the page's folder (and `backends`, each under its prefix) when it has one, open it,
+    and wait for its end; SIGTERM or SIGINT ends it as its timeout would, the browser closed
+    first."""
     from faultlab.browser.serve import LabHttp
 
     env = dict(os.environ)
     run_dir = Path(env.get("FAULTLAB_RUN_DIR") or ".")
     events = EventWriter()
-    server = LabHttp(spec.serve, backend) if spec.serve is not None or backend else None
+    server = LabHttp(spec.serve, backends) if spec.serve is not None or backends else None
     task = asyncio.current_task()
     assert task is not None
     loop = asyncio.get_running_loop()

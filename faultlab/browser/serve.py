@@ -1,5 +1,5 @@
-"""The lab's own HTTP server on loopback, for the JavaScript clients: a web page's files, and the
-booking backend's routes (faultlab/scenarios/booking/service.py).
+"""The lab's own HTTP server on loopback, for the JavaScript clients: a web page's files, and
+backends' routes, each under its prefix (the booking pack's: faultlab/scenarios/booking/service.py).
 
 `LabHttp` is the standard library's threading HTTP server on 127.0.0.1, on a port the kernel picks,
 serving from a daemon thread. A folder's files are served as they are (`/` is its index.html),
@@ -13,14 +13,13 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+from collections.abc import Mapping
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs, unquote, urlsplit
-
-from faultlab.scenarios.booking.service import PREFIX, BookingService
 
 # The types of the files a page is made of; anything else goes as bytes.
 MIME_TYPES = {
@@ -36,8 +35,17 @@ MIME_TYPES = {
     ".png": "image/png",
 }
 OTHER_TYPE = "application/octet-stream"
-# The longest request body read (a booking is a few dozen bytes).
+# The longest request body read (a backend's requests are small: a booking, a few dozen bytes).
 MAX_BODY = 64 * 1024
+
+
+class Backend(Protocol):
+    """Routes the lab serves under a prefix: a request's answer, a status and a JSON object."""
+
+    def answer(self, method: str, route: str, query: Mapping[str, list[str]],
+               body: bytes) -> tuple[int, dict[str, Any]]:
+        """`route`: the path after the prefix; `query`: the URL's, parsed."""
+        ...
 
 
 class Escape(Exception):
@@ -70,13 +78,13 @@ class QuietServer(ThreadingHTTPServer):
 
 
 class LabHttp:
-    """Serves `folder`'s files (None: none) and `backend`'s routes under /backend/ (None: none)
-    on 127.0.0.1; `start` returns the port. Closing it leaves the backend open (its owner
-    closes it, after this)."""
+    """Serves `folder`'s files (None: none) and each backend's routes under its prefix
+    (`/backend/`) on 127.0.0.1; `start` returns the port. Closing it leaves the backends open
+    (their owner closes them, after this)."""
 
-    def __init__(self, folder: Path | None, backend: BookingService | None) -> None:
+    def __init__(self, folder: Path | None, backends: Mapping[str, Backend] | None = None) -> None:
         self.folder = folder
-        self.backend = backend
+        self.backends = dict(backends or {})
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -112,7 +120,12 @@ class LabHttp:
         self.close()
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
-        folder, backend = self.folder, self.backend
+        folder, backends = self.folder, self.backends
+
+        def backend_of(path: str) -> tuple[Backend, str] | None:
+            """The backend whose prefix `path` starts with, and the route after it."""
+            return next(((b, path.removeprefix(prefix)) for prefix, b in backends.items()
+                         if path.startswith(prefix)), None)
 
         class Handler(BaseHTTPRequestHandler):
             server_version = "faultlab"
@@ -128,7 +141,7 @@ class LabHttp:
 
             def do_POST(self) -> None:
                 url = urlsplit(self.path)
-                if backend is None or not url.path.startswith(PREFIX):
+                if (routed := backend_of(url.path)) is None:
                     self._json(HTTPStatus.NOT_FOUND, {"error": "no such route"})
                     return
                 try:
@@ -139,14 +152,15 @@ class LabHttp:
                 if not 0 <= length <= MAX_BODY:
                     self._json(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, {"error": "body too large"})
                     return
-                self._json(*backend.answer("POST", url.path.removeprefix(PREFIX),
-                                           parse_qs(url.query), self.rfile.read(length)))
+                backend, route = routed
+                self._json(*backend.answer("POST", route, parse_qs(url.query),
+                                           self.rfile.read(length)))
 
             def _serve(self, body: bool) -> None:
                 url = urlsplit(self.path)
-                if backend is not None and url.path.startswith(PREFIX):
-                    self._json(*backend.answer("GET", url.path.removeprefix(PREFIX),
-                                               parse_qs(url.query), b""), body=body)
+                if (routed := backend_of(url.path)) is not None:
+                    backend, route = routed
+                    self._json(*backend.answer("GET", route, parse_qs(url.query), b""), body=body)
                     return
                 try:
                     found = static_file(folder, url.path) if folder is not None else None

@@ -53,7 +53,7 @@ def main() -> None:
     argv = ["node", *([f"--tls-keylog={keylog}"] if keylog else []), str(CLIENT), *rest]
     events = EventWriter()
     with BookingService(args.commit, args.time_scale, run_ledger(), events) as backend, \
-            LabHttp(None, backend) as server:
+            LabHttp(None, {PREFIX: backend}) as server:
         env = {**os.environ,
                "FAULTLAB_BACKEND": f"http://127.0.0.1:{server.port}{PREFIX.rstrip('/')}"}
         proc = subprocess.Popen(argv, env=env)

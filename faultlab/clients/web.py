@@ -26,7 +26,7 @@ from faultlab.browser.spec import BrowserPage
 from faultlab.events import EventWriter
 from faultlab.scenarios.booking.backend import run_ledger
 from faultlab.scenarios.booking.conversation import add_backend_arguments
-from faultlab.scenarios.booking.service import BookingService
+from faultlab.scenarios.booking.service import PREFIX, BookingService
 from faultlab.units import parse_duration
 
 PAGE = Path(__file__).parent / "js" / "web"
@@ -79,7 +79,7 @@ def main() -> None:
                                        "timeout_exit": NOT_DONE})
     events = EventWriter()
     with BookingService(args.commit, args.time_scale, run_ledger(), events) as backend:
-        code = asyncio.run(open_page(page, backend))
+        code = asyncio.run(open_page(page, {PREFIX: backend}))
     events.close()
     sys.exit(code)
 
