@@ -129,6 +129,9 @@ def test_a_forged_rst_resets_the_chosen_end(runs_dir: Path, toward: str,
     assert forge_left_behind(result) == []
 
 
+# Alone: a race of the forger's retry with the server's sends, which a loaded machine (three tests
+# on two cores) once lost every time (no exact RST; the run's clean end, 1000).
+@pytest.mark.alone
 def test_an_inexact_rst_is_challenged_and_the_challenge_names_rcv_nxt(
         runs_dir: Path, monkeypatch: pytest.MonkeyPatch, forge_left_behind: LeftBehind) -> None:
     """RFC 5961 measured: a first RST one past rcv_nxt (in the window, not exact) does not reset
