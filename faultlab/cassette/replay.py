@@ -143,7 +143,6 @@ class ReplayConnection:
         self._closed = False
         self._closing = False  # a close is due: what the client sends is not answered
         self._sent = 0
-        self._why: dict[int, str] = {}  # each scheduled close's reason to be (by its seq)
         self._received: list[str | bytes] = []
         self._path = ""
         self._headers: Mapping[str, str] = {}
@@ -188,9 +187,8 @@ class ReplayConnection:
                                       _served(said))
         ending = rec.ending
         if ending is not None and ending.by == "server" and ending.after in numbers:
-            close = self.outbox.close(now + max(0.0, ending.at - anchor_at) * scale,
-                                      ending.code or 1000, ending.reason)
-            self._why[close.seq] = "recorded"
+            self.outbox.close(now + max(0.0, ending.at - anchor_at) * scale,
+                              ending.code or 1000, ending.reason, "recorded")
 
     def receive(self, raw: str | bytes, now: float) -> None:
         if self.fallback is not None:
@@ -243,7 +241,6 @@ class ReplayConnection:
             # The other's opening stands for what went out already (both opened alike).
             self.replay.give_back(rec)
             self.outbox.clear()
-            self._why.clear()
             self._play(other, self.opened_at, opening=self._sent == 0)
         self.step = 0
         self._schedule(1, self.steps[0].at, now)
@@ -255,13 +252,12 @@ class ReplayConnection:
                          recorded=None if self.recorded is None else self.recorded.conn,
                          expected=expected, received=received, then=then)
         self.outbox.clear()
-        self._why.clear()
         if then == "fallback":
             self._fall_back(now, raw)
             return
         reason = close_reason(f"cassette diverged: expected {expected}; received {received}")
         self._closing = True
-        self._why[self.outbox.close(now, DIVERGED_CODE, reason).seq] = "cassette diverged"
+        self.outbox.close(now, DIVERGED_CODE, reason, "cassette diverged")
 
     def _fall_back(self, now: float, raw: str | bytes | None) -> None:
         """The emulator takes the connection over (`Connection.adopt`): its opening and what
@@ -286,8 +282,7 @@ class ReplayConnection:
             out.append(action)
             if action.closes:
                 self._closed = True
-                self.replay.emit("emulator.close", conn=self.number, code=action.code,
-                                 reason=action.reason, why=self._why.get(action.seq, "recorded"))
+                self.replay.emit("emulator.close", conn=self.number, **action.close_fields())
             else:
                 self._sent += 1
         return out

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from faultlab.emulator.messages import Frame
 
 
 @dataclass(order=True)
 class Action:
-    """A frame to send (`frame`) or a close (`code`, `reason`), due at `at`; or, internal to the
-    core, the moment the model answers the user's turn (`think`)."""
+    """A frame to send (`frame`) or a close (`code`, `reason`, and for its `emulator.close`, told
+    as it is sent, `why` and `detail`), due at `at`; or, internal to the core, the moment the
+    model answers the user's turn (`think`)."""
 
     at: float
     seq: int
@@ -25,11 +28,17 @@ class Action:
     # A frame's payload exactly as it is to be sent (a cassette's: faultlab.cassette.replay),
     # instead of `frame`; bytes go in a binary frame.
     wire: str | bytes | None = field(default=None, compare=False)
+    why: str = field(default="", compare=False)
+    detail: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def closes(self) -> bool:
         """Whether it is a close (not a frame, nor a moment to think)."""
         return self.frame is None and self.wire is None and not self.think
+
+    def close_fields(self) -> dict[str, Any]:
+        """A close's `emulator.close` fields (but `conn`)."""
+        return {"code": self.code, "reason": self.reason, "why": self.why, **self.detail}
 
 
 class Outbox:
@@ -47,8 +56,9 @@ class Outbox:
         """A payload to send as it is, at `at`."""
         heapq.heappush(self._due, Action(at, next(self._seq), wire=wire))
 
-    def close(self, at: float, code: int, reason: str) -> Action:
-        action = Action(at, next(self._seq), None, code, reason)
+    def close(self, at: float, code: int, reason: str, why: str,
+              detail: Mapping[str, Any] | None = None) -> Action:
+        action = Action(at, next(self._seq), None, code, reason, why=why, detail=detail or {})
         heapq.heappush(self._due, action)
         return action
 

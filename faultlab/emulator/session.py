@@ -123,8 +123,6 @@ class Connection:
         self.session: Session | None = None
         self.closed = False
         self.closing = False
-        # The `emulator.close` of the close scheduled, told once it is due (as it is sent).
-        self._close_event: dict[str, Any] = {}
         self.outbox = Outbox()
         self.encoder = emulator.api.encoder(api, self.p, emulator.rng)
         self.turns: Turns | None = None  # from the setup on
@@ -262,7 +260,8 @@ class Connection:
             out.append(action)
             if action.closes:
                 self.closed = True
-                self.em.emit("emulator.close", conn=self.number, **self._close_event)
+                # Told as it is sent, not when it was decided (a refusal's falls due later).
+                self.em.emit("emulator.close", conn=self.number, **action.close_fields())
                 self._release(now)
                 self._drop_scheduled()
             elif self.session is not None:
@@ -362,9 +361,7 @@ class Connection:
         if self.closing:
             return
         self.closing = True
-        reason = close_reason(reason)
-        self._close_event = {"code": code, "reason": reason, "why": why, **detail}
-        self.outbox.close(at, code, reason)
+        self.outbox.close(at, code, close_reason(reason), why, detail)
 
     def _bug(self, now: float, exc: Exception, handling: str) -> None:
         """An exception no input should cause: logged with its traceback, and the connection
