@@ -594,13 +594,19 @@ def test_pipecat_server_vad_turn_and_barge_in(emulator: RunningEmulator,
     found.done()
 
 
-def test_pipecat_locally_driven_turns(emulator: RunningEmulator, utterances: Path) -> None:
+def test_pipecat_locally_driven_turns(start_emulator: Callable[..., RunningEmulator],
+                                      utterances: Path) -> None:
     """turn_detection=False (sent as null, events.py:404-409): pipecat's own VAD drives the turns.
     A turn ends with input_audio_buffer.commit and response.create (llm.py:572-575); the user
     speaking again as the answer is asked for is an interruption: input_audio_buffer.clear, the
     last 0.5 s of audio appended again so the onset survives the clear, response.cancel
     (llm.py:554-561, 1321-1332; DEFAULT_USER_AUDIO_PREROLL_SECS, llm.py:77), and no truncation,
     no audio having come (llm.py:595-596)."""
+
+    # The interruption must reach the emulator before its answer does: a reply 1 s after the
+    # request (10 s at time scale 0.1) rather than the personality's 30-70 ms, which a loaded
+    # machine's client once took longer than to send its 13 messages (the answer completed).
+    start_emulator("openai-realtime", 0.1, "--set", "reply_s=[10, 10]")
 
     async def go() -> tuple[list[Event], list[Event]]:
         seen: list[Event] = []
@@ -621,8 +627,7 @@ def test_pipecat_locally_driven_turns(emulator: RunningEmulator, utterances: Pat
             await conn.send(pipecat("input_audio_buffer.commit"))
             await conn.send(pipecat("response.create", response=PIPECAT_RESPONSE))
             # The user goes on speaking: the local VAD confirms speech after its start_secs
-            # (0.2 s), appended by then, and interrupts the answer before it begins (sent at
-            # once, so that the cancel comes before the emulator's answer, 30 ms at the least).
+            # (0.2 s), appended by then, and interrupts the answer before it begins.
             second = speech_24k(utterances, "asked")
             onset = int(0.2 * RATE) * 2
             await append(second[:onset], pace=0)
