@@ -91,7 +91,7 @@ async def start_servers(lab: NetnsLab, stack: AsyncExitStack) -> None:
         server = await lab.server.spawn([sys.executable, "-m", "faultlab.peers.ws_server",
                                          "--port", str(port), "--tick", "0s"], os.environ)
         stack.push_async_callback(terminate, server, 2.0)
-        while not listening(server.pid, port):
+        while not await listening(server.pid, port):
             await asyncio.sleep(0.02)
 
 
@@ -106,7 +106,7 @@ async def start_mitmdump(lab: NetnsLab, ca: LabCA, work: Path, stack: AsyncExitS
     proc = await lab.router.spawn(argv, os.environ, stdout=log, stderr=asyncio.subprocess.STDOUT)
     stack.push_async_callback(terminate, proc, 2.0)
     deadline = time.monotonic() + READY_S
-    while not listening(proc.pid, MITMDUMP_PORT):
+    while not await listening(proc.pid, MITMDUMP_PORT):
         if proc.returncode is not None or time.monotonic() > deadline:
             raise RuntimeError(f"mitmdump did not listen on {MITMDUMP_PORT}: "
                                f"{(work / 'mitmdump.log').read_text()[-500:]}")

@@ -86,6 +86,7 @@ async def serve_until_stopped(
                             f"{behaviour.name} {behaviour.protocol}")
     emulator = Emulator(behaviour, time_scale, brain=brain,
                         registry=registry, emit=writer.emit, seed=seed)
+    emulator.api.prepare()
     host_of: Host = emulator if cassette is None else Replay(cassette, emulator, divergence)
     recorder = TapeWriter(tape) if tape is not None else None
     stop = asyncio.Event()

@@ -1,60 +1,31 @@
-"""The fields a Live API client frame may carry, read from the installed google-genai SDK's types.
+"""The fields a Live API client frame may carry (S6): the tree's shape, and the installed SDK's tree.
 
-The real service accepts every field the current SDK sends (S6), so the emulator keeps no list of
-its own: the tree is derived from the SDK's pydantic types, starting at `LiveClientMessage` (whose
-`setup` is `LiveClientSetup`). The set follows the installed SDK: upgrading google-genai upgrades
-the emulator, and a field a new SDK sends is accepted on the day it ships.
-
-A field whose annotation (through Optional, Union, list and Annotated) names one pydantic model is a
-nested `Message`; anything else is a `Leaf` of one JSON type, as proto3 JSON spells the SDK's type
-(`str`, a `datetime` and base64 `bytes` are strings; an `int` is a number or a string of digits; an
-enum is one of its names; a `dict` is an object), whose contents are not looked into. So are the
-payloads the model reads as data (`Schema`, `JSONSchema`: function `parameters` and `response`, a
-`response_schema`): any object. A recursive type would be one shared `Message` (a graph with a
-cycle, walked only as deep as a frame goes); today the only recursive types on the way are those
-data payloads.
-
-Where the SDK's converters (`google/genai/_live_converters.py`) put on the wire something the types
-do not say, `_ON_THE_WIRE` and `_CONVERTER_FIELDS` below say it, each with its reason.
+The tree is derived from the installed google-genai SDK's types (`sdk_tree`). Importing the SDK
+takes about a second of CPU (1.08 s here; the derivation 18 ms), which every emulator paid at its
+start, on the cores its lab's client and proxy were starting on; so the tree is kept as JSON in
+the user's cache (`$XDG_CACHE_HOME/faultlab`, else `~/.cache/faultlab`), under a key naming the
+SDK's and pydantic's versions, the SDK's types file and the derivation's code. A cache that is
+missing, unreadable or of another key is derived again (and written, if the folder can be);
+deleting it is always safe.
 """
 
 from __future__ import annotations
 
-import datetime
-import enum
-import types as pytypes
-import typing
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
 from dataclasses import dataclass, field
 from functools import cache
+from importlib import metadata
+from pathlib import Path
 from typing import Any, Literal
-
-import pydantic
-from google.genai import types
-
-from faultlab.protocols.gemini import snake
 
 Shape = Literal["object", "list", "any"]
 JsonType = Literal["string", "integer", "number", "boolean", "enum", "object", "string_map", "any"]
-
-# Annotations that say less than the converters send. Every tool goes through `t_tools`/`t_tool` to
-# a `Tool` (the runtime annotation is a bare `list` so that MCP objects pass validation), and every
-# content union through `t_content` to a `Content`; raw clients also send a system instruction as
-# plain text, which the emulator reads.
-_ON_THE_WIRE: tuple[tuple[Any, Any], ...] = (
-    (types.ToolListUnion, list[types.Tool]),
-    (types.ContentUnion, types.Content | str),
-)
-# Keys the converters put under a message that its type does not have as a field.
-_CONVERTER_FIELDS: dict[type[pydantic.BaseModel], dict[str, Any]] = {
-    # `_LiveConnectConfig_to_*` sets `setup.realtimeInputConfig` from LiveConnectConfig, but
-    # LiveClientSetup has no such field.
-    types.LiveClientSetup: {"realtime_input_config": types.RealtimeInputConfig | None},
-    # `_GenerationConfig_to_vertex` renames `model_selection_config` (pydantic reserves
-    # `model_config`) to the proto's `modelConfig`; the Developer API path sends it unrenamed.
-    types.GenerationConfig: {"model_config": types.ModelSelectionConfig | None},
-}
-# Models whose contents are the user's data for the model, not protocol fields.
-_DATA: tuple[type[pydantic.BaseModel], ...] = (types.Schema, types.JSONSchema)
+# The cache file's format; a change to it or to `sdk_tree` makes a new key.
+CACHE_FORMAT = 1
 
 
 @dataclass(frozen=True, eq=False)
@@ -92,73 +63,80 @@ class Field:
 @cache
 def client_message() -> Message:
     """`LiveClientMessage`: the top-level keys of a client frame and each one's message tree."""
-    return _message(types.LiveClientMessage, {})
+    path = cache_path()
+    if path is not None:
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            return tree_from_json(json.loads(path.read_text()))
+    from faultlab.emulator import sdk_tree
+
+    tree = sdk_tree.client_message()
+    if path is not None:
+        with contextlib.suppress(OSError):
+            _write_atomically(path, json.dumps(tree_to_json(tree)))
+    return tree
 
 
-
-def _message(model: type[pydantic.BaseModel], known: dict[type[pydantic.BaseModel], Message]) -> Message:
-    if model in known:  # a recursive type: share the node instead of unrolling it
-        return known[model]
-    node = known[model] = Message(model.__name__)
-    for name, info in model.model_fields.items():
-        # An explicit alias is the wire name (`TextResponseFormat.jsonSchema` is `schema`), but the
-        # SDK dumps by field name: both are names.
-        node.fields[snake(name)] = node.fields[snake(info.alias or name)] = _field(info.annotation, known)
-    for name, annotation in _CONVERTER_FIELDS.get(model, {}).items():
-        node.fields[name] = _field(annotation, known)
-    return node
-
-
-def _field(annotation: Any, known: dict[type[pydantic.BaseModel], Message]) -> Field:
-    forms = _forms(annotation)
-    models = {model for model, _ in forms if _is_message(model)}
-    leaves = {_leaf(form, repeated) for form, repeated in forms if not _is_message(form)}
-    leaf = None if not leaves else leaves.pop() if len(leaves) == 1 else ANY
-    if len(models) != 1:  # a scalar, or a union of messages whose wire form the converter picks
-        return Field(None, leaf=leaf if not models else ANY)
-    message = _message(models.pop(), known)
-    if all(_is_message(model) and repeated for model, repeated in forms):
-        return Field(message, "list", None)
-    if all(_is_message(model) and not repeated for model, repeated in forms):
-        return Field(message, "object", None)
-    return Field(message, "any", leaf)
+def cache_path() -> Path | None:
+    """The cache file of the installed SDK's tree: None when the SDK's install or the user's
+    cache folder cannot be told (no cache)."""
+    try:
+        folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "faultlab"
+        sdk = metadata.distribution("google-genai")
+        types_file = Path(str(sdk.locate_file("google/genai/types.py"))).stat()
+        said = [sdk.version, metadata.version("pydantic"), str(types_file.st_size),
+                str(types_file.st_mtime_ns), str(CACHE_FORMAT),
+                hashlib.sha256(Path(__file__).with_name("sdk_tree.py").read_bytes()).hexdigest()]
+    except (OSError, RuntimeError, metadata.PackageNotFoundError):
+        return None
+    key = hashlib.sha256("\n".join(said).encode()).hexdigest()[:16]
+    return folder / f"emulator-sdk-tree-{key}.json"
 
 
-def _is_message(form: Any) -> bool:
-    return isinstance(form, type) and issubclass(form, pydantic.BaseModel) and not issubclass(form, _DATA)
+def tree_to_json(root: Message) -> dict[str, Any]:
+    """The tree as JSON: its messages in a list (a shared or recursive one once), fields naming
+    messages by index."""
+    index: dict[int, int] = {}
+    messages: list[dict[str, Any]] = []
+
+    def number(message: Message) -> int:
+        if id(message) not in index:
+            index[id(message)] = len(messages)
+            entry: dict[str, Any] = {"name": message.name, "fields": {}}
+            messages.append(entry)
+            entry["fields"] = {name: {
+                "message": None if f.message is None else number(f.message), "shape": f.shape,
+                "leaf": None if f.leaf is None else {
+                    "type": f.leaf.type, "repeated": f.leaf.repeated,
+                    "names": sorted(f.leaf.names)}} for name, f in message.fields.items()}
+        return index[id(message)]
+
+    number(root)
+    return {"format": CACHE_FORMAT, "messages": messages}
 
 
-# How proto3 JSON spells the SDK's scalar types.
-_JSON_TYPES: tuple[tuple[type, JsonType], ...] = (
-    (bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"), (bytes, "string"),
-    (datetime.datetime, "string"), (pydantic.BaseModel, "object"),  # a data payload (`_DATA`)
-)
+def tree_from_json(data: dict[str, Any]) -> Message:
+    """The tree `tree_to_json` wrote (KeyError, TypeError or ValueError if it is not one)."""
+    if data["format"] != CACHE_FORMAT:
+        raise ValueError(f"cache format {data['format']}")
+    nodes = [Message(entry["name"]) for entry in data["messages"]]
+    for node, entry in zip(nodes, data["messages"], strict=True):
+        for name, f in entry["fields"].items():
+            leaf = f["leaf"]
+            node.fields[name] = Field(
+                None if f["message"] is None else nodes[f["message"]], f["shape"],
+                None if leaf is None else Leaf(leaf["type"], leaf["repeated"],
+                                               frozenset(leaf["names"])))
+    return nodes[0]
 
 
-def _leaf(form: Any, repeated: bool) -> Leaf:
-    origin, args = typing.get_origin(form), typing.get_args(form)
-    if origin is typing.Literal:
-        return Leaf("enum", repeated, frozenset(str(a).upper() for a in args))
-    if isinstance(form, type) and issubclass(form, enum.Enum):
-        return Leaf("enum", repeated, frozenset(str(m.value).upper() for m in form))
-    if origin is dict or form is dict:
-        return Leaf("string_map" if args and args[1] is str else "object", repeated)
-    for python, json_type in _JSON_TYPES:
-        if isinstance(form, type) and issubclass(form, python):
-            return Leaf(json_type, repeated)
-    return Leaf("any", repeated)
-
-
-def _forms(annotation: Any, repeated: bool = False) -> list[tuple[Any, bool]]:
-    """The alternatives an annotation allows, as (a model, or a leaf's annotation; is a list), None
-    left out."""
-    annotation = next((wire for said, wire in _ON_THE_WIRE if annotation in (said, said | None)),
-                      annotation)
-    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
-    if origin is typing.Annotated:
-        return _forms(args[0], repeated)
-    if origin is typing.Union or origin is pytypes.UnionType:
-        return [form for arg in args if arg is not type(None) for form in _forms(arg, repeated)]
-    if origin is list and len(args) == 1 and not repeated:
-        return _forms(args[0], True)
-    return [(annotation, repeated)]
+def _write_atomically(path: Path, text: str) -> None:
+    """Write `path` whole or not at all: emulators starting at once may each write it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise

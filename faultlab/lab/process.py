@@ -7,9 +7,12 @@ import asyncio
 import contextlib
 import os
 import signal
+import socket
+import struct
 import tempfile
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -130,16 +133,62 @@ def running(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def listening(pid: int, port: int) -> bool:
-    """Whether the network namespace of `pid` has a TCP socket listening on `port`."""
-    for table in ("tcp", "tcp6"):
-        with contextlib.suppress(OSError):
-            for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
-                cols = line.split()
-                if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
-                    return True
-    return False
+# How a namespace's listeners are asked for: a sock_diag dump of TCP sockets in LISTEN on the
+# port (with the port given, the kernel walks its listening table only). /proc/PID/net/tcp walks
+# the whole established table instead: 5.5 ms a read on this machine with no socket open, so
+# polling it and tcp6 every 20 ms took half a core while the target started, on the cores its
+# start-up needed; the dump takes 0.1 ms.
+NETLINK_SOCK_DIAG = 4
+SOCK_DIAG_BY_FAMILY = 20
+NLM_F_DUMP_REQUEST = 0x301
+NLMSG_ERROR, NLMSG_DONE = 2, 3
+TCP_LISTEN = 10
 
+
+async def listening(pid: int, port: int) -> bool:
+    """Whether the network namespace of `pid` has a TCP socket listening on `port`. Asked from a
+    thread made for the question, which enters that namespace; a process not yet in a namespace
+    other than faultlab's own (a lab's programs never share it) is not listening yet."""
+    with ThreadPoolExecutor(1, thread_name_prefix="listening") as asker:
+        return await asyncio.get_running_loop().run_in_executor(asker, _listening_in, pid, port)
+
+
+def _listening_in(pid: int, port: int) -> bool:
+    try:
+        fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        theirs, ours = os.fstat(fd), os.stat("/proc/self/ns/net")
+        if (theirs.st_dev, theirs.st_ino) == (ours.st_dev, ours.st_ino):
+            return False
+        os.setns(fd, os.CLONE_NEWNET)
+    finally:
+        os.close(fd)
+    return any(_listeners(family, port) for family in (socket.AF_INET, socket.AF_INET6))
+
+
+def _listeners(family: int, port: int) -> int:
+    """How many TCP sockets of `family` listen on `port` in the calling thread's namespace."""
+    # struct inet_diag_req_v2, its inet_diag_sockid naming the source port only.
+    request = (struct.pack("=BBBBI", family, socket.IPPROTO_TCP, 0, 0, 1 << TCP_LISTEN)
+               + struct.pack("!HH", port, 0) + bytes(32) + struct.pack("=III", 0, 0xFFFFFFFF,
+                                                                      0xFFFFFFFF))
+    header = struct.pack("=IHHII", 16 + len(request), SOCK_DIAG_BY_FAMILY, NLM_F_DUMP_REQUEST, 1, 0)
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_SOCK_DIAG) as diag:
+        diag.sendto(header + request, (0, 0))
+        found = 0
+        while True:
+            data, offset = diag.recv(65536), 0
+            while offset < len(data):
+                length, kind = struct.unpack_from("=IH", data, offset)
+                if kind == NLMSG_DONE:
+                    return found
+                if kind == NLMSG_ERROR:
+                    errno_ = -struct.unpack_from("=i", data, offset + 16)[0]
+                    raise OSError(errno_, f"sock_diag: {os.strerror(errno_)}")
+                found += 1
+                offset += (length + 3) & ~3
 
 
 READY_POLL_S = 0.02
@@ -150,7 +199,7 @@ async def wait_listening(proc: LabProcess, port: int, timeout_s: float, log: Pat
     takes longer than `timeout_s` fails the run, pointing at its `log`."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
-    while not listening(proc.member.pid, port):
+    while not await listening(proc.member.pid, port):
         if not proc.alive:
             raise LabError(f"the {proc.role} exited with code {proc.returncode} before listening "
                            f"on port {port}; see {log}")

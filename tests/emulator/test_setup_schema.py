@@ -6,11 +6,15 @@ import asyncio
 import datetime
 import enum
 import json
+import os
 import re
+import subprocess
+import sys
 import traceback
 import types as pytypes
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pydantic
@@ -19,7 +23,7 @@ from google.genai import _common, _live_converters, live, types
 from google.genai import _transformers as t
 from google.genai.client import Client
 
-from faultlab.emulator import schema
+from faultlab.emulator import schema, sdk_tree
 from faultlab.emulator.apis.gemini_parse import parse_frame
 from faultlab.emulator.messages import Setup
 from faultlab.emulator.refusals import ProtocolError
@@ -194,3 +198,55 @@ def test_an_unknown_message_is_refused_as_sent() -> None:
         parse_frame(json.dumps({"realtimeInputs": {}}))
     assert info.value.reason == ('Invalid JSON payload received. Unknown name "realtimeInputs": '
                                  "Cannot find field.")
+
+
+def canonical(tree: schema.Message) -> str:
+    return json.dumps(schema.tree_to_json(tree), sort_keys=True)
+
+
+@pytest.fixture
+def cache_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """An empty user cache, and no tree read yet in this process."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    schema.client_message.cache_clear()
+    yield tmp_path / "faultlab"
+    schema.client_message.cache_clear()
+
+
+def test_the_tree_is_cached_and_read_back_as_derived(cache_home: Path) -> None:
+    """The first emulator derives the tree and writes it; the next reads the same tree back."""
+    derived = canonical(sdk_tree.client_message())
+    assert canonical(schema.client_message()) == derived
+    [cached] = cache_home.glob("emulator-sdk-tree-*.json")
+    assert cached == schema.cache_path()
+    schema.client_message.cache_clear()
+    cached.write_text(cached.read_text().replace('"LiveClientSetup"', '"FromTheCache"'))
+    assert schema.client_message().fields["setup"].message.name == "FromTheCache"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("content", ["{", '{"format": 99, "messages": []}', '{"format": 1}'])
+def test_a_bad_cache_is_derived_again_and_replaced(cache_home: Path, content: str) -> None:
+    path = schema.cache_path()
+    assert path is not None
+    path.parent.mkdir(parents=True)
+    path.write_text(content)
+    assert canonical(schema.client_message()) == canonical(sdk_tree.client_message())
+    assert json.loads(path.read_text())["format"] == schema.CACHE_FORMAT
+
+
+def test_a_cache_folder_that_cannot_be_made_still_gives_the_tree(cache_home: Path) -> None:
+    cache_home.write_text("a file where the folder would be")
+    assert canonical(schema.client_message()) == canonical(sdk_tree.client_message())
+    assert cache_home.read_text() == "a file where the folder would be"
+
+
+def test_with_the_tree_cached_an_emulator_never_imports_the_sdk(cache_home: Path) -> None:
+    """Importing google-genai took 1.08 s of CPU at every emulator's start; with the tree cached,
+    a Gemini emulator made ready to parse has not imported it."""
+    schema.client_message()
+    probe = ("import sys; import faultlab.emulator.run; "
+             "from faultlab.emulator.apis import APIS; APIS['gemini'].prepare(); "
+             "print(sorted(m for m in sys.modules if m.startswith('google.genai')))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True, env=dict(os.environ))
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

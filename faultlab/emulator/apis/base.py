@@ -24,6 +24,10 @@ class EmulatedApi(ABC):
     def encoder(self, dialect: str, personality: Personality, rng: Random) -> Encoder:
         """A new connection's encoder, for the API's `dialect` (Protocol.dialect_of)."""
 
+    def prepare(self) -> None:
+        """Read what parsing needs before the first connection, not while a client waits."""
+        return None
+
     def opening(self, path: str, headers: Mapping[str, str]) -> Setup | None:
         """The session a connection opens by itself, from its request's path and headers (None:
         the client's first message opens it); `ProtocolError` for a request the service

@@ -11,6 +11,7 @@ from faultlab.emulator.apis.base import EmulatedApi
 from faultlab.emulator.apis.gemini_parse import parse_frame
 from faultlab.emulator.messages import Call, Encoder, Frame, Parsed, Setup, Usage
 from faultlab.emulator.personality import Personality
+from faultlab.emulator.schema import client_message
 from faultlab.protocols.gemini import GEMINI
 
 DEADLINE = "Deadline expired before operation could complete."
@@ -84,6 +85,9 @@ class GeminiApi(EmulatedApi):
 
     def parse(self, frame: str | bytes) -> Parsed:
         return parse_frame(frame)
+
+    def prepare(self) -> None:
+        client_message()  # the SDK's field tree: from the cache, or a second of importing the SDK
 
     def encoder(self, dialect: str, personality: Personality, rng: Random) -> Encoder:
         return GeminiEncoder(dialect, personality.session_id_in_setup_complete)
