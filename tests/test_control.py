@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -48,6 +49,26 @@ def test_numbers_come_from_the_run(tmp_path: Path) -> None:
     s = state(tmp_path)
     reply = s.answer(b'{"id": 4, "body": {"op": "number", "k": 3, "client_port": 40001}}\n')
     assert reply.ok and reply.id == 4 and s.numbers == {40001: 3}
+
+
+def test_a_websocket_opened_before_its_number_waits_for_it(tmp_path: Path) -> None:
+    """A connection the run numbers after its WebSocket opened (the capture's SYN came late)
+    gets its number as it is told; one never told gets 0 once the wait is over."""
+    s = state(tmp_path)
+    late = SimpleNamespace(client_conn=SimpleNamespace(peername=("10.0.0.2", 40001)))
+    never = SimpleNamespace(client_conn=SimpleNamespace(peername=("10.0.0.2", 40002)))
+
+    async def scenario() -> tuple[int, int, int]:
+        waiting = asyncio.create_task(s.number_told(late, 5.0))  # type: ignore[arg-type]
+        await asyncio.sleep(0.01)
+        assert not waiting.done()
+        s.answer(b'{"id": 1, "body": {"op": "number", "k": 2, "client_port": 40001}}\n')
+        told = await asyncio.wait_for(waiting, 1.0)
+        again = await s.number_told(late, 0.0)  # type: ignore[arg-type]
+        return told, again, await s.number_told(never, 0.01)  # type: ignore[arg-type]
+
+    assert asyncio.run(scenario()) == (2, 2, 0)
+    assert s.told == {}
 
 
 def test_the_run_refuses_a_reply_to_another_request(tmp_path: Path) -> None:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from faultlab.emulator.frame_tree import Leaf, Message
 from faultlab.emulator.refusals import invalid_value, list_at, object_at, unknown_name
-from faultlab.emulator.schema import Leaf, Message
 from faultlab.protocols.gemini import snake
 
 _INTEGER = re.compile(r"-?\d{1,20}")  # proto3 JSON: a 64-bit integer may come as a string

@@ -1,4 +1,4 @@
-"""The fields a Live API client frame may carry (S6): the tree's shape, and the installed SDK's tree.
+"""The installed SDK's client frame field tree (S6), kept in the user's cache by SDK version.
 
 The tree is derived from the installed google-genai SDK's types (`sdk_tree`). Importing the SDK
 takes about a second of CPU (1.08 s here; the derivation 18 ms), which every emulator paid at its
@@ -16,48 +16,15 @@ import hashlib
 import json
 import os
 import tempfile
-from dataclasses import dataclass, field
 from functools import cache
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-Shape = Literal["object", "list", "any"]
-JsonType = Literal["string", "integer", "number", "boolean", "enum", "object", "string_map", "any"]
+from faultlab.emulator.frame_tree import Field, Leaf, Message
+
 # The cache file's format; a change to it or to `sdk_tree` makes a new key.
 CACHE_FORMAT = 1
-
-
-@dataclass(frozen=True, eq=False)
-class Message:
-    """A message type of the wire protocol: its fields by snake_case name (and alias, if any)."""
-
-    name: str
-    fields: dict[str, Field] = field(default_factory=dict, repr=False)
-
-
-@dataclass(frozen=True)
-class Leaf:
-    """What a field holds when it holds no message: one JSON type (for an enum, its names in upper
-    case), or a list of them."""
-
-    type: JsonType
-    repeated: bool = False
-    names: frozenset[str] = frozenset()
-
-
-ANY = Leaf("any")
-
-
-@dataclass(frozen=True, eq=False)
-class Field:
-    """One field: the message it holds (None for a leaf), whether the wire form must be an object,
-    a list of objects, or may also be something else (a union with scalars), and what that
-    something else is (`leaf`; None when the field holds nothing but its message)."""
-
-    message: Message | None
-    shape: Shape = "any"
-    leaf: Leaf | None = ANY
 
 
 @cache

@@ -32,7 +32,7 @@ from typing import Any
 import pydantic
 from google.genai import types
 
-from faultlab.emulator.schema import ANY, Field, JsonType, Leaf, Message
+from faultlab.emulator.frame_tree import ANY, Field, JsonType, Leaf, Message
 from faultlab.protocols.gemini import snake
 
 # Annotations that say less than the converters send. Every tool goes through `t_tools`/`t_tool` to

@@ -32,6 +32,10 @@ KEEP_MESSAGES = 1
 ABNORMAL_CLOSURE = 1006
 
 
+# How long a WebSocket's messages may wait for the run to number its connection.
+NUMBER_WITHIN_S = 1.0
+
+
 class FrameLog:
     def __init__(self, state: ProxyState, tape: TapeWriter | None = None) -> None:
         self.state = state
@@ -51,9 +55,13 @@ class FrameLog:
             self.events.announce(ProxyUpstream(int(client[1]), str(own[0]), int(own[1]),
                                                str(server[0]), int(server[1])))
 
-    def websocket_start(self, flow: http.HTTPFlow) -> None:
+    async def websocket_start(self, flow: http.HTTPFlow) -> None:
         # The key the client sent is redacted wherever this process writes it, path included.
         remember_secrets(credentials(flow.request.path, flow.request.headers))
+        # Its messages wait (mitmproxy relays none before this hook returns) until the run has
+        # numbered the connection, so that its frames, and the steps that pick a connection,
+        # know it: at once on an idle machine, where the number comes before the upgrade.
+        k = await self.state.number_told(flow, NUMBER_WITHIN_S)
         self.state.flows.append(flow)
         client, server = flow.client_conn.peername, flow.server_conn.peername
         if self.tape is not None:
@@ -61,7 +69,7 @@ class FrameLog:
             self.tape.opened(time.time(), number, flow.request.path, flow.request.headers,
                              flow.response.headers.get("sec-websocket-protocol")
                              if flow.response else None)
-        self.events.emit("proxy.ws_start", conn=flow.id[:8], k=self.state.number_of(flow),
+        self.events.emit("proxy.ws_start", conn=flow.id[:8], k=k,
                          client_port=client[1] if client else None, path=flow.request.path[:200],
                          client=f"{client[0]}:{client[1]}" if client else None,
                          server=f"{server[0]}:{server[1]}" if server else None)

@@ -52,10 +52,30 @@ class ProxyState:
     # The run's protocol: it names the messages, and steps and faults match them by it.
     protocol: RealtimeApi = DEFAULT
 
+    # The numbers a WebSocket that opened before it was told its own waits for, by client port.
+    told: dict[int, asyncio.Future[int]] = field(default_factory=dict)
+
     def number_of(self, flow: http.HTTPFlow) -> int:
         """The run's number of the flow's connection; 0 while the run has not told it."""
         peer = flow.client_conn.peername
         return self.numbers.get(int(peer[1]), 0) if peer else 0
+
+    async def number_told(self, flow: http.HTTPFlow, within_s: float) -> int:
+        """The flow's number, once the run has told it (0 if it has not within `within_s`).
+        The run tells it as the capture's SYN reaches it through tcpdump's pipe: on a loaded
+        machine (three lab tests on two cores) that once came 29 ms after the SYN, after the
+        TLS handshake and the upgrade, and the first frames were logged with no number."""
+        peer, k = flow.client_conn.peername, self.number_of(flow)
+        if k or peer is None:
+            return k
+        port = int(peer[1])
+        told = self.told.setdefault(port, asyncio.get_running_loop().create_future())
+        try:
+            return await asyncio.wait_for(asyncio.shield(told), within_s)
+        except TimeoutError:
+            return 0
+        finally:
+            self.told.pop(port, None)
 
     def select(self, which: ConnectionChoice | None) -> list[http.HTTPFlow]:
         """Live WebSocket flows: all, or that of connection `first`, `latest` or k (none such
@@ -150,6 +170,8 @@ class ProxyState:
         try:
             if isinstance(body, Number):
                 self.numbers[body.client_port] = body.k
+                if (told := self.told.get(body.client_port)) is not None and not told.done():
+                    told.set_result(body.k)
                 return Reply(id=request.id)
             if isinstance(body, Arm):
                 for step in body.steps:

@@ -23,7 +23,7 @@ from google.genai import _common, _live_converters, live, types
 from google.genai import _transformers as t
 from google.genai.client import Client
 
-from faultlab.emulator import schema, sdk_tree
+from faultlab.emulator import frame_tree, schema, sdk_tree
 from faultlab.emulator.apis.gemini_parse import parse_frame
 from faultlab.emulator.messages import Setup
 from faultlab.emulator.refusals import ProtocolError
@@ -200,7 +200,7 @@ def test_an_unknown_message_is_refused_as_sent() -> None:
                                  "Cannot find field.")
 
 
-def canonical(tree: schema.Message) -> str:
+def canonical(tree: frame_tree.Message) -> str:
     return json.dumps(schema.tree_to_json(tree), sort_keys=True)
 
 
