@@ -15,9 +15,9 @@ PARALLEL = 8
 
 
 def test_eight_parallel_silent_loss_runs_all_pass(tmp_path: Path) -> None:
-    """8 `faultlab run silent-loss` at once on this machine all PASS: `at: 2s` counts from the
-    client's start, so a lab, target and capture slowed by the load do not move the drop before
-    the client has connected."""
+    """8 `faultlab run silent-loss` at once on this machine all PASS: the drop counts from the
+    client's connection, so a lab, target, capture and client slowed by the load do not move it
+    before the client has connected."""
     procs = [subprocess.Popen([sys.executable, "-m", "faultlab", "run", "-q", "silent-loss",
                                "--runs-dir", str(tmp_path / f"runs{i}")],
                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
