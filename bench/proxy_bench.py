@@ -35,6 +35,7 @@ from faultlab.events import EventBus, RunClock
 from faultlab.lab.netfilter import redirect
 from faultlab.lab.netns import NetnsLab
 from faultlab.lab.process import listening, terminate
+from faultlab.protocols import DEFAULT
 from faultlab.proxy.launch import READY_S, launch_proxy
 from faultlab.tls import LabCA
 
@@ -129,8 +130,9 @@ async def measure(rounds: int, round_trips: int, messages: int,
         async with NetnsLab() as lab, AsyncExitStack() as stack:
             await start_servers(lab, stack)
             await start_mitmdump(lab, ca, work, stack)
+            # No capture numbers the connections here: no WebSocket waits for a number.
             await launch_proxy(lab, PORTS["faultlab"], ca, work, work / "proxy.jsonl", bus,
-                               stack, upstream_ca=None)
+                               stack, upstream_ca=None, protocol=DEFAULT, numbered=False)
             for _ in range(rounds):
                 for path, port in PORTS.items():
                     results[path].append(await load(lab, port, round_trips, messages))

@@ -49,6 +49,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def user_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The tests' own user cache (the emulator's SDK field tree), for this process and the runs
+    and emulators it starts: the tests neither write the user's ~/.cache nor read a tree from it
+    that the derivation did not make in this session."""
+    path = tmp_path_factory.mktemp("cache")
+    before = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(path)
+    yield path
+    if before is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = before
+
+
 @pytest.fixture
 def runs_dir(tmp_path: Path) -> Iterator[Path]:
     path = tmp_path / "runs"

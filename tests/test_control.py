@@ -15,8 +15,9 @@ from faultlab.proxy.control import ProxyControl, Revert
 from faultlab.proxy.state import ProxyState
 
 
-def state(tmp_path: Path) -> ProxyState:
-    return ProxyState(server=None, events=EventWriter(tmp_path / "events.jsonl"))  # type: ignore[arg-type]
+def state(tmp_path: Path, numbered: bool = True) -> ProxyState:
+    return ProxyState(server=None, events=EventWriter(tmp_path / "events.jsonl"),  # type: ignore[arg-type]
+                      numbered=numbered)
 
 
 @pytest.mark.parametrize(("line", "why"), [
@@ -69,6 +70,13 @@ def test_a_websocket_opened_before_its_number_waits_for_it(tmp_path: Path) -> No
 
     assert asyncio.run(scenario()) == (2, 2, 0)
     assert s.told == {}
+
+
+def test_without_a_run_numbering_them_no_websocket_waits(tmp_path: Path) -> None:
+    """A proxy whose connections no capture numbers (a bench's) lets each WebSocket go at once."""
+    s = state(tmp_path, numbered=False)
+    flow = SimpleNamespace(client_conn=SimpleNamespace(peername=("10.0.0.2", 40001)))
+    assert asyncio.run(asyncio.wait_for(s.number_told(flow, 5.0), 1.0)) == 0  # type: ignore[arg-type]
 
 
 def test_the_run_refuses_a_reply_to_another_request(tmp_path: Path) -> None:

@@ -1,12 +1,18 @@
-"""A process's `process.exit` says whether it exited, was stopped, or had to be killed."""
+"""A process's `process.exit` says whether it exited, was stopped, or had to be killed; whether a
+lab's program listens on its port."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 import sys
 from typing import Any
 
+import pytest
+
 from faultlab.events import EventBus, RunClock
+from faultlab.lab import process
 from faultlab.lab.process import Ending, HostProcess, LabProcess
 
 from .conftest import slack
@@ -55,3 +61,29 @@ def test_a_process_that_exited_by_itself_was_not_stopped() -> None:
     ending, fields = asyncio.run(run(EXITS_AT_ONCE, 2.0))
     assert ending == Ending(3)
     assert fields == {"role": "target", "code": 3}
+
+
+@pytest.mark.parametrize(("family", "host"), [(socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")])
+def test_a_listener_is_found_by_its_port_and_only_by_it(family: int, host: str) -> None:
+    """The sock_diag dump (and the /proc table it replaces) finds a socket listening on the port,
+    in this thread's namespace, and nothing on a port no socket listens on."""
+    with socket.socket(family, socket.SOCK_STREAM) as server:
+        server.bind((host, 0))
+        port = server.getsockname()[1]
+        assert process._listeners(family, port) == 0 and not process._listed(port)
+        server.listen()
+        assert process._listeners(family, port) == 1 and process._listed(port)
+        assert process._listeners(family, port + 1 if port < 65535 else port - 1) == 0
+
+
+def test_a_process_still_in_faultlabs_namespace_is_not_listening() -> None:
+    """A lab's program not yet in its namespace (the helper that enters it has not) is not
+    listening, whatever listens here."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+
+        async def ask() -> bool:
+            return await process.listening(os.getpid(), server.getsockname()[1])
+
+        assert asyncio.run(ask()) is False

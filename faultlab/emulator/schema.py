@@ -2,10 +2,10 @@
 
 The tree is derived from the installed google-genai SDK's types (`sdk_tree`). Importing the SDK
 takes about a second of CPU (1.08 s here; the derivation 18 ms), which every emulator paid at its
-start, on the cores its lab's client and proxy were starting on; so the tree is kept as JSON in
-the user's cache (`$XDG_CACHE_HOME/faultlab`, else `~/.cache/faultlab`), under a key naming the
-SDK's and pydantic's versions, the SDK's types file and the derivation's code. A cache that is
-missing, unreadable or of another key is derived again (and written, if the folder can be);
+start, on the cores its lab's client and proxy were starting on; so the tree is kept as JSON in the
+user's cache (`$XDG_CACHE_HOME/faultlab`, else `~/.cache/faultlab`), under a key naming the SDK's
+and pydantic's versions, the SDK's types file and the code the tree is made and read with. A cache
+that is missing, unreadable or of another key is derived again (and written, if the folder can be);
 deleting it is always safe.
 """
 
@@ -19,12 +19,16 @@ import tempfile
 from functools import cache
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
-from faultlab.emulator.frame_tree import Field, Leaf, Message
+from faultlab.emulator.frame_tree import Field, JsonType, Leaf, Message, Shape
 
-# The cache file's format; a change to it or to `sdk_tree` makes a new key.
+# The cache file's format.
 CACHE_FORMAT = 1
+# The code a tree is made and read with: a change to any of it makes a new key.
+TREE_SOURCES = tuple(Path(__file__).parent.parent / name for name in (
+    "emulator/sdk_tree.py", "emulator/frame_tree.py", "emulator/schema.py", "protocols/gemini.py"))
+SHAPES, JSON_TYPES = frozenset(get_args(Shape)), frozenset(get_args(JsonType))
 
 
 @cache
@@ -32,7 +36,7 @@ def client_message() -> Message:
     """`LiveClientMessage`: the top-level keys of a client frame and each one's message tree."""
     path = cache_path()
     if path is not None:
-        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        with contextlib.suppress(OSError, ValueError, LookupError, TypeError):
             return tree_from_json(json.loads(path.read_text()))
     from faultlab.emulator import sdk_tree
 
@@ -52,7 +56,7 @@ def cache_path() -> Path | None:
         types_file = Path(str(sdk.locate_file("google/genai/types.py"))).stat()
         said = [sdk.version, metadata.version("pydantic"), str(types_file.st_size),
                 str(types_file.st_mtime_ns), str(CACHE_FORMAT),
-                hashlib.sha256(Path(__file__).with_name("sdk_tree.py").read_bytes()).hexdigest()]
+                *(hashlib.sha256(source.read_bytes()).hexdigest() for source in TREE_SOURCES)]
     except (OSError, RuntimeError, metadata.PackageNotFoundError):
         return None
     key = hashlib.sha256("\n".join(said).encode()).hexdigest()[:16]
@@ -82,17 +86,29 @@ def tree_to_json(root: Message) -> dict[str, Any]:
 
 
 def tree_from_json(data: dict[str, Any]) -> Message:
-    """The tree `tree_to_json` wrote (KeyError, TypeError or ValueError if it is not one)."""
-    if data["format"] != CACHE_FORMAT:
-        raise ValueError(f"cache format {data['format']}")
-    nodes = [Message(entry["name"]) for entry in data["messages"]]
-    for node, entry in zip(nodes, data["messages"], strict=True):
+    """The tree `tree_to_json` wrote (LookupError, TypeError or ValueError if it is not one)."""
+    if data["format"] != CACHE_FORMAT or not data["messages"]:
+        raise ValueError("not a tree of this format")
+    nodes = [Message(str(entry["name"])) for entry in data["messages"]]
+
+    def node(index: object) -> Message:
+        if not isinstance(index, int) or not 0 <= index < len(nodes):
+            raise ValueError(f"no message {index!r}")
+        return nodes[index]
+
+    def leaf(said: dict[str, Any] | None) -> Leaf | None:
+        if said is None:
+            return None
+        if said["type"] not in JSON_TYPES or not isinstance(said["repeated"], bool):
+            raise ValueError(f"not a leaf: {said!r}")
+        return Leaf(said["type"], said["repeated"], frozenset(map(str, said["names"])))
+
+    for message, entry in zip(nodes, data["messages"], strict=True):
         for name, f in entry["fields"].items():
-            leaf = f["leaf"]
-            node.fields[name] = Field(
-                None if f["message"] is None else nodes[f["message"]], f["shape"],
-                None if leaf is None else Leaf(leaf["type"], leaf["repeated"],
-                                               frozenset(leaf["names"])))
+            if f["shape"] not in SHAPES:
+                raise ValueError(f"not a shape: {f['shape']!r}")
+            message.fields[str(name)] = Field(
+                None if f["message"] is None else node(f["message"]), f["shape"], leaf(f["leaf"]))
     return nodes[0]
 
 

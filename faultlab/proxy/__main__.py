@@ -30,7 +30,8 @@ async def main(args: argparse.Namespace) -> None:
     opts = options.Options()
     master = Master(opts)
     server = proxyserver.Proxyserver()
-    state = ProxyState(server, EventWriter(), protocol=PROTOCOLS[args.protocol])
+    state = ProxyState(server, EventWriter(), protocol=PROTOCOLS[args.protocol],
+                       numbered=args.numbered)
     install(state)
     master.addons.add(core.Core(), server, next_layer.NextLayer(), tlsconfig.TlsConfig(),
                       FrameLog(state, TapeWriter(Path(args.tape)) if args.tape else None))
@@ -56,6 +57,8 @@ if __name__ == "__main__":
     parser.add_argument("--upstream-ca", default=None)
     parser.add_argument("--control", required=True, help="unix socket for the runner's requests")
     parser.add_argument("--tape", default=None, help="record the sessions on this tape")
+    parser.add_argument("--numbered", action="store_true",
+                        help="the run numbers the connections: a WebSocket waits for its number")
     parser.add_argument("--protocol", choices=sorted(PROTOCOLS), default=DEFAULT.name,
                         help="the realtime API the client speaks (names its messages)")
     asyncio.run(main(parser.parse_args()))

@@ -23,11 +23,13 @@ READY_S = 15.0
 
 async def launch_proxy(lab: Lab, target_port: int, ca: LabCA, work_dir: Path, events_file: Path,
                        bus: EventBus, stack: AsyncExitStack, upstream_ca: Path | None,
-                       protocol: RealtimeApi, tape: Path | None = None) -> ProxyControl:
+                       protocol: RealtimeApi, tape: Path | None = None, *,
+                       numbered: bool = True) -> ProxyControl:
     """mitmproxy in the router, fed the client's connections to `target_port` by a REDIRECT,
     verifying the target's certificate with `upstream_ca` (a PEM bundle; None: mitmproxy's
     default), naming messages in `protocol`'s words, recording the sessions on `tape` if
-    given; everything it leaves is stopped and removed by `stack`."""
+    given; everything it leaves is stopped and removed by `stack`. `numbered`: a run's capture
+    numbers the connections (`tcp.connect`), and a WebSocket waits for its number."""
     await redirect(lab.router, lab.client_link, target_port, PROXY_PORT)
     # A unix socket path is limited to 108 bytes: the work folder may be deeper than that. The
     # lab's scratch folder goes with the lab, and with `lab gc` after a SIGKILL.
@@ -40,6 +42,8 @@ async def launch_proxy(lab: Lab, target_port: int, ca: LabCA, work_dir: Path, ev
         argv += ["--upstream-ca", str(upstream_ca)]
     if tape is not None:
         argv += ["--tape", str(tape)]
+    if numbered:
+        argv += ["--numbered"]
     env = dict(os.environ, FAULTLAB_EVENTS=str(events_file),
                MITMPROXY_SSLKEYLOGFILE=str(create_private(work_dir / "keys.log")))
     log = create_private(work_dir / "proxy.log")

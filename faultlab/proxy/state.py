@@ -52,7 +52,9 @@ class ProxyState:
     # The run's protocol: it names the messages, and steps and faults match them by it.
     protocol: RealtimeApi = DEFAULT
 
-    # The numbers a WebSocket that opened before it was told its own waits for, by client port.
+    # Whether the run numbers the connections (a run's capture does; a bench has none), and the
+    # numbers a WebSocket that opened before it was told its own waits for, by client port.
+    numbered: bool = False
     told: dict[int, asyncio.Future[int]] = field(default_factory=dict)
 
     def number_of(self, flow: http.HTTPFlow) -> int:
@@ -61,12 +63,13 @@ class ProxyState:
         return self.numbers.get(int(peer[1]), 0) if peer else 0
 
     async def number_told(self, flow: http.HTTPFlow, within_s: float) -> int:
-        """The flow's number, once the run has told it (0 if it has not within `within_s`).
+        """The flow's number, once the run has told it (0 if it has not within `within_s`, or
+        if the run numbers no connections).
         The run tells it as the capture's SYN reaches it through tcpdump's pipe: on a loaded
         machine (three lab tests on two cores) that once came 29 ms after the SYN, after the
         TLS handshake and the upgrade, and the first frames were logged with no number."""
         peer, k = flow.client_conn.peername, self.number_of(flow)
-        if k or peer is None:
+        if k or peer is None or not self.numbered:
             return k
         port = int(peer[1])
         told = self.told.setdefault(port, asyncio.get_running_loop().create_future())

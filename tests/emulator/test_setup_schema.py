@@ -151,7 +151,7 @@ def test_every_field_the_sdk_sends_is_accepted(client: Callable[[], Client],
 
 def test_the_tree_holds_what_the_converters_send_under_setup() -> None:
     """The derived tree has the SDK's setup fields, the converters' extra keys and data leaves."""
-    setup = schema.client_message().fields["setup"].message
+    setup = sdk_tree.client_message().fields["setup"].message
     assert setup is not None
     assert {"history_config", "avatar_config", "safety_settings", "labels", "explicit_vad_signal",
             "proactivity", "context_window_compression", "realtime_input_config"} <= set(setup.fields)
