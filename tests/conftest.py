@@ -55,13 +55,9 @@ def user_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     and emulators it starts: the tests neither write the user's ~/.cache nor read a tree from it
     that the derivation did not make in this session."""
     path = tmp_path_factory.mktemp("cache")
-    before = os.environ.get("XDG_CACHE_HOME")
-    os.environ["XDG_CACHE_HOME"] = str(path)
-    yield path
-    if before is None:
-        os.environ.pop("XDG_CACHE_HOME", None)
-    else:
-        os.environ["XDG_CACHE_HOME"] = before
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(path))
+        yield path
 
 
 @pytest.fixture
