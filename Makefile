@@ -22,7 +22,7 @@ JS_SOURCES := $(JS)/package.json $(JS)/package-lock.json $(wildcard $(JS)/*.mjs 
 ENGINE_PACKAGE := docker.io
 PROFILE ?= profiles/silent-loss.yaml
 
-.PHONY: install demo test test-pure lint bench images clean webapp
+.PHONY: install demo test test-pure lint bench images clean
 
 install: $(STAMP)
 
@@ -64,12 +64,6 @@ $(STAMP): pyproject.toml Makefile $(JS_SOURCES)
 
 demo: install
 	$(BIN)/faultlab run $(PROFILE)
-
-# A public Live API web app built unchanged from its vendored source (webapps/build.sh: ~2 min and
-# 1.8 GB of memory once, then cached), and run in the lab: webapps/live-api-web-console.yaml.
-webapp: install
-	webapps/build.sh
-	$(BIN)/faultlab run webapps/live-api-web-console.yaml
 
 # Two lanes: every test but those marked `alone` three at a time (a lab test judges only what it
 # made, as with other runs on the machine, and mostly waits on its timeline: on 2 cores three

@@ -1,22 +1,15 @@
-"""The run's own events as typed records: the one place their names and fields are spelt.
-
-A record is written with `EventBus.announce` (or `EventWriter.announce` in another process) and
-read back from any `Event` with `Record.read`, which is None for an event of another name. The
-JSONL is what it always was: a record's `fields` are the event's fields. Events of clients and
-scenario packs stay free-form (`Event.matches`); these are the ones faultlab's core writes and
-reads itself. `fault_spans` is the one account of how long each fault lasted.
+"""The run's own events as typed records: faults, frames, TCP, processes and the run itself.
+`fault_spans` is the one account of how long each fault lasted.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Protocol, Self
+from typing import Any, ClassVar, Protocol, Self
 
 from faultlab.events import Event
-
-Sender = Literal["client", "server"]
+from faultlab.vocabulary.base import Record, Sender, _int, _number
 
 
 class AppliedFault(Protocol):
@@ -33,55 +26,6 @@ class AppliedFault(Protocol):
     def ends(self, details: Mapping[str, Any]) -> Sequence[str]: ...
     @property
     def lasts_s(self) -> float | None: ...
-
-
-def _number(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def _int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-class Record:
-    """An event of faultlab's vocabulary: its name, and its fields as dataclass fields (a field
-    that is None is not written)."""
-
-    NAME: ClassVar[str]
-
-    @property
-    def name(self) -> str:
-        return self.NAME
-
-    def fields(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)  # type: ignore[arg-type]
-                if getattr(self, f.name) is not None}
-
-    @classmethod
-    def names(cls) -> tuple[str, ...]:
-        """The event names this record is read from."""
-        return (cls.NAME,)
-
-    @classmethod
-    def read(cls, event: Event) -> Self | None:
-        """This record, if `event` is one (None for any other event, or one whose fields are
-        not this record's: another process wrote it)."""
-        if event.name not in cls.names():
-            return None
-        try:
-            return cls.parse(event.fields)
-        except TypeError:
-            return None
-
-    @classmethod
-    def parse(cls, data: Mapping[str, Any]) -> Self:
-        return cls(**{f.name: data.get(f.name) for f in dataclasses.fields(cls)  # type: ignore[arg-type]
-                      if f.name in data})
-
-    @classmethod
-    def all(cls, events: Iterable[Event]) -> list[tuple[Event, Self]]:
-        """Every event of this record, with the record."""
-        return [(e, r) for e in events if (r := cls.read(e)) is not None]
 
 
 @dataclass(frozen=True)
