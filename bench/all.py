@@ -3,26 +3,26 @@ the same run on the same work, in one table.
 
     python bench/all.py [--json FILE] [--only PART ...] [-n 30] [--no-full-suite]
 
-Runs the benchmark scripts' parts one after another in this process (each prints its figures as
-it measures them, as the script does alone), then prints one table of all their rows (figure,
+Runs the benchmark's parts one after another in this process (each prints its figures as it
+measures them; `--only PART` runs some alone), then prints one table of all their rows (figure,
 faultlab, peer, ratio, goal, ok/MISSED or skipped with the reason) and the machine; `--json FILE`
 writes the same for CI's history, and `bench/compare.py OLD.json NEW.json` names every ratio that
 got worse. A part that fails is a row saying so, and the command then exits 1; missed goals are
 reported, not failures.
 
-Parts, in order: lab (set-up + teardown, a container client's start-up: bench.py), faults
-(bench.py), middlebox (a forged RST's time from trigger to the wire: middlebox_bench.py), pcap
-(the 100k-packet ws:// capture: bench.py; the 15-minute wss:// session: pcap_bench.py), proxy
-(proxy_bench.py), impair (impair_bench.py), emulator (bench.py), recovery (recovery_bench.py),
-suite (suite_bench.py), report (report.html of a 15-minute run in headless Chromium:
-report_bench.py), mtu (an MTU black hole: what size passes, what stalls: mtu_bench.py), explore
-(points per minute beside one `faultlab run` a point: explore_bench.py).
+Parts, in order, each a module of bench/ (some also run alone as scripts): lab (set-up +
+teardown, a container client's start-up: lab_bench.py), faults (fault_bench.py), middlebox (a
+forged RST's time from trigger to the wire: middlebox_bench.py), pcap (the 100k-packet ws://
+capture: ws_capture_bench.py; the 15-minute wss:// session: pcap_bench.py), proxy
+(proxy_bench.py), impair (impair_bench.py), emulator (emulator_bench.py), recovery
+(recovery_bench.py), suite (suite_bench.py), report (report.html of a 15-minute run in headless
+Chromium: report_bench.py), mtu (an MTU black hole: what size passes, what stalls:
+mtu_bench.py), explore (points per minute beside one `faultlab run` a point: explore_bench.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import signal
 import sys
@@ -31,8 +31,11 @@ import traceback
 from collections.abc import Callable
 from datetime import datetime
 
+import emulator_bench
 import explore_bench
+import fault_bench
 import impair_bench
+import lab_bench
 import middlebox_bench
 import mtu_bench
 import pcap_bench
@@ -41,9 +44,8 @@ import recovery_bench
 import report_bench
 import suite_bench
 import table
+import ws_capture_bench
 from table import NEEDS_ROOT, Row, skipped
-
-import bench
 
 type Part = Callable[[argparse.Namespace], list[Row]]
 
@@ -58,17 +60,17 @@ def _root_only(figure: str, collect: Part) -> Part:
 
 
 PARTS: dict[str, tuple[str, Part]] = {
-    "lab": ("bench/bench.py", _root_only("lab set-up + teardown", lambda a: [
-        *asyncio.run(bench.lab_rows(a.n)), *bench.container_rows(max(a.n // 3, 5))])),
-    "faults": ("bench/bench.py", _root_only("fault applied",
-                                            lambda a: asyncio.run(bench.fault_rows(a.n)))),
+    "lab": ("bench/lab_bench.py", _root_only("lab set-up + teardown",
+                                             lambda a: lab_bench.collect(a.n))),
+    "faults": ("bench/fault_bench.py", _root_only("fault applied",
+                                                  lambda a: fault_bench.collect(a.n))),
     "middlebox": ("bench/middlebox_bench.py", _root_only(
         "forged RST on the wire", lambda a: middlebox_bench.collect(max(a.n // 2, 5)))),
-    "pcap": ("bench/bench.py, bench/pcap_bench.py",
-             lambda a: [*bench.pcap_rows(a.packets), *pcap_bench.collect(a.minutes)]),
+    "pcap": ("bench/ws_capture_bench.py, bench/pcap_bench.py",
+             lambda a: [*ws_capture_bench.collect(a.packets), *pcap_bench.collect(a.minutes)]),
     "proxy": ("bench/proxy_bench.py", lambda a: proxy_bench.collect()),
     "impair": ("bench/impair_bench.py", lambda a: impair_bench.collect()),
-    "emulator": ("bench/bench.py", lambda a: bench.emulator_rows(a.sessions, a.seconds)),
+    "emulator": ("bench/emulator_bench.py", lambda a: emulator_bench.collect(a.sessions, a.seconds)),
     "recovery": ("bench/recovery_bench.py", lambda a: recovery_bench.collect(a.runs)),
     "suite": ("bench/suite_bench.py", lambda a: suite_bench.collect(a.jobs,
                                                                     full=a.full_suite)),

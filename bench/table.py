@@ -112,6 +112,16 @@ def skipped(figure: str, peer: str | None, reason: str, goal: str = "", note: st
     return Row(figure, None, peer, goal=goal, note=note, skipped=reason)
 
 
+def print_figure(name: str, value: float, unit: str, goal: str, ok: bool) -> None:
+    """A figure as it is measured, before the table: its value and whether its goal held."""
+    print(f"{name:<44} {value:>10.2f} {unit:<8} goal {goal:<10} {'ok' if ok else 'MISSED'}")
+
+
+def print_beside(name: str, value: float, unit: str) -> None:
+    """A peer's figure, printed under faultlab's."""
+    print(f"{'  ' + name:<44} {value:>10.2f} {unit}")
+
+
 def _first_line(argv: list[str]) -> str | None:
     if shutil.which(argv[0]) is None:
         return None
