@@ -20,7 +20,7 @@ from typing import Any
 
 from faultlab.connections import ConnectionTable
 from faultlab.faults import FAULTS
-from faultlab.faults.impairment import as_path, egress_links
+from faultlab.faults.impairment import ImpairFlow, PathParams, as_path, egress_links
 from faultlab.lab.netns import NetnsLab
 from faultlab.profile import Step
 
@@ -53,12 +53,20 @@ async def iptables_calls(lab: NetnsLab, step: Step) -> list[list[str]]:
     return calls
 
 
+def _path_of(step: Step) -> PathParams:
+    """The impairment `step` applies, as `path` parameters."""
+    if not isinstance(step.params, ImpairFlow):
+        raise TypeError(f"step {step.id}: {step.fault} is not a packet impairment")
+    return as_path(step.params)
+
+
 def tc_tbf(lab: NetnsLab, step: Step) -> tuple[list[list[str]], list[list[str]]]:
     """The `tc` commands that add the rate fault's tbf (its rate, burst and limit, in bytes) on
     the links it shapes, and those that remove it."""
-    plan = as_path(step.params).plan()
+    path = _path_of(step)
+    plan = path.plan()
     assert plan.rate_bytes_s is not None
-    links = egress_links(lab, as_path(step.params))
+    links = egress_links(lab, path)
     add = [["tc", "qdisc", "add", "dev", link, "root", "tbf", "rate",
             f"{int(plan.rate_bytes_s)}bps", "burst", str(plan.burst_bytes), "limit",
             str(plan.queue_bytes + plan.burst_bytes)] for link in links]
@@ -68,7 +76,7 @@ def tc_tbf(lab: NetnsLab, step: Step) -> tuple[list[list[str]], list[list[str]]]
 def tc_netem(lab: NetnsLab, step: Step) -> tuple[list[list[str]], list[list[str]]]:
     """The `tc` commands that add netem with the latency fault's delay on its links, and undo
     it."""
-    path = as_path(step.params)
+    path = _path_of(step)
     links = egress_links(lab, path)
     return ([["tc", "qdisc", "add", "dev", link, "root", "netem", "delay",
               f"{path.latency_ms:g}ms"] for link in links],

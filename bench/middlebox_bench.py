@@ -72,7 +72,8 @@ while True:
 
 def scapy_rst(iface: str, client: str, client_port: int, server: str) -> float:
     """The recipe, in the calling thread's namespace: ms from start to the RST sent."""
-    from scapy.all import IP, TCP, L3RawSocket, conf, send, sniff
+    from scapy.all import L3RawSocket, conf, send, sniff
+    from scapy.layers.inet import IP, TCP
 
     conf.L3socket = L3RawSocket  # the kernel routes it (scapy's own table is the host's)
     started = time.perf_counter()

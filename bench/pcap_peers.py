@@ -27,7 +27,7 @@ from typing import Any
 from unittest import mock
 
 from faultlab.capture import flows
-from faultlab.capture.pcap import Segment
+from faultlab.capture.pcap import Segment, numbered_segments
 from faultlab.capture.tshark import PREFERENCES
 
 type Numbered = Callable[[Path], Iterator[tuple[int, Segment]]]
@@ -58,7 +58,7 @@ def missing(library: str) -> str | None:
     return None
 
 
-def inspect(path: Path, numbered: Numbered = flows.numbered_segments) -> Walked:
+def inspect(path: Path, numbered: Numbered = numbered_segments) -> Walked:
     """faultlab's inspection of `path` (its flow walk) on the segments `numbered` parses."""
     with mock.patch.object(flows, "numbered_segments", numbered):
         started = time.perf_counter()
@@ -120,8 +120,7 @@ def scapy_segments(path: Path) -> Iterator[tuple[int, Segment]]:
 
     for number, pkt in enumerate(rdpcap(str(path)), 1):
         ip = pkt.getlayer(IP)
-        tcp = ip.getlayer(TCP) if ip is not None else None
-        if tcp is None:
+        if ip is None or (tcp := ip.getlayer(TCP)) is None:
             continue
         data = bytes(tcp.payload)[: max(0, ip.len - ip.ihl * 4 - tcp.dataofs * 4)]
         yield number, Segment(float(pkt.time), ip.src, tcp.sport, ip.dst, tcp.dport, tcp.seq,

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
+from faultlab.browser.chromium import unavailable
 from faultlab.events import Event
 from faultlab.report.build import view_of_run
 from faultlab.report.page import write_run_page
@@ -32,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 import table  # noqa: E402
 from table import Measure, Row, alone, skipped  # noqa: E402
 
-from tests.report.browser import Browser, unavailable  # noqa: E402
+from tests.report.browser import Browser  # noqa: E402
 
 GOAL_MS = 2000.0
 CHUNK_S = 0.04  # the client's audio: 40 ms per realtime_input
