@@ -16,8 +16,9 @@ forged RST's time from trigger to the wire: middlebox_bench.py), pcap (the 100k-
 capture: ws_capture_bench.py; the 15-minute wss:// session: pcap_bench.py), proxy
 (proxy_bench.py), impair (impair_bench.py), emulator (emulator_bench.py), recovery
 (recovery_bench.py), suite (suite_bench.py), report (report.html of a 15-minute run in headless
-Chromium: report_bench.py), mtu (an MTU black hole: what size passes, what stalls:
-mtu_bench.py), explore (points per minute beside one `faultlab run` a point: explore_bench.py).
+Chromium, and its timeline.png: report_bench.py), mtu (an MTU black hole: what size passes,
+what stalls: mtu_bench.py), explore (points per minute beside one `faultlab run` a point:
+explore_bench.py).
 """
 
 from __future__ import annotations

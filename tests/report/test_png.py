@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import stat
-import time
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +13,6 @@ from faultlab.events import Event
 from faultlab.report.png import FAULT_COLOUR, HEIGHT_PX, WIDTH_PX, write_timeline_png
 from faultlab.report.sequence import View, build_view
 
-from ..conftest import slack
 from .test_sequence import a_record, ev
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -81,9 +79,9 @@ def test_a_run_with_nothing_in_it_is_still_a_picture(tmp_path: Path) -> None:
     assert path.read_bytes().startswith(PNG_MAGIC)
 
 
-def test_a_fifteen_minute_run_draws_quickly(tmp_path: Path) -> None:
+def test_a_fifteen_minute_run_is_a_small_picture(tmp_path: Path) -> None:
     """Fifteen minutes of conversation (an utterance and an answer every 12 s, 14,000 frames)
-    with a loss in the middle are drawn in well under a second."""
+    with a loss in the middle are drawn as a picture under 150 KB (how fast: `make bench`)."""
     events = [ev(0.5, "capture", "tcp.connect", k=1), frame(0.51, "client", "setup")]
     for turn in range(74):
         t = 1.0 + turn * 12
@@ -97,10 +95,6 @@ def test_a_fifteen_minute_run_draws_quickly(tmp_path: Path) -> None:
                ev(452.0, "client", "client.lost"),
                ev(460.0, "faultlab", "fault.reverted", step="cut", fault="drop")]
     view: View = build_view(sorted(events, key=lambda e: e.t), a_record(duration_s=900.0))
-    write_timeline_png(view, tmp_path / "warm.png")  # matplotlib's first picture loads fonts
-    # CPU time, which a busy machine does not stretch as it does the wall clock.
-    started = time.process_time()
     write_timeline_png(view, tmp_path / "timeline.png")
-    took = time.process_time() - started
-    assert took < slack(1.0), f"a 15-minute run took {took:.2f} s of CPU to draw"
+    assert (tmp_path / "timeline.png").read_bytes().startswith(PNG_MAGIC)
     assert (tmp_path / "timeline.png").stat().st_size < 150_000
