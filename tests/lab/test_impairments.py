@@ -86,7 +86,9 @@ def test_jitter_spreads_delays_to_the_asked_distribution(distribution: str) -> N
     A busy core can only make a datagram later, and only some of them: so the bottom of the
     range is checked on every datagram, its top on the p90, and the spread by the interquartile
     range (8 ms for uniform 32-48, 1.349 x 8 = 10.8 ms for a normal law), which a late tail
-    does not move. (A p99 bound failed in CI: 52 ms against 48 + 2 on a loaded machine.)"""
+    does not move. (A p99 bound failed in CI: 52 ms against 48 + 2 on a loaded machine.) The
+    median and the p90 are bounded tightly from below only, as a core's load would not move them
+    there; precision is `make bench`'s."""
     fault = impairment("latency", latency_ms=40, jitter_ms=8, distribution=distribution,
                        keep_order=False, direction="to_client")
     got = under(fault, lambda lab: measure.stream(lab, 1000, 0.002, reverse=True))
@@ -94,11 +96,11 @@ def test_jitter_spreads_delays_to_the_asked_distribution(distribution: str) -> N
     assert got.lost == 0
     deciles = statistics.quantiles(delays, n=10)
     quartiles = statistics.quantiles(delays, n=4)
-    assert abs(quartiles[1] - 40) <= slack(2)
+    assert 40 - 2 <= quartiles[1] <= 40 + slack(10)
     iqr = quartiles[2] - quartiles[0]
     if distribution == "uniform":
         assert min(delays) >= 32 - 0.5
-        assert deciles[-1] <= 46.4 + slack(2)  # the p90 of uniform 32-48
+        assert 46.4 - 2 <= deciles[-1] <= 46.4 + slack(10)  # the p90 of uniform 32-48
         assert iqr == pytest.approx(8, rel=0.2)
     else:
         assert min(delays) < 32  # a normal law reaches below one deviation, a uniform does not
@@ -195,7 +197,7 @@ def test_rate_holds_a_transfer_to_the_asked_bandwidth(kbps: int) -> None:
 
 def test_path_combines_latency_loss_and_rate() -> None:
     """path latency 30 ms + loss 5 % + rate 2000 kbps to_client: a light stream arrives ~30 ms
-    late with ~5 % lost, and a bulk transfer is held to the rate."""
+    late (never sooner) with ~5 % lost, and a bulk transfer is held to the rate."""
     fault = impairment("path", latency_ms=30, loss_percent=5, rate_kbps=2000,
                        direction="to_client")
 
@@ -203,7 +205,7 @@ def test_path_combines_latency_loss_and_rate() -> None:
         return measure.stream(lab, 2000, 0.001, reverse=True), measure.bulk(lab, 1.0, True)
 
     got, bulk = under(fault, probe)
-    assert abs(ms(got.delays_s, 0.5) - 30) <= slack(2)
+    assert 30 - 0.01 <= ms(got.delays_s, 0.5) <= 30 + slack(10)
     assert abs(got.lost / got.sent - 0.05) <= 0.02
     assert bulk.wire_bytes_s * 8 / 1000 == pytest.approx(2000, rel=0.08)
 
@@ -369,7 +371,9 @@ def test_two_queues_on_one_direction_are_refused_but_not_on_two() -> None:
 
     reason, there_ms, back_ms = in_lab(scenario)
     assert "step 'up' already queues to_server packets" in reason
-    assert abs(there_ms - 10) < slack(2) and abs(back_ms - 20) < slack(2)
+    # Each direction its own delay: never sooner, and to_server's short of to_client's (10 ms
+    # of room for a loaded core, which can only make a datagram later).
+    assert 10 - 0.01 <= there_ms < 20 - 0.01 <= back_ms
 
 
 def test_revert_lets_the_held_packets_go_at_once() -> None:
