@@ -129,7 +129,8 @@ def test_without_a_resolver_no_lookup_leaves_the_client(runs_dir: Path) -> None:
 
 def assert_met(result: RunResult, error: str | None, ms: tuple[float, float]) -> None:
     """Every lookup begun while the step held met its answer (`error`, None: resolved, in `ms`),
-    those begun before and after it resolved at once, and the open WebSocket lived through."""
+    those begun before and after it resolved sooner than the step's delay, and the open WebSocket
+    lived through."""
     applied = first(result, "fault.applied", step="dns")
     reverted = first(result, "fault.reverted", step="dns").t
     seen = lookups(result)
@@ -140,7 +141,10 @@ def assert_met(result: RunResult, error: str | None, ms: tuple[float, float]) ->
     during = [x for x in seen if applied.t < x["start"] < reverted - ms[1] / 1000]
     after = [x for x in seen if x["start"] > reverted + slack(0.01)]
     assert before and during and after, seen
-    assert all(x["ok"] and x["ms"] < 100 for x in before + after), seen
+    assert all(x["ok"] for x in before + after), seen
+    # Not met with the step's delay either, where it has one (a loaded machine can make a lookup
+    # slow, but not as slow as that).
+    assert all(x["ms"] < ms[0] for x in before + after) or ms[0] == 0, seen
     for x in during:
         assert x["ok"] is (error is None) and x.get("error") == error, x
         assert ms[0] <= x["ms"] <= ms[1] + slack(0.1) * 1000, x
