@@ -6,7 +6,7 @@ packet number; `flows_text` prints it, `faultlab pcap server` reads its report o
 and with `payloads` a cassette its messages (`faultlab.cassette.pcap`).
 
 The walk is Python's work per packet, so its hot path (`Direction.add`, `Flow.add`, the decoders)
-is written for speed. On the benchmark's 100,000-packet ws:// capture (bench/bench.py) it takes
+is written for speed. On the benchmark's 100,000-packet ws:// capture (bench/ws_capture_bench.py) it takes
 about 2 s: per packet some 5 us to decode it, 5 us for the statistics, the reassembly and the
 frame, and 7 us to name the frame's kind (a JSON parse). It took 4 s, 1.8 times as fast as the
 same walk over dpkt's parsing where the goal is 2x; now 2.3x to 3.0x (eleven runs on two cores,
