@@ -56,6 +56,7 @@ class UplinkStart(Record):
     (None: nothing); `rate`: the page's sample rate (a browser)."""
 
     NAME: ClassVar[str] = "uplink.start"
+    ALWAYS: ClassVar[frozenset[str]] = frozenset({"keep_alive"})
     DRAWN: ClassVar[Drawing] = ON_CLIENT
     keep_alive: str | None = None
     rate: float | None = None

@@ -41,13 +41,16 @@ def _int(value: object) -> int | None:
 
 class Record:
     """An event of faultlab's vocabulary: its name, and its fields as dataclass fields (a field
-    that is None is not written). `WIRE_NAMES` renames a field in the JSONL (`tool` is written
-    `name`, which is the record's own); `DRAWN`: how the report draws it (by default, not)."""
+    that is None is not written, but for those in `ALWAYS`). `WIRE_NAMES` renames a field in the
+    JSONL (`tool` is written `name`, which is the record's own); `DRAWN`: how the report draws it
+    (by default, not)."""
 
     NAME: ClassVar[str]
     WIRE_NAMES: ClassVar[Mapping[str, str]] = {}
     # Fields whose entries are written as the event's own (FaultApplied's details).
     SPREAD: ClassVar[frozenset[str]] = frozenset()
+    # Fields written even when None (null: a close without a code, a page socket not yet known).
+    ALWAYS: ClassVar[frozenset[str]] = frozenset()
     DRAWN: ClassVar[Drawing] = NOT_DRAWN
 
     @property
@@ -57,7 +60,7 @@ class Record:
     def fields(self) -> dict[str, Any]:
         return {self.WIRE_NAMES.get(f.name, f.name): getattr(self, f.name)
                 for f in dataclasses.fields(self)  # type: ignore[arg-type]
-                if getattr(self, f.name) is not None}
+                if getattr(self, f.name) is not None or f.name in self.ALWAYS}
 
     def drawing(self) -> Drawing:
         """How the report draws this event (a record may choose by its fields)."""

@@ -65,6 +65,7 @@ class BrowserWsHandshake(Record):
     """Socket `conn`'s handshake answered with HTTP `status`."""
 
     NAME: ClassVar[str] = "browser.ws_handshake"
+    ALWAYS: ClassVar[frozenset[str]] = frozenset({"conn", "status"})
     conn: int | None = None
     status: int | None = None
 
@@ -74,6 +75,7 @@ class BrowserWsClosed(Record):
     """Socket `conn` closed."""
 
     NAME: ClassVar[str] = "browser.ws_closed"
+    ALWAYS: ClassVar[frozenset[str]] = frozenset({"conn"})
     DRAWN: ClassVar[Drawing] = Drawing("client", "close")
     conn: int | None = None
 
@@ -83,6 +85,7 @@ class BrowserWsError(Record):
     """Socket `conn` failed, with the browser's `message`."""
 
     NAME: ClassVar[str] = "browser.ws_error"
+    ALWAYS: ClassVar[frozenset[str]] = frozenset({"conn", "message"})
     DRAWN: ClassVar[Drawing] = Drawing("client", "loss")
     conn: int | None = None
     message: str | None = None
@@ -93,6 +96,7 @@ class BrowserConsole(Record):
     """A line the page logged that is none of the client's events."""
 
     NAME: ClassVar[str] = "browser.console"
+    ALWAYS: ClassVar[frozenset[str]] = frozenset({"level"})
     level: str | None = None
     text: str = ""
 

@@ -40,6 +40,7 @@ class ProxyWsStart(Record):
     `client` and `server`, for `path`."""
 
     NAME: ClassVar[str] = "proxy.ws_start"
+    ALWAYS: ClassVar[frozenset[str]] = frozenset({"k", "client_port", "client", "server"})
     conn: str
     k: int | None = None
     client_port: int | None = None
@@ -54,6 +55,7 @@ class ProxyWsEnd(Record):
     it."""
 
     NAME: ClassVar[str] = "proxy.ws_end"
+    ALWAYS: ClassVar[frozenset[str]] = frozenset({"k", "code", "reason", "closed_by_client"})
     conn: str | None = None
     k: int | None = None
     code: int | None = None
@@ -113,6 +115,7 @@ class CaptureStart(Record):
     """The capture listens on `iface` (and the server's side on `server_iface`)."""
 
     NAME: ClassVar[str] = "capture.start"
+    ALWAYS: ClassVar[frozenset[str]] = frozenset({"pid"})
     iface: str
     pid: int | None = None
     server_iface: str | None = None
@@ -123,6 +126,7 @@ class CaptureStop(Record):
     """The capture stopped after `packets` packets (and those the kernel dropped)."""
 
     NAME: ClassVar[str] = "capture.stop"
+    ALWAYS: ClassVar[frozenset[str]] = frozenset({"dropped_by_kernel"})
     packets: int
     dropped_by_kernel: int | None = None
     server_dropped_by_kernel: int | None = None

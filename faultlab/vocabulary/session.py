@@ -63,6 +63,7 @@ class ClientRefused(Record):
     """The server refused the session: its close `code` (None: no WebSocket at all) and why."""
 
     NAME: ClassVar[str] = "client.refused"
+    ALWAYS: ClassVar[frozenset[str]] = frozenset({"code"})
     DRAWN: ClassVar[Drawing] = _on_client("refused")
     code: int | None = None
     reason: str | None = None
@@ -100,6 +101,7 @@ class ClientClosed(Record):
     """A connection closed, with its code; `by`: self or peer."""
 
     NAME: ClassVar[str] = "client.closed"
+    ALWAYS: ClassVar[frozenset[str]] = frozenset({"code"})
     DRAWN: ClassVar[Drawing] = _on_client()
     code: int | None = None
     reason: str | None = None
@@ -112,6 +114,7 @@ class ClientError(Record):
     """Something failed in the client (an API's error message, an exception)."""
 
     NAME: ClassVar[str] = "client.error"
+    ALWAYS: ClassVar[frozenset[str]] = frozenset({"code"})
     DRAWN: ClassVar[Drawing] = _on_client()
     error: str | None = None
     type: str | None = None
@@ -194,11 +197,13 @@ class ClientOldClose(Record):
 
 @dataclass(frozen=True)
 class ClientOldClosed(Record):
-    """The replaced connection is closed; `echoed`: whether the server echoed the close."""
+    """The replaced connection is closed; `echoed`: the close code the server echoed (None:
+    none came)."""
 
     NAME: ClassVar[str] = "client.old_closed"
     DRAWN: ClassVar[Drawing] = _on_client()
-    echoed: bool | None = None
+    ALWAYS: ClassVar[frozenset[str]] = frozenset({"echoed"})
+    echoed: int | None = None
     echo_ms: float | None = None
 
 
@@ -223,6 +228,7 @@ class ResumeRefused(Record):
     """Resume attempt `n` was refused with close `code` (None: no WebSocket, `error` says why)."""
 
     NAME: ClassVar[str] = "resume.refused"
+    ALWAYS: ClassVar[frozenset[str]] = frozenset({"code"})
     DRAWN: ClassVar[Drawing] = _on_client("refused")
     n: int | None = None
     code: int | None = None
