@@ -341,6 +341,16 @@ class RunEnd(Record):
 
 
 @dataclass(frozen=True)
+class BadLine(Record):
+    """A line of another process's events file that is not a JSON object with an `event` name
+    (faultlab.events.EventFileTail): its first characters, and why."""
+
+    NAME: ClassVar[str] = "bad_line"
+    line: str
+    error: str
+
+
+@dataclass(frozen=True)
 class FaultSpan:
     """How long a step's fault hurt: from the moment its application began (`began`; `t` once in
     place) to `end`, when it was reverted, ended by another step, or its time ran out (None: it
