@@ -37,6 +37,7 @@ from faultlab.vocabulary import (
 from faultlab.vocabulary.base import Lane as LaneId
 from faultlab.vocabulary.lab import PROXY_EVENTS, ProxyWsEnd
 from faultlab.vocabulary.serving import SERVER_CLOSE, SERVER_DRAWINGS, SERVER_PREFIX
+from faultlab.vocabulary.session import CLIENT_PREFIX
 
 if TYPE_CHECKING:
     from faultlab.report.record import RunRecord
@@ -210,7 +211,7 @@ def _pair_tcp(events: Sequence[Event]) -> list[Event]:
 def short_name(name: str) -> str:
     """An event's name without its family where the lane says it (`lost`, not `client.lost`)."""
     head, _, rest = name.partition(".")
-    return rest if rest and f"{head}." in (SESSION_PREFIXES[0], SERVER_PREFIX) else name
+    return rest if rest and f"{head}." in (CLIENT_PREFIX, SERVER_PREFIX) else name
 
 
 def drawing_of(e: Event, pack_events: tuple[str, ...] = ()) -> tuple[Drawing, str | None]:

@@ -16,7 +16,9 @@ from typing import Any, ClassVar
 
 from faultlab.vocabulary.base import Drawing, Record
 
-SESSION_PREFIXES = ("client.", "resume.", "recovery.")
+# A client's own events, whose family its lane's marks leave out (`lost`).
+CLIENT_PREFIX = "client."
+SESSION_PREFIXES = (CLIENT_PREFIX, "resume.", "recovery.")
 
 
 def _on_client(category: str = "note") -> Drawing:
