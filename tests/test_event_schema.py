@@ -23,8 +23,9 @@ from faultlab.vocabulary import (
     register,
     vocabulary,
 )
+from faultlab.vocabulary.audio import UplinkStart
 from faultlab.vocabulary.js import EVENTS_MJS, REGENERATE, render
-from faultlab.vocabulary.lab import DnsQuery, ProxyWsEnd
+from faultlab.vocabulary.lab import DnsQuery, ProxyRewrote, ProxyWsEnd, ProxyWsStart, ResolverReady
 from faultlab.vocabulary.registry import unregister
 from faultlab.vocabulary.schema import event_schema, problems_of
 from faultlab.vocabulary.session import ClientOldClosed
@@ -203,3 +204,20 @@ def test_the_javascript_constants_are_the_vocabulary_s() -> None:
     assert EVENTS_MJS.read_text() == render(), (
         f"{EVENTS_MJS} is out of date with faultlab/vocabulary/: run `{REGENERATE}` and commit it")
     assert "export const CLIENT_LOST = 'client.lost';" in render()
+
+
+def test_the_lab_s_records_write_the_lines_their_parts_always_wrote() -> None:
+    """A query's step and delay appear only when a step decided it; a proxied socket's unknown
+    ends are null; a rewrite says `fields`; the resolver its `names`."""
+    assert DnsQuery("a.test", "A", "address").fields() == {
+        "name": "a.test", "type": "A", "answer": "address"}
+    assert DnsQuery("a.test", "A", "slow", "dns", 500.0).fields() == {
+        "name": "a.test", "type": "A", "answer": "slow", "step": "dns", "delay_ms": 500.0}
+    assert ProxyWsStart("f1", None, path="/ws").fields() == {
+        "conn": "f1", "k": None, "client_port": None, "path": "/ws", "client": None,
+        "server": None}
+    assert ProxyRewrote("rw", "setup", ["model"]).fields() == {
+        "step": "rw", "kind": "setup", "fields": ["model"]}
+    assert ResolverReady("10.0.0.53", ["a.test"], None).fields() == {
+        "address": "10.0.0.53", "names": ["a.test"], "upstream": None}
+    assert UplinkStart(None).fields() == {"keep_alive": None}

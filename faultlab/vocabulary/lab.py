@@ -81,6 +81,7 @@ class ResolverReady(Record):
     upstream."""
 
     NAME: ClassVar[str] = "resolver.ready"
+    ALWAYS: ClassVar[frozenset[str]] = frozenset({"upstream"})
     WIRE_NAMES: ClassVar[Mapping[str, str]] = {"hosts": "names"}
     address: str
     hosts: list[str]
