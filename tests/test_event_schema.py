@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from faultlab.cli import cli
 from faultlab.events import Event, EventWriter
-from faultlab.report.sequence import build_view
+from faultlab.report.sequence import PALETTE, build_view
 from faultlab.vocabulary import (
     Drawing,
     Record,
@@ -102,6 +102,12 @@ def test_a_registered_record_joins_the_vocabulary_and_the_report_draws_it(toy: t
     assert record_of("toy.tripped") is toy
     view = build_view([Event(1.0, "client", "toy.tripped", {"wire": 3})], a_record())
     assert [(i.name, i.lane, i.category) for i in view.items] == [("toy.tripped", "server", "loss")]
+
+
+def test_every_declared_colour_is_in_the_report_s_palette() -> None:
+    """A record's drawing names a category the page, the picture and the legend can colour."""
+    for record in set(vocabulary().values()):
+        assert record.DRAWN.category in PALETTE, record
 
 
 def test_two_records_of_one_name_are_refused(toy: type[Toy]) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from faultlab.vocabulary.base import Drawing, Record
+from faultlab.vocabulary.base import Record
 from faultlab.vocabulary.run import FrameLogged, ProxyUpstream
 
 
@@ -107,7 +107,6 @@ class TargetReady(Record):
     """The target listens on `port`."""
 
     NAME: ClassVar[str] = "target.ready"
-    DRAWN: ClassVar[Drawing] = Drawing(None)
     port: int
 
 
