@@ -21,6 +21,7 @@ import click
 from faultlab import interrupt
 from faultlab.commands import cassette as cassette_commands
 from faultlab.commands import emulator as emulator_commands
+from faultlab.commands import events as events_commands
 from faultlab.commands import explore as explore_commands
 from faultlab.commands import lab as lab_commands
 from faultlab.commands import report as report_commands
@@ -303,5 +304,5 @@ def server_report(path: Path, keylogs: tuple[Path, ...], as_json: bool) -> None:
 
 for command in (report_commands.report, lab_commands.lab, emulator_commands.emulator,
                 emulator_commands.calibrate, cassette_commands.cassette,
-                explore_commands.explore):
+                explore_commands.explore, events_commands.events):
     cli.add_command(command)

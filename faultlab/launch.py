@@ -35,6 +35,7 @@ from faultlab.sources import EventTails
 from faultlab.speech import RATE_IN, write_clips, write_wav
 from faultlab.targets import Program
 from faultlab.tls import LabCA
+from faultlab.vocabulary.lab import TargetReady
 
 # The client's resolver with the lab's: glibc's default (5 s, twice over) would have a lookup
 # that meets no answer take 10 s; a lab's answer comes in a millisecond, so 1 s per try, two
@@ -85,7 +86,7 @@ class Launcher:
         proc = await self._start("target", "server", kind.argv(self), env, None, target)
         await wait_listening(proc, kind.listen_port, target.ready_timeout,
                              self.run_dir / "target.log")
-        self.bus.emit("faultlab", "target.ready", port=kind.listen_port)
+        self.bus.announce("faultlab", TargetReady(kind.listen_port))
         return proc
 
     async def start_client(self, proxied: bool) -> LabProcess:

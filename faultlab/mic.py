@@ -25,6 +25,7 @@ import numpy as np
 from faultlab.events import EventBus
 from faultlab.lab.process import SPARE_DIR_PREFIX, leftover_dirs
 from faultlab.speech import RATE_IN, Samples
+from faultlab.vocabulary.audio import MicClosedByClient, MicEnd, MicOpen, MicUtterance
 
 PIECE_S = 0.02
 PIECE_BYTES = int(RATE_IN * PIECE_S) * 2
@@ -89,8 +90,7 @@ class VirtualMic:
         assert task is not None
         self._streams.add(task)
         started = time.monotonic()
-        self.bus.emit("faultlab", "mic.open", audio_s=round(len(self.audio) / 2 / RATE_IN, 3),
-                      endless=self.endless)
+        self.bus.announce("faultlab", MicOpen(round(len(self.audio) / 2 / RATE_IN, 3), self.endless))
         said = 0
         pieces = 0
         try:
@@ -99,7 +99,7 @@ class VirtualMic:
                 if offset >= len(self.audio) and not self.endless:
                     break
                 while said < len(self._starts) and offset / 2 / RATE_IN >= self._starts[said]:
-                    self.bus.emit("faultlab", "mic.utterance", n=said + 1, text=self.lines[said])
+                    self.bus.announce("faultlab", MicUtterance(said + 1, self.lines[said]))
                     said += 1
                 if time.monotonic() >= self._stalled_until:
                     writer.write(self.audio[offset:offset + PIECE_BYTES]
@@ -107,9 +107,9 @@ class VirtualMic:
                     await writer.drain()
                 pieces += 1
                 await asyncio.sleep(max(0.0, started + pieces * PIECE_S - time.monotonic()))
-            self.bus.emit("faultlab", "mic.end")
+            self.bus.announce("faultlab", MicEnd())
         except (ConnectionError, OSError):
-            self.bus.emit("faultlab", "mic.closed_by_client")
+            self.bus.announce("faultlab", MicClosedByClient())
         finally:
             self._streams.discard(task)
             writer.close()

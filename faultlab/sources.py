@@ -20,6 +20,7 @@ from faultlab.private import create_private
 from faultlab.protocols import DEFAULT
 from faultlab.protocols import Protocol as RealtimeApi
 from faultlab.vocabulary import FrameLogged
+from faultlab.vocabulary.lab import ProxyWsStart
 
 TAIL_POLL_S = 0.01
 
@@ -56,7 +57,7 @@ class EventTails:
 
 # The event by which the proxy's frame log tells a connection's client port, under the key
 # (`conn`) its frames name the connection by; a target's log names its own (TargetKind.frame_log).
-PROXY_LOG_OPENS = "proxy.ws_start"
+PROXY_LOG_OPENS = ProxyWsStart.NAME
 
 
 class FrameSource:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from faultlab.browser.page import PageRun
 from faultlab.browser.spec import BrowserPage
 from faultlab.events import EventWriter
+from faultlab.vocabulary.browser import BrowserEnd
 
 if TYPE_CHECKING:
     from faultlab.browser.serve import Backend
@@ -39,7 +40,7 @@ async def open_page(spec: BrowserPage, backends: Mapping[str, Backend] | None = 
             env["FAULTLAB_PAGE_ORIGIN"] = f"http://127.0.0.1:{server.start()}"
         return await PageRun(spec, run_dir, events, env).run()
     except asyncio.CancelledError:
-        events.emit("browser.end", why="stopped", code=143)
+        events.announce(BrowserEnd("stopped", 143))
         return 143
     finally:
         if server is not None:

@@ -39,7 +39,22 @@ from faultlab.events import EventWriter
 from faultlab.lab.process import BROWSER_DIR_PREFIX
 from faultlab.protocols import recognising
 from faultlab.protocols.base import Protocol
-from faultlab.vocabulary import FrameLogged
+from faultlab.vocabulary import FrameLogged, Record
+from faultlab.vocabulary.browser import (
+    BrowserConsole,
+    BrowserCrash,
+    BrowserEnd,
+    BrowserError,
+    BrowserLoad,
+    BrowserOpen,
+    BrowserScreenshot,
+    BrowserStart,
+    BrowserStarted,
+    BrowserWsClosed,
+    BrowserWsError,
+    BrowserWsHandshake,
+    BrowserWsOpen,
+)
 
 CONSOLE_CHARS = 500  # of a console line that is not an event; the rest is cut
 UNTIL_EVERY_S = 0.1
@@ -68,10 +83,10 @@ class PageRun:
         self.shot_error = False
         self.shots: set[asyncio.Task[None]] = set()
 
-    def emit_at(self, monotonic_s: float | None, name: str, **fields: Any) -> None:
+    def emit_at(self, monotonic_s: float | None, what: Record) -> None:
         """An event at a DevTools time (None: now)."""
         ts = time.time() if monotonic_s is None else monotonic_s + self.offset
-        self.events.emit_at(ts, name, **fields)
+        self.events.announce_at(ts, what)
 
     def end(self, why: str, code: int) -> None:
         if self.ending is not None and not self.ending.done():
@@ -87,12 +102,12 @@ class PageRun:
 
     def _on_Network_webSocketCreated(self, p: dict[str, Any]) -> None:
         self.sockets[p["requestId"]] = n = len(self.sockets) + 1
-        self.emit_at(None, "browser.ws_open", conn=n, url=_redacted_url(p.get("url", "")))
+        self.emit_at(None, BrowserWsOpen(n, _redacted_url(p.get("url", ""))))
 
     def _on_Network_webSocketHandshakeResponseReceived(self, p: dict[str, Any]) -> None:
         response = p.get("response", {})
-        self.emit_at(p.get("timestamp"), "browser.ws_handshake", conn=self.sockets.get(p["requestId"]),
-                     status=response.get("status"))
+        self.emit_at(p.get("timestamp"), BrowserWsHandshake(self.sockets.get(p["requestId"]),
+                                                            response.get("status")))
 
     def _on_Network_webSocketFrameSent(self, p: dict[str, Any]) -> None:
         self._frame(p, "client")
@@ -126,14 +141,14 @@ class PageRun:
         return dict(self.protocol.describe(raw))
 
     def _on_Network_webSocketClosed(self, p: dict[str, Any]) -> None:
-        self.emit_at(p.get("timestamp"), "browser.ws_closed", conn=self.sockets.get(p["requestId"]))
+        self.emit_at(p.get("timestamp"), BrowserWsClosed(self.sockets.get(p["requestId"])))
 
     def _on_Network_webSocketFrameError(self, p: dict[str, Any]) -> None:
-        self.emit_at(p.get("timestamp"), "browser.ws_error", conn=self.sockets.get(p["requestId"]),
-                     message=p.get("errorMessage"))
+        self.emit_at(p.get("timestamp"), BrowserWsError(self.sockets.get(p["requestId"]),
+                                                        p.get("errorMessage")))
 
     def _on_Page_loadEventFired(self, p: dict[str, Any]) -> None:
-        self.emit_at(p.get("timestamp"), "browser.load")
+        self.emit_at(p.get("timestamp"), BrowserLoad())
 
     def _on_Runtime_consoleAPICalled(self, p: dict[str, Any]) -> None:
         ts = p.get("timestamp", time.time() * 1000) / 1000  # Runtime's times are Unix ms
@@ -147,18 +162,17 @@ class PageRun:
                 self.end("done", code if isinstance(code, int) else 1)
             return
         text = " ".join(str(a.get("value", a.get("description", ""))) for a in args)
-        self.events.emit_at(ts, "browser.console", level=p.get("type"),
-                            text=text[:CONSOLE_CHARS])
+        self.events.announce_at(ts, BrowserConsole(p.get("type"), text[:CONSOLE_CHARS]))
 
     def _on_Runtime_exceptionThrown(self, p: dict[str, Any]) -> None:
         details = p.get("exceptionDetails", {})
         text = str(details.get("exception", {}).get("description") or details.get("text"))
-        self.events.emit_at(p.get("timestamp", time.time() * 1000) / 1000, "browser.error",
-                            text=text[:CONSOLE_CHARS])
+        self.events.announce_at(p.get("timestamp", time.time() * 1000) / 1000,
+                                BrowserError(text[:CONSOLE_CHARS]))
         self.shot_error = True
 
     def _on_Inspector_targetCrashed(self, p: dict[str, Any]) -> None:
-        self.emit_at(None, "browser.crash")
+        self.emit_at(None, BrowserCrash())
         self.end("crash", CRASHED)
 
     # The run.
@@ -176,7 +190,7 @@ class PageRun:
             spawned = chromium.spawn(work, list(self._flags()), self.run_dir / "browser.log",
                                      self.env)
             devtools = DevTools(spawned.to_fd, spawned.from_fd)
-            self.emit_at(None, "browser.start", pid=spawned.pid, profile=str(work))
+            self.emit_at(None, BrowserStart(spawned.pid, str(work)))
             return await self._drive(devtools)
         finally:
             if devtools is not None:
@@ -210,15 +224,15 @@ class PageRun:
             for domain in ("Page", "Runtime", "Network", "Inspector"):
                 await devtools.call(f"{domain}.enable")
             url = self.spec.url or f"{self.env['FAULTLAB_PAGE_ORIGIN']}{self.spec.path}"
-            self.emit_at(None, "browser.open", url=_redacted_url(url))
+            self.emit_at(None, BrowserOpen(_redacted_url(url)))
             opened = await devtools.call("Page.navigate", url=url)
             if opened.get("errorText"):
-                self.emit_at(None, "browser.error", text=f"cannot open the page: {opened['errorText']}")
+                self.emit_at(None, BrowserError(f"cannot open the page: {opened['errorText']}"))
                 why, code = "unreachable", CRASHED
             else:
                 why, code = await self._until_end(devtools)
             await self._screenshot(devtools, "browser-end.png")
-            self.emit_at(None, "browser.end", why=why, code=code)
+            self.emit_at(None, BrowserEnd(why, code))
             return code
         finally:
             listening.cancel()
@@ -250,7 +264,7 @@ class PageRun:
         await self._loaded(devtools)
         for expression in self.spec.start:
             value = await self._evaluate(devtools, expression)
-            self.emit_at(None, "browser.started", expression=expression[:120], value=str(value)[:120])
+            self.emit_at(None, BrowserStarted(expression[:120], str(value)[:120]))
         if self.spec.until:
             await self._poll_until(devtools)
 
@@ -271,12 +285,12 @@ class PageRun:
             done = await devtools.call("Runtime.evaluate", expression=expression,
                                        returnByValue=True, awaitPromise=True)
         except DevToolsError as exc:
-            self.emit_at(None, "browser.error", text=f"{expression[:80]}: {exc}")
+            self.emit_at(None, BrowserError(f"{expression[:80]}: {exc}"))
             return None
         if "exceptionDetails" in done:
             details = done["exceptionDetails"]
             text = details.get("exception", {}).get("description") or details.get("text")
-            self.emit_at(None, "browser.error", text=f"{expression[:80]}: {text}"[:CONSOLE_CHARS])
+            self.emit_at(None, BrowserError(f"{expression[:80]}: {text}"[:CONSOLE_CHARS]))
             return None
         return done.get("result", {}).get("value")
 
@@ -289,7 +303,7 @@ class PageRun:
         except DevToolsError:
             return
         path.write_bytes(base64.b64decode(shot["data"]))
-        self.emit_at(None, "browser.screenshot", path=name)
+        self.emit_at(None, BrowserScreenshot(name))
 
 
 def _page_event(args: list[dict[str, Any]]) -> tuple[str, dict[str, Any]] | None:

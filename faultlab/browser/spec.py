@@ -9,9 +9,10 @@ from typing import ClassVar
 from pydantic import Field, field_validator, model_validator
 
 from faultlab.model import Duration, Model
+from faultlab.vocabulary.session import ClientDone
 
 # What a page logs (console.log of a JSON object) to say it is done; its `code` is the exit code.
-DONE_EVENT = "client.done"
+DONE_EVENT = ClientDone.NAME
 
 
 class BrowserPage(Model):

@@ -30,6 +30,7 @@ from faultlab.lab.privilege import in_user_namespace
 from faultlab.lab.process import terminate
 from faultlab.private import open_private
 from faultlab.vocabulary import TcpConnect, TcpFin, TcpRst
+from faultlab.vocabulary.lab import CaptureStart, CaptureStop
 
 READY_TIMEOUT_S = 5.0
 DRAIN_QUIET_S = 0.1
@@ -144,9 +145,9 @@ class LiveCapture:
         except BaseException:
             await uncancelled(self._stop())
             raise
-        self.bus.emit("capture", "capture.start", iface=self.client_side.iface,
-                      pid=self.client_side.proc.pid if self.client_side.proc else None,
-                      **({"server_iface": self.server_side.iface} if self.server_side else {}))
+        self.bus.announce("capture", CaptureStart(
+            self.client_side.iface, self.client_side.proc.pid if self.client_side.proc else None,
+            self.server_side.iface if self.server_side else None))
         return self
 
     def _open(self, path: Path | None) -> IO[bytes] | None:
@@ -199,4 +200,4 @@ class LiveCapture:
             dropped = {side: tcpdump.dropped_by_kernel for side, tcpdump in
                        (("dropped_by_kernel", self.client_side),
                         ("server_dropped_by_kernel", self.server_side)) if tcpdump is not None}
-            self.bus.emit("capture", "capture.stop", packets=self.packets, **dropped)
+            self.bus.announce("capture", CaptureStop(self.packets, **dropped))

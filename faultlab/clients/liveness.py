@@ -17,6 +17,7 @@ from typing import Any
 
 from faultlab.clients import sdk
 from faultlab.events import EventWriter
+from faultlab.vocabulary.session import ClientOldBack, ClientOldClose, ClientOldClosed
 
 WATCH_TICK_S = 0.05
 
@@ -84,10 +85,10 @@ async def close_parked(ws: Any, stack: AsyncExitStack, close_after_s: float | No
                 (await ws.ping()).add_done_callback(pong)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(back.wait(), ping_interval_s)
-        events.emit("client.old_back", since_loss_s=round(time.monotonic() - lost_at, 3))
+        events.announce(ClientOldBack(round(time.monotonic() - lost_at, 3)))
     started = time.monotonic()
-    events.emit("client.old_close", code=1000)
+    events.announce(ClientOldClose(1000))
     with contextlib.suppress(Exception):
         await asyncio.wait_for(ws.close(1000), timeout_s)
-    events.emit("client.old_closed", echoed=sdk.close_echo(ws),
-                echo_ms=round((time.monotonic() - started) * 1000, 1))
+    events.announce(ClientOldClosed(sdk.close_echo(ws),
+                                    round((time.monotonic() - started) * 1000, 1)))

@@ -19,6 +19,13 @@ from typing import Any
 from faultlab.events import EventWriter
 from faultlab.protocols.gemini import kind_of
 from faultlab.units import parse_duration
+from faultlab.vocabulary.session import (
+    ClientConnected,
+    ClientDone,
+    ClientError,
+    ClientNoAnswer,
+    ClientReceived,
+)
 
 
 async def probe(args: argparse.Namespace, events: EventWriter) -> int:
@@ -33,7 +40,7 @@ async def probe(args: argparse.Namespace, events: EventWriter) -> int:
     config = types.LiveConnectConfig(response_modalities=[args.modality], tools=tools or None)
     try:
         async with genai.Client().aio.live.connect(model=args.model, config=config) as session:
-            events.emit("client.connected")
+            events.announce(ClientConnected())
 
             async def one_turn() -> None:
                 """Log what comes back until the model's turn ends (the SDK's iterator stops)."""
@@ -41,8 +48,8 @@ async def probe(args: argparse.Namespace, events: EventWriter) -> int:
                     fields: dict[str, Any] = {"kind": kind_of(message.model_dump(exclude_none=True))}
                     if message.tool_call and message.tool_call.function_calls:
                         fields["ids"] = [c.id for c in message.tool_call.function_calls]
-                        fields["names"] = [c.name for c in message.tool_call.function_calls]
-                    events.emit("client.received", **fields)
+                        fields["tools"] = [c.name for c in message.tool_call.function_calls]
+                    events.announce(ClientReceived(**fields))
 
             async def listen() -> None:
                 while True:
@@ -58,15 +65,16 @@ async def probe(args: argparse.Namespace, events: EventWriter) -> int:
                         try:
                             await asyncio.wait_for(one_turn(), args.listen)
                         except TimeoutError:
-                            events.emit("client.no_answer", turn=i + 1, waited_s=args.listen)
+                            events.announce(ClientNoAnswer(i + 1, args.listen))
                 await asyncio.wait_for(listen(), args.listen)
             except TimeoutError:
-                events.emit("client.done", listened_s=args.listen)
+                events.announce(ClientDone(listened_s=args.listen))
                 return 0
     except errors.APIError as exc:
-        events.emit("client.error", type=type(exc).__name__, code=exc.code, message=str(exc)[:200])
+        events.announce(ClientError(type=type(exc).__name__, code=exc.code,
+                                         message=str(exc)[:200]))
     except OSError as exc:
-        events.emit("client.error", type=type(exc).__name__, code=None, message=str(exc)[:200])
+        events.announce(ClientError(type=type(exc).__name__, message=str(exc)[:200]))
     return 2
 
 

@@ -34,6 +34,14 @@ from websockets.exceptions import ConnectionClosed
 
 from faultlab.clients import sdk
 from faultlab.events import EventWriter
+from faultlab.vocabulary.audio import (
+    UplinkError,
+    UplinkKeepAlive,
+    UplinkSourceBack,
+    UplinkSourceEnd,
+    UplinkStart,
+    UplinkStreamEnd,
+)
 
 RATE = 16000
 SAMPLE_BYTES = 2
@@ -137,15 +145,15 @@ class Uplink:
     async def run(self) -> None:
         path = os.environ.get("FAULTLAB_MIC")
         if not path:
-            self.events.emit("uplink.error", error="FAULTLAB_MIC is not set: no microphone")
+            self.events.announce(UplinkError("FAULTLAB_MIC is not set: no microphone"))
             return
         try:
             reader, writer = await asyncio.open_unix_connection(path)
         except OSError as exc:
-            self.events.emit("uplink.error", error=f"cannot open the microphone {path}: {exc}")
+            self.events.announce(UplinkError(f"cannot open the microphone {path}: {exc}"))
             return
         self._started = self._last_sent_at = time.monotonic()
-        self.events.emit("uplink.start", keep_alive=self.keep_alive)
+        self.events.announce(UplinkStart(self.keep_alive))
         # The source is read apart from the sends: a session that holds the sends back (a
         # congested path) must not stop the reading, or the source would look stalled too.
         sender = asyncio.create_task(self._send_loop())
@@ -154,7 +162,7 @@ class Uplink:
             while data := await reader.read(FRAME_BYTES):
                 if self._stalled:
                     self._stalled = False
-                    self.events.emit("uplink.source_back")
+                    self.events.announce(UplinkSourceBack())
                 self.source_bytes += len(data)
                 self._queue(data)
         except BaseException:
@@ -167,14 +175,13 @@ class Uplink:
             self._source_ended = True
             self._queued.set()
         await sender
-        self.events.emit("uplink.source_end", source_s=self._seconds(self.source_bytes),
-                         silence_s=self._seconds(self.silence_bytes),
-                         sent_s=self._seconds(self.sent_bytes),
-                         lost_s=self._seconds(self.lost_bytes))
+        self.events.announce(UplinkSourceEnd(
+            source_s=self._seconds(self.source_bytes), silence_s=self._seconds(self.silence_bytes),
+            sent_s=self._seconds(self.sent_bytes), lost_s=self._seconds(self.lost_bytes)))
         if self.stream_end and self.speaker.up.is_set():
             with contextlib.suppress(Exception):
                 await self.speaker.end_audio()
-                self.events.emit("uplink.stream_end")
+                self.events.announce(UplinkStreamEnd())
 
     def _queue(self, data: bytes) -> None:
         self._buffer += data
@@ -187,7 +194,7 @@ class Uplink:
             if behind > KEEP_ALIVE_LAG_S:
                 if not self._stalled:
                     self._stalled = True
-                    self.events.emit("uplink.keep_alive", behind_s=round(behind, 3))
+                    self.events.announce(UplinkKeepAlive(round(behind, 3)))
                 pad = int(behind * RATE) * SAMPLE_BYTES
                 self.silence_bytes += pad
                 if self.keep_alive == "uplink":  # the pad counts as a delivery for this key
@@ -219,7 +226,7 @@ class Uplink:
                 self.lost_bytes += len(frame)
                 if not self._failed and not isinstance(exc, ConnectionClosed | OSError):
                     self._failed = True
-                    self.events.emit("uplink.error", error=f"{type(exc).__name__}: {exc}"[:200])
+                    self.events.announce(UplinkError(f"{type(exc).__name__}: {exc}"[:200]))
                 continue
             self.sent_bytes += len(frame)
             if self.keep_alive == "uplink":

@@ -1,9 +1,9 @@
 """Expectations on any Live API session: how resumes were refused, how the session recovered,
 how much audio reached the server, and whether the model kept quiet.
 
-They read the events that faultlab's reference clients (`client.*`, `resume.*`, `recovery.*`), the
-emulator (`emulator.frame`) and the proxy (`proxy.frame`) write; a client of one's own that writes
-the same events gets the same checks (README: "Write your own client"). A scenario's own events
+They read events through their records (faultlab.vocabulary: the session's, that faultlab's
+reference clients write, and the frames of the emulator and the proxy); a client of one's own that
+writes the same records gets the same checks (README: "Write your own client"). A scenario's own events
 are judged by the expectations its pack registers (faultlab/scenarios/).
 """
 
@@ -20,7 +20,16 @@ from faultlab.expect.registry import register
 from faultlab.frames import connection_of, sender_of
 from faultlab.model import Duration, EventMatch, Model
 from faultlab.protocols import Protocol as RealtimeApi
-from faultlab.vocabulary import FaultApplied, FrameLogged, RunTeardown
+from faultlab.vocabulary import (
+    ClientRecovered,
+    FaultApplied,
+    FrameLogged,
+    ResumeOk,
+    ResumeRefused,
+    RunTeardown,
+)
+from faultlab.vocabulary.lab import ProxyWsEnd
+from faultlab.vocabulary.serving import SERVER_DISCONNECT
 
 
 @register
@@ -39,8 +48,8 @@ class ResumesRefused(Expectation):
             f" (at least {self.at_least})" if self.every else "")
 
     def check(self, facts: RunFacts) -> Outcome:
-        ok = next((e.t for e in facts.events if e.name == "resume.ok"), float("inf"))
-        before = [e for e in facts.events if e.name == "resume.refused" and e.t < ok]
+        ok = next((e.t for e in facts.events if ResumeOk.is_one(e)), float("inf"))
+        before = [e for e in facts.events if ResumeRefused.is_one(e) and e.t < ok]
         codes = Counter(e.fields.get("code") for e in before)
         matching = codes.get(self.resumes_refused, 0)
         held = matching >= self.at_least and (not self.every or matching == len(before))
@@ -64,7 +73,7 @@ class Recovered(Expectation):
         ref = self.after.first(facts.events, facts.protocol.kind_matches)
         if ref is None:
             return self._outcome(False, f"{self.after.describe()} never happened")
-        hit = next((e for e in facts.events if e.name == "client.recovered" and e.t >= ref.began),
+        hit = next((e for e in facts.events if ClientRecovered.is_one(e) and e.t >= ref.began),
                    None)
         if hit is None:
             return self._outcome(False, "never recovered", ref.began)
@@ -109,8 +118,8 @@ def delivered_audio(events: Sequence[Event]) -> tuple[float, float] | None:
     conn, audio = max(by_conn.items(), key=lambda item: sum(e.fields["audio_s"] for e in item[1]))
     start = audio[0].t
     ends = [e.t for e in events if e.t > start and (
-        (e.name in ("emulator.disconnect", "proxy.ws_end") and connection_of(e) == conn)
-        or e.name == RunTeardown.NAME)]
+        (e.name in (SERVER_DISCONNECT, ProxyWsEnd.NAME) and connection_of(e) == conn)
+        or RunTeardown.is_one(e))]
     end = min(ends, default=audio[-1].t + float(audio[-1].fields["audio_s"]))
     return sum(float(e.fields["audio_s"]) for e in audio), max(end - start, 1e-9)
 

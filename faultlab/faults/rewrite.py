@@ -10,6 +10,7 @@ from pydantic import Field
 from faultlab.faults.app import AppFault, AppParams, heading
 from faultlab.faults.base import register
 from faultlab.faults.flows import Direction
+from faultlab.vocabulary.lab import ProxyRewrote
 
 if TYPE_CHECKING:
     from mitmproxy import http, websocket
@@ -78,5 +79,4 @@ class Rewrite(AppFault[RewriteParams]):
             set_at(data, path, value)
         message.content = json.dumps(data, separators=(",", ":")).encode()
         self.rewritten += 1
-        proxy.events.emit("proxy.rewrote", step=self.step_id, kind=kind,
-                          fields=sorted(p.fields))
+        proxy.events.announce(ProxyRewrote(self.step_id, kind, sorted(p.fields)))

@@ -24,6 +24,15 @@ from websockets.exceptions import ConnectionClosed
 
 from faultlab.events import EventWriter
 from faultlab.units import parse_duration
+from faultlab.vocabulary.session import (
+    ClientClosed,
+    ClientConnected,
+    ClientConnectFailed,
+    ClientConnecting,
+    ClientDone,
+    ClientLost,
+    ClientMessage,
+)
 
 DONE, LOST, CLOSED, UNREACHABLE = 0, 1, 2, 3
 
@@ -69,7 +78,7 @@ async def run_connection(ws: ClientConnection, opts: Options, deadline: float,
             dog.last_rx = time.monotonic()
             if opts.log_messages:
                 text = message if isinstance(message, str) else message.hex()
-                events.emit("client.message", text=text[:120])
+                events.announce(ClientMessage(text[:120]))
 
     async def send() -> None:
         i = 0
@@ -89,17 +98,16 @@ async def run_connection(ws: ClientConnection, opts: Options, deadline: float,
             now = time.monotonic()
             if now >= deadline:
                 await ws.close(1000, "done")
-                events.emit("client.closed", code=1000, reason="done", by="self")
+                events.announce(ClientClosed(1000, "done", "self"))
                 return DONE
             if any(t.done() for t in tasks):
                 break
             oldest = dog.oldest_unanswered()
             if oldest is not None and now - oldest > opts.lost_after_s:
-                events.emit("client.lost", unanswered_s=round(now - oldest, 3),
-                            silence_s=round(now - dog.last_rx, 3))
+                events.announce(ClientLost(unanswered_s=round(now - oldest, 3),
+                                           silence_s=round(now - dog.last_rx, 3)))
                 await ws.close(1001, "keepalive lost")
-                events.emit("client.closed", code=ws.close_code or 1006,
-                            reason=ws.close_reason or "", by="self")
+                events.announce(ClientClosed(ws.close_code or 1006, ws.close_reason or "", "self"))
                 return LOST
             await asyncio.sleep(0.02)
     finally:
@@ -107,8 +115,8 @@ async def run_connection(ws: ClientConnection, opts: Options, deadline: float,
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
     await ws.wait_closed()
-    events.emit("client.closed", code=ws.close_code, reason=ws.close_reason or "", by="peer",
-                received_close=ws.protocol.close_rcvd is not None)
+    events.announce(ClientClosed(ws.close_code, ws.close_reason or "", "peer",
+                                 ws.protocol.close_rcvd is not None))
     return CLOSED
 
 
@@ -118,27 +126,26 @@ async def main(opts: Options) -> int:
     attempt, outcome, connected_once = 0, UNREACHABLE, False
     while time.monotonic() < deadline:
         attempt += 1
-        events.emit("client.connecting", attempt=attempt, url=opts.url)
+        events.announce(ClientConnecting(attempt, opts.url))
         started = time.monotonic()
         try:
             ws = await connect(opts.url, ping_interval=None, close_timeout=opts.close_timeout_s,
                                open_timeout=opts.connect_timeout_s)
         except (OSError, TimeoutError, ConnectionClosed) as exc:
-            events.emit("client.connect_failed", attempt=attempt, error=type(exc).__name__,
-                        message=str(exc)[:200])
+            events.announce(ClientConnectFailed(attempt, type(exc).__name__, str(exc)[:200]))
             if not opts.reconnect:
                 return outcome if connected_once else UNREACHABLE
             await asyncio.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
             continue
         connected_once = True
         local = ws.transport.get_extra_info("sockname")
-        events.emit("client.connected", attempt=attempt, local_port=local[1] if local else None,
-                    connect_ms=round((time.monotonic() - started) * 1000, 1))
+        events.announce(ClientConnected(attempt, local[1] if local else None,
+                                        round((time.monotonic() - started) * 1000, 1)))
         with contextlib.suppress(ConnectionClosed):
             outcome = await run_connection(ws, opts, deadline, events)
         if outcome == DONE or not opts.reconnect:
             break
-    events.emit("client.done", outcome=["done", "lost", "closed", "unreachable"][outcome])
+    events.announce(ClientDone(outcome=["done", "lost", "closed", "unreachable"][outcome]))
     return outcome
 
 

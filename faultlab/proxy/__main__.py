@@ -24,6 +24,7 @@ from faultlab.events import EventWriter
 from faultlab.protocols import DEFAULT, PROTOCOLS
 from faultlab.proxy.framelog import FrameLog
 from faultlab.proxy.state import ProxyState, install
+from faultlab.vocabulary.lab import ProxyStart, ProxyStop
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -44,10 +45,10 @@ async def main(args: argparse.Namespace) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, master.shutdown)
     control = await state.serve_control(Path(args.control))
-    state.events.emit("proxy.start", port=args.port)
+    state.events.announce(ProxyStart(args.port))
     await master.run()
     control.close()
-    state.events.emit("proxy.stop")
+    state.events.announce(ProxyStop())
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from faultlab.private import credentials, remember_secrets
 from faultlab.proxy import internals
 from faultlab.proxy.state import ProxyState
 from faultlab.vocabulary import FrameLogged, ProxyUpstream
+from faultlab.vocabulary.lab import ProxyWsEnd, ProxyWsStart
 
 KEEP_MESSAGES = 1
 # The code a side reports for a connection that ended without a close frame (RFC 6455 7.1.5).
@@ -69,10 +70,10 @@ class FrameLog:
             self.tape.opened(time.time(), number, flow.request.path, flow.request.headers,
                              flow.response.headers.get("sec-websocket-protocol")
                              if flow.response else None)
-        self.events.emit("proxy.ws_start", conn=flow.id[:8], k=k,
-                         client_port=client[1] if client else None, path=flow.request.path[:200],
-                         client=f"{client[0]}:{client[1]}" if client else None,
-                         server=f"{server[0]}:{server[1]}" if server else None)
+        self.events.announce(ProxyWsStart(
+            flow.id[:8], k, client_port=client[1] if client else None,
+            path=flow.request.path[:200], client=f"{client[0]}:{client[1]}" if client else None,
+            server=f"{server[0]}:{server[1]}" if server else None))
 
     def websocket_message(self, flow: http.HTTPFlow) -> None:
         assert flow.websocket is not None
@@ -112,6 +113,5 @@ class FrameLog:
                                    ws.close_reason or "" if framed else "",
                                    ("client" if ws.closed_by_client else "server") if framed
                                    else None))
-        self.events.emit("proxy.ws_end", conn=flow.id[:8], k=self.state.number_of(flow),
-                         code=ws.close_code, reason=ws.close_reason,
-                         closed_by_client=ws.closed_by_client)
+        self.events.announce(ProxyWsEnd(flow.id[:8], self.state.number_of(flow), ws.close_code,
+                                        ws.close_reason, ws.closed_by_client))

@@ -15,6 +15,7 @@ from faultlab.private import create_private
 from faultlab.protocols import Protocol as RealtimeApi
 from faultlab.proxy.control import ProxyControl
 from faultlab.tls import LabCA
+from faultlab.vocabulary.lab import ProxyReady
 
 PROXY_PORT = 8080
 # mitmproxy takes ~0.7 s to import and start here (several seconds on a loaded machine).
@@ -54,5 +55,5 @@ async def launch_proxy(lab: Lab, target_port: int, ca: LabCA, work_dir: Path, ev
     await control.connect(READY_S)
     stack.push_async_callback(control.close)
     bus.subscribe(control.observe)
-    bus.emit("faultlab", "proxy.ready", port=PROXY_PORT)
+    bus.announce("faultlab", ProxyReady(PROXY_PORT))
     return control

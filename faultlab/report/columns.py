@@ -15,27 +15,35 @@ from faultlab.events import Event
 from faultlab.expect.session import delivered_audio
 from faultlab.report.registry import COLUMNS, SUMMARY_EVENTS, Column, counts, register_column, span
 from faultlab.scenarios import packs
-from faultlab.vocabulary import fault_spans
+from faultlab.vocabulary import (
+    ClientLost,
+    ClientRecovered,
+    Record,
+    ResumeAttempt,
+    ResumeOk,
+    ResumeRefused,
+    fault_spans,
+)
 
 # Events of other processes are stamped by their own clocks: a consequence may carry a time a
 # hair before the fault's (the proxy reports an abort once done; the client saw it meanwhile).
 CLOCK_SKEW_S = 0.05
 
 
-def since_fault(events: Sequence[Event], name: str) -> float | None:
-    """Seconds from the first fault applied to the first `name` event after it."""
+def since_fault(events: Sequence[Event], record: type[Record]) -> float | None:
+    """Seconds from the first fault applied to the first event of `record` after it."""
     spans = fault_spans(events)
     if not spans:
         return None
     fault = spans[0].t
     return next((max(0.0, e.t - fault) for e in events
-                 if e.name == name and e.t >= fault - CLOCK_SKEW_S), None)
+                 if record.is_one(e) and e.t >= fault - CLOCK_SKEW_S), None)
 
 
 @register_column("resumes refused", rank=10, combine=counts)
 def _refusals(events: Sequence[Event]) -> str:
-    codes = Counter(str(e.fields.get("code")) for e in events if e.name == "resume.refused")
-    attempts = sum(1 for e in events if e.name == "resume.attempt")
+    codes = Counter(str(e.fields.get("code")) for e in events if ResumeRefused.is_one(e))
+    attempts = sum(1 for e in events if ResumeAttempt.is_one(e))
     if not attempts:
         return "-"
     refused = " ".join(f"{n}x{code}" for code, n in sorted(codes.items()))
@@ -44,17 +52,17 @@ def _refusals(events: Sequence[Event]) -> str:
 
 @register_column("detected", rank=20, combine=span)
 def _detected(events: Sequence[Event]) -> float | None:
-    return since_fault(events, "client.lost")
+    return since_fault(events, ClientLost)
 
 
 @register_column("resumed", rank=30, combine=span)
 def _resumed(events: Sequence[Event]) -> float | None:
-    return since_fault(events, "resume.ok")
+    return since_fault(events, ResumeOk)
 
 
 @register_column("recovered", rank=40, combine=span)
 def _recovered(events: Sequence[Event]) -> float | None:
-    return since_fault(events, "client.recovered")
+    return since_fault(events, ClientRecovered)
 
 
 def _ratio_span(values: Sequence[float | None]) -> str:

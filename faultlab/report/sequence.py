@@ -6,7 +6,8 @@ Pure: events and a run's record in, a `View` out (`to_dict` is what the page emb
 messages and events (an audio stream, a model turn's chunks, a keep-alive) collapse into one
 `Item` spanning them, with their count and audio seconds, so a 15-minute run is a few hundred
 items however many frames it sent (faultlab.report.bursts, the rule summary.md's timeline uses
-too). A fault's band spans what `fault_spans` says: the report knows no fault by name.
+too). A fault's band spans what `fault_spans` says: the report knows no fault by name, and
+no event either: each record of the vocabulary declares its lane and colour (`Drawing`).
 """
 
 from __future__ import annotations
@@ -14,19 +15,33 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from faultlab.events import Event
 from faultlab.frames import connection_of, sender_of
 from faultlab.protocols import DEFAULT, PROTOCOLS
 from faultlab.protocols import Protocol as RealtimeApi
 from faultlab.report.bursts import Burst, bursts
-from faultlab.vocabulary import FrameLogged, ProcessExit, TcpConnect, TcpFin, TcpRst, fault_spans
+from faultlab.vocabulary import (
+    NOT_DRAWN,
+    SESSION_PREFIXES,
+    ClientReceived,
+    Drawing,
+    FrameLogged,
+    TcpFin,
+    TcpRst,
+    fault_spans,
+    read,
+    record_of,
+)
+from faultlab.vocabulary.base import Lane as LaneId
+from faultlab.vocabulary.lab import PROXY_EVENTS, ProxyWsEnd
+from faultlab.vocabulary.serving import SERVER_CLOSE, SERVER_DRAWINGS, SERVER_PREFIX
+from faultlab.vocabulary.session import CLIENT_PREFIX
 
 if TYPE_CHECKING:
     from faultlab.report.record import RunRecord
 
-LaneId = Literal["client", "proxy", "router", "server"]
 # A colour per category, used by the page, the PNG and the legend alike (Okabe-Ito, readable by
 # the colour-blind).
 PALETTE: dict[str, str] = {
@@ -48,28 +63,8 @@ PALETTE: dict[str, str] = {
     "note": "#AAAAAA",
 }
 
-# Client-side events drawn as markers, and how each is coloured; the events a scenario pack
-# registers for the summary (its backend's, say) are notes on the client's lane.
-CLIENT_MARKERS: dict[str, str] = {
-    "client.lost": "loss", "client.refused": "refused", "client.connected": "setup",
-    "client.recovered": "recovered",
-    "client.ask": "conversation", "client.answer": "conversation",
-    "client.tool_call": "tool_call", "client.tool_response": "tool_response",
-    "resume.attempt": "attempt", "resume.refused": "refused", "resume.ok": "recovered",
-    "resume.gave_up": "refused", "recovery.new_session": "recovered",
-    # A browser client's own account (faultlab.browser.page): its sockets' ends, its page's
-    # failures.
-    "browser.ws_closed": "close", "browser.ws_error": "loss", "browser.error": "refused",
-    "browser.crash": "loss",
-}
-CLIENT_PREFIXES = ("client.", "resume.", "recovery.", "mic.", "uplink.")
-# The emulator's own account: its connections and frames are drawn as messages and TCP marks.
-SERVER_SKIP = {FrameLogged.event_name("emulator"), "emulator.listening", "emulator.connect", "emulator.close",
-               "emulator.disconnect"}
 # A connection's two FINs (or RSTs) this close together are one mark, "both ways".
 TCP_PAIR_S = 0.1
-SERVER_MARKERS = {"emulator.resumed": "recovered", "emulator.tcp_gave_up": "loss",
-                  "emulator.answer": "conversation"}
 LABEL_CHARS = 40  # a marker's text beside it; the tooltip has all of it
 
 
@@ -154,7 +149,7 @@ def _frame_events(events: Sequence[Event]) -> tuple[list[Event], str]:
         frames = [e for e in events if e.name == name]
         if frames:
             return frames, name
-    return [e for e in events if e.name == "client.received"], "client.received"
+    return [e for e in events if e.name == ClientReceived.NAME], ClientReceived.NAME
 
 
 def _messages(events: Sequence[Event], protocol: RealtimeApi) -> list[Item]:
@@ -179,28 +174,18 @@ def _messages(events: Sequence[Event], protocol: RealtimeApi) -> list[Item]:
             fields=burst.fields))
     # Closes, with their code, from the same log's side.
     for e in events:
-        if e.name == "emulator.close" and log == FrameLogged.event_name("emulator"):
+        if e.name == SERVER_CLOSE and log == FrameLogged.event_name("emulator"):
             items.append(Item(t=e.t, lane="server", to="client", name=e.name,
                               label=f"close {e.fields.get('code')}", category="close",
                               conn=connection_of(e), fields=Burst((e,)).fields))
-        elif e.name == "proxy.ws_end" and log == FrameLogged.event_name("proxy") and e.fields.get("code"):
-            by_client = bool(e.fields.get("closed_by_client"))
+        elif (end := ProxyWsEnd.read(e)) is not None and log == FrameLogged.event_name("proxy") \
+                and end.code:
+            by_client = bool(end.closed_by_client)
             items.append(Item(t=e.t, lane="client" if by_client else "server",
                               to="server" if by_client else "client", name=e.name,
                               label=f"close {e.fields.get('code')}", category="close",
                               conn=connection_of(e), fields=Burst((e,)).fields))
     return items
-
-
-TCP_MARKS = {TcpConnect.NAME: "SYN", TcpFin.NAME: "FIN", TcpRst.NAME: "RST"}
-
-
-def _tcp_label(e: Event) -> str:
-    what = TCP_MARKS[e.name]
-    who = e.fields.get("from")
-    if who == "both":
-        return f"{what} #{e.fields.get('k')} both ways"
-    return f"{what} #{e.fields.get('k')}" + (f" from {who}" if who else "")
 
 
 def _pair_tcp(events: Sequence[Event]) -> list[Event]:
@@ -224,24 +209,33 @@ def _pair_tcp(events: Sequence[Event]) -> list[Event]:
 
 
 def short_name(name: str) -> str:
-    """An event's name without its source's prefix where the lane says it (`lost`)."""
+    """An event's name without its family where the lane says it (`lost`, not `client.lost`)."""
     head, _, rest = name.partition(".")
-    return rest if head in ("client", "emulator") and rest else name
+    return rest if rest and f"{head}." in (CLIENT_PREFIX, SERVER_PREFIX) else name
 
 
-def _marker_label(e: Event) -> str:
-    f = e.fields
-    if e.name in TCP_MARKS:
-        return _tcp_label(e)
-    if e.name in ("resume.refused", "client.refused"):
-        return f"refused {f.get('code')}"
-    if e.name == "resume.attempt":
-        return f"resume #{f.get('n')}" if f.get("n") is not None else "resume"
-    if (exit_ := ProcessExit.read(e)) is not None:
-        return f"{exit_.role} exits {exit_.code}"
-    if e.name == "client.lost" and f.get("why"):
-        return f"lost ({f.get('why')})"
-    text = f.get("text")
+def drawing_of(e: Event, pack_events: tuple[str, ...] = ()) -> tuple[Drawing, str | None]:
+    """How an event is drawn, and its mark's text (None: its name): as its record declares;
+    else (a server's event the vocabulary holds no record of, a session's event of a client's
+    own, a pack's named for the summary) as a note on its side's lane."""
+    record = read(e)
+    if record is not None:
+        return record.drawing(), record.label()
+    if (declared := record_of(e.name)) is not None:
+        return declared.DRAWN, None
+    if e.name in SERVER_DRAWINGS:
+        return SERVER_DRAWINGS[e.name], None
+    if e.name.startswith(SERVER_PREFIX):
+        return Drawing("server"), None
+    if e.name.startswith(SESSION_PREFIXES) or (pack_events and e.name.startswith(pack_events)):
+        return Drawing("client"), None
+    return NOT_DRAWN, None
+
+
+def _marker_label(e: Event, label: str | None) -> str:
+    if label is not None:
+        return label
+    text = e.fields.get("text")
     if isinstance(text, str) and text:
         label = f"{short_name(e.name)}: {text}"
         return label if len(label) <= LABEL_CHARS else label[:LABEL_CHARS - 1] + "\u2026"
@@ -250,30 +244,17 @@ def _marker_label(e: Event) -> str:
 
 def _markers(events: Sequence[Event], pack_events: tuple[str, ...]) -> list[Item]:
     items: list[Item] = []
-
-    def lane_of(e: Event) -> tuple[LaneId, str] | None:
-        name = e.name
-        if name in TCP_MARKS:
-            return "router", "tcp"
-        if name == "client.received":
-            return None
-        if name in CLIENT_MARKERS:
-            return "client", CLIENT_MARKERS[name]
-        if name.startswith(CLIENT_PREFIXES) or name.startswith(pack_events):
-            return "client", "note"
-        if name.startswith("emulator.") and name not in SERVER_SKIP:
-            return "server", SERVER_MARKERS.get(name, "note")
-        if (exit_ := ProcessExit.read(e)) is not None:
-            return ("client" if exit_.role == "client" else "server"), "process"
-        return None
-
-    placed = [(e, where) for e in _pair_tcp(events) if (where := lane_of(e)) is not None]
-    by_event = {id(e): where for e, where in placed}
+    placed = [(e, drawn) for e in _pair_tcp(events)
+              if (drawn := drawing_of(e, pack_events))[0].lane is not None]
+    by_event = {id(e): drawn for e, drawn in placed}
     for burst in bursts(e for e, _ in placed):
         e = burst.first
-        lane, category = by_event[id(e)]
-        label = _marker_label(e) if burst.count == 1 else f"{short_name(e.name)} x{burst.count}"
-        items.append(Item(t=e.t, lane=lane, name=e.name, label=label, category=category,
+        drawing, label = by_event[id(e)]
+        assert drawing.lane is not None
+        text = _marker_label(e, label) if burst.count == 1 \
+            else f"{short_name(e.name)} x{burst.count}"
+        items.append(Item(t=e.t, lane=drawing.lane, name=e.name, label=text,
+                          category=drawing.category,
                           t_end=burst.last.t if burst.count > 1 else None, count=burst.count,
                           conn=connection_of(e), fields=burst.fields))
     return items
@@ -317,7 +298,7 @@ def build_view(events: Sequence[Event], record: RunRecord, *, description: str =
     # whose time is not a number has no place on the clock).
     events = sorted((e for e in events if math.isfinite(e.t)), key=lambda e: e.t)
     t_end = max((e.t for e in events), default=record.duration_s)
-    proxied = any(e.name.startswith("proxy.") for e in events)
+    proxied = any(e.name in PROXY_EVENTS for e in events)
     lanes = [Lane("client", "client"), *([Lane("proxy", "proxy")] if proxied else []),
              Lane("router", "router"), Lane("server", "server")]
     protocol = PROTOCOLS.get(record.protocol, DEFAULT)

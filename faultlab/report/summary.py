@@ -11,7 +11,29 @@ from faultlab.private import redact_text, remember_env_secrets, write_private
 from faultlab.report.bursts import Burst, bursts
 from faultlab.report.columns import summary_events
 from faultlab.report.record import describe_ending
-from faultlab.vocabulary import LabReady, ProcessExit, ProcessStart, fault_spans
+from faultlab.vocabulary import (
+    SESSION_PREFIXES,
+    FaultApplied,
+    FaultFailed,
+    FaultReverted,
+    FaultRevertFailed,
+    LabReady,
+    ProcessExit,
+    ProcessStart,
+    RunEnd,
+    RunError,
+    RunInterrupted,
+    RunStart,
+    RunTeardown,
+    RunTimeout,
+    TcpConnect,
+    TcpFin,
+    TcpRst,
+    fault_spans,
+)
+from faultlab.vocabulary.audio import AUDIO_PREFIXES
+from faultlab.vocabulary.lab import TargetReady
+from faultlab.vocabulary.serving import PEER_SERVER_PREFIX
 
 if TYPE_CHECKING:
     from faultlab.result import RunResult
@@ -19,8 +41,10 @@ if TYPE_CHECKING:
 TIMELINE_ROWS = 200
 # Events worth a line in the summary's timeline (the rest stay in events.jsonl); scenario packs
 # add their own (faultlab.report.registry.register_summary_events).
-NOTABLE = (LabReady.NAME, "target.ready", ProcessStart.NAME, ProcessExit.NAME, "fault.", "tcp.",
-           "client.", "server.", "run.", "resume.", "recovery.", "mic.", "uplink.")
+NOTABLE = (*(r.NAME for r in (
+    LabReady, TargetReady, ProcessStart, ProcessExit, FaultApplied, FaultReverted, FaultFailed,
+    FaultRevertFailed, TcpConnect, TcpFin, TcpRst, RunStart, RunTimeout, RunError, RunInterrupted,
+    RunTeardown, RunEnd)), *SESSION_PREFIXES, *AUDIO_PREFIXES, PEER_SERVER_PREFIX)
 
 
 def _is_notable(name: str, notable: tuple[str, ...]) -> bool:

@@ -16,6 +16,7 @@ from faultlab.lab.base import Lab
 from faultlab.lab.process import READY_POLL_S, LabProcess
 from faultlab.private import create_private
 from faultlab.resolver.control import ResolverControl, ResolverSpec
+from faultlab.vocabulary.lab import ResolverReady
 
 # It imports faultlab's events and pydantic in ~0.5 s here (more on a loaded machine).
 READY_S = 15.0
@@ -41,8 +42,7 @@ async def launch_resolver(lab: Lab, zone: dict[str, str], target_names: list[str
                                   argv, bus)
     stack.push_async_callback(resolver.stop)
     await wait_ready(resolver, control_path, READY_S, log)
-    bus.emit("faultlab", "resolver.ready", address=listen, names=sorted(zone),
-             upstream=spec.upstream)
+    bus.announce("faultlab", ResolverReady(listen, sorted(zone), spec.upstream))
     return ResolverControl(control_path)
 
 

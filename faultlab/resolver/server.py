@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from faultlab.events import EventWriter
 from faultlab.resolver.answers import Decision, Policy, Query, parse_query
 from faultlab.resolver.control import ORDER, Reply, ResolverSpec, SetAnswer
+from faultlab.vocabulary.lab import DnsQuery
 
 # How long a forwarded query waits for the upstream; a stub resolver has given up long before.
 FORWARD_TIMEOUT_S = 5.0
@@ -94,14 +95,9 @@ class LabResolver(asyncio.DatagramProtocol):
             self.transport.sendto(reply, addr)
 
     def _record(self, query: Query, decision: Decision) -> None:
-        fields: dict[str, Any] = {"name": query.name,
-                                  "type": QTYPES.get(query.qtype, str(query.qtype)),
-                                  "answer": decision.answer}
-        if decision.step is not None:
-            fields["step"] = decision.step
-        if decision.delay_s:
-            fields["delay_ms"] = round(decision.delay_s * 1000, 1)
-        self.events.emit("dns.query", **fields)
+        self.events.announce(DnsQuery(
+            query.name, QTYPES.get(query.qtype, str(query.qtype)), decision.answer, decision.step,
+            round(decision.delay_s * 1000, 1) if decision.delay_s else None))
 
     def obey(self, line: bytes) -> Reply:
         """One order from the control socket, and its reply."""

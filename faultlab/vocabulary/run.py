@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, Self
 
 from faultlab.events import Event
-from faultlab.vocabulary.base import Record, Sender, _int, _number
+from faultlab.vocabulary.base import Drawing, Lane, Record, Sender, WireField, _int, _number
 
 
 class AppliedFault(Protocol):
@@ -35,6 +35,7 @@ class FaultApplied(Record):
     (0: done once applied, an abort say; None: until reverted); `details`: the fault's own."""
 
     NAME: ClassVar[str] = "fault.applied"
+    SPREAD: ClassVar[frozenset[str]] = frozenset({"details"})
     step: str
     fault: str
     layer: str
@@ -135,6 +136,11 @@ class FrameLogged(Record):
     def names(cls) -> tuple[str, ...]:
         return tuple(cls.event_name(log) for log in cls.LOGS)
 
+    @classmethod
+    def wire_fields(cls) -> dict[str, WireField]:
+        return {"from": (Sender, ...), "conn": (str | int | None, None), "k": (int | None, None),
+                "kind": (str | None, None), "bytes": (int, 0)}
+
     def fields(self) -> dict[str, Any]:
         # `k` and `kind` where the log knows them (a binary message has no Live API kind).
         known = {} if self.k is None else {"k": self.k}
@@ -164,10 +170,14 @@ class TcpConnect(Record):
     """The capture saw a client's SYN: connection `k` of the run (faultlab.connections)."""
 
     NAME: ClassVar[str] = "tcp.connect"
+    DRAWN: ClassVar[Drawing] = Drawing("router", "tcp")
     k: int
     client_port: int | None = None
     server: str | None = None
     server_port: int | None = None
+
+    def label(self) -> str:
+        return f"SYN #{self.k}"
 
 
 @dataclass(frozen=True)
@@ -189,8 +199,16 @@ class TcpFin(Record):
     """A FIN on connection `k`, `from` client or server (`both` once paired in a report)."""
 
     NAME: ClassVar[str] = "tcp.fin"
+    DRAWN: ClassVar[Drawing] = Drawing("router", "tcp")
+    WIRE_NAMES: ClassVar[Mapping[str, str]] = {"sender": "from"}
+    MARK: ClassVar[str] = "FIN"
     k: int
     sender: str | None = None
+
+    def label(self) -> str:
+        if self.sender == "both":
+            return f"{self.MARK} #{self.k} both ways"
+        return f"{self.MARK} #{self.k}" + (f" from {self.sender}" if self.sender else "")
 
     def fields(self) -> dict[str, Any]:
         return {"k": self.k, "from": self.sender}
@@ -206,6 +224,7 @@ class TcpRst(TcpFin):
     """A RST on connection `k`, `from` client or server."""
 
     NAME: ClassVar[str] = "tcp.rst"
+    MARK: ClassVar[str] = "RST"
 
 
 @dataclass(frozen=True)
@@ -213,6 +232,7 @@ class ProcessStart(Record):
     """A lab process (client, target, proxy) started; `member`: where it runs."""
 
     NAME: ClassVar[str] = "process.start"
+    SPREAD: ClassVar[frozenset[str]] = frozenset({"member"})
     role: str
     pid: int
     argv: list[str]
@@ -243,6 +263,13 @@ class ProcessExit(Record):
     killed: bool | None = None
     grace_s: float | None = None
 
+    def drawing(self) -> Drawing:
+        lane: Lane = "client" if self.role == "client" else "server"
+        return Drawing(lane, "process")
+
+    def label(self) -> str:
+        return f"{self.role} exits {self.code}"
+
 
 @dataclass(frozen=True)
 class RunStart(Record):
@@ -260,6 +287,7 @@ class LabReady(Record):
     """The lab is built, in `setup_ms`; `lab`: what it is (backend, addresses)."""
 
     NAME: ClassVar[str] = "lab.ready"
+    SPREAD: ClassVar[frozenset[str]] = frozenset({"lab"})
     setup_ms: float
     lab: dict[str, Any] = field(default_factory=dict)
 
@@ -310,6 +338,16 @@ class RunEnd(Record):
     NAME: ClassVar[str] = "run.end"
     verdict: str
     duration_s: float
+
+
+@dataclass(frozen=True)
+class BadLine(Record):
+    """A line of another process's events file that is not a JSON object with an `event` name
+    (faultlab.events.EventFileTail): its first characters, and why."""
+
+    NAME: ClassVar[str] = "bad_line"
+    line: str
+    error: str
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 
 import { BookingClient, DEFAULTS, INPUT_RATE, parseDuration } from './booking.mjs';
+import { CLIENT_DONE, CLIENT_ERROR, UPLINK_ERROR, UPLINK_SOURCE_END, UPLINK_START } from './events.mjs';
 
 const USAGE = `usage: node node.mjs [--say TEXT] [--ask TEXT] [--ask-after 1s] [--retry-after 1s]
        [--window 4s] [--connect-timeout 5s] [--ping-interval 500ms] [--lost-after 2s]
@@ -81,13 +82,13 @@ class Microphone {
 
   start(client) {
     if (!this.path) {
-      this.emit('uplink.error', { error: 'FAULTLAB_MIC is not set: no microphone' });
+      this.emit(UPLINK_ERROR, { error: 'FAULTLAB_MIC is not set: no microphone' });
       return;
     }
     this.socket = net.createConnection(this.path);
-    this.socket.on('connect', () => this.emit('uplink.start', { keep_alive: null }));
+    this.socket.on('connect', () => this.emit(UPLINK_START, { keep_alive: null }));
     this.socket.on('error', (error) => {
-      this.emit('uplink.error', { error: `cannot read the microphone ${this.path}: ${error.message}` });
+      this.emit(UPLINK_ERROR, { error: `cannot read the microphone ${this.path}: ${error.message}` });
     });
     this.socket.on('data', (data) => {
       this.bytes.source += data.length;
@@ -97,7 +98,7 @@ class Microphone {
     this.socket.on('end', () => {
       if (this.buffer.length > 0) this.#send(client, this.buffer);
       const seconds = (n) => Math.round((n / 2 / INPUT_RATE) * 1000) / 1000;
-      this.emit('uplink.source_end', { source_s: seconds(this.bytes.source),
+      this.emit(UPLINK_SOURCE_END, { source_s: seconds(this.bytes.source),
         sent_s: seconds(this.bytes.sent), lost_s: seconds(this.bytes.lost) });
     });
   }
@@ -130,7 +131,7 @@ async function main() {
   }
   const emit = eventFile(process.env.FAULTLAB_EVENTS);
   const done = (code, fields = {}) => {
-    emit('client.done', { code, ...fields });
+    emit(CLIENT_DONE, { code, ...fields });
     process.exit(code);
   };
   for (const [signal, number] of [['SIGTERM', 15], ['SIGINT', 2]]) {
@@ -142,7 +143,7 @@ async function main() {
   try {
     code = await client.run(chosen.mic ? new Microphone(process.env.FAULTLAB_MIC, emit) : null);
   } catch (error) {
-    emit('client.error', { error: String(error?.stack ?? error).slice(0, 500) });
+    emit(CLIENT_ERROR, { error: String(error?.stack ?? error).slice(0, 500) });
     process.stderr.write(`${error?.stack ?? error}\n`);
     code = 1;
   }

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from faultlab.events import EventWriter
+from faultlab.scenarios.booking.events import BackendCommit, BackendDeduped, BackendJob
 
 
 def run_ledger() -> Path | None:
@@ -71,14 +72,12 @@ class BookingBackend:
         if existing is not None:
             if call_id not in existing.call_ids:
                 existing.call_ids.append(call_id)
-            self.events.emit("backend.deduped", call_id=call_id, slot=slot, booking=existing.id,
-                             status=existing.status)
+            self.events.announce(BackendDeduped(call_id, slot, existing.id, existing.status))
             self._save()
             return existing
         booking = Booking(f"B{len(self.ledger.bookings) + 1}", key, slot, [call_id])
         self.ledger.bookings.append(booking)
-        self.events.emit("backend.job", call_id=call_id, slot=slot, booking=booking.id,
-                         commit_in_s=self.commit_s)
+        self.events.announce(BackendJob(call_id, slot, booking.id, self.commit_s))
         self._jobs[booking.id] = asyncio.get_running_loop().create_task(self._commit(booking))
         self._save()
         return booking
@@ -86,8 +85,7 @@ class BookingBackend:
     async def _commit(self, booking: Booking) -> None:
         await asyncio.sleep(self.commit_s)
         booking.status = "committed"
-        self.events.emit("backend.commit", booking=booking.id, slot=booking.slot,
-                         call_ids=list(booking.call_ids))
+        self.events.announce(BackendCommit(booking.id, booking.slot, list(booking.call_ids)))
         self._save()
 
     async def committed(self, booking: Booking) -> Booking:

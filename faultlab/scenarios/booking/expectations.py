@@ -16,6 +16,8 @@ from faultlab.events import Event
 from faultlab.expect.base import Expectation, Outcome, RunFacts
 from faultlab.expect.registry import register
 from faultlab.report.registry import counts, register_column, register_summary_events
+from faultlab.scenarios.booking.events import RECORDS, BackendCommit, BackendDeduped, BackendJob
+from faultlab.vocabulary import Answer, Ask
 
 # What an answer claims about the booking, tried in order.
 CLAIMS = (
@@ -34,9 +36,9 @@ def claim_of(text: str) -> str:
 def backend_truth(events: Sequence[Event], until: float) -> str:
     """What the backend had done by `until`: committed, pending or none."""
     done = [e for e in events if e.t <= until]
-    if any(e.name == "backend.commit" for e in done):
+    if any(BackendCommit.is_one(e) for e in done):
         return "committed"
-    return "pending" if any(e.name == "backend.job" for e in done) else "none"
+    return "pending" if any(BackendJob.is_one(e) for e in done) else "none"
 
 
 def user_told(events: Sequence[Event]) -> tuple[str, str, float | None]:
@@ -44,12 +46,12 @@ def user_told(events: Sequence[Event]) -> tuple[str, str, float | None]:
     (`client.ask`) against the backend's ledger at that moment. Returns the verdict (`truth`,
     `untrue`, `never told` (no answer, or never asked though a booking was made), or `not asked`)
     and what was seen, and when (the answer, else the question; None if never asked)."""
-    ask = next((e for e in events if e.name == "client.ask"), None)
+    ask = next((e for e in events if Ask.is_one(e)), None)
     if ask is None:
-        if any(e.name == "backend.job" for e in events):
+        if any(BackendJob.is_one(e) for e in events):
             return "never told", "the user never got to ask about the booking", None
         return "not asked", "the user never asked", None
-    answer = next((e for e in events if e.name == "client.answer" and e.t >= ask.t), None)
+    answer = next((e for e in events if Answer.is_one(e) and e.t >= ask.t), None)
     if answer is None:
         return "never told", "asked, never answered", ask.t
     text = str(answer.fields.get("text", ""))
@@ -60,7 +62,7 @@ def user_told(events: Sequence[Event]) -> tuple[str, str, float | None]:
 
 def bookings_made(events: Sequence[Event]) -> set[object]:
     """The distinct bookings the backend made (a deduplicated re-issued call joins one)."""
-    return {e.fields.get("booking") for e in events if e.name == "backend.job"}
+    return {e.fields.get("booking") for e in events if BackendJob.is_one(e)}
 
 
 @register
@@ -89,9 +91,9 @@ class Bookings(Expectation):
 
     def check(self, facts: RunFacts) -> Outcome:
         made = bookings_made(facts.events)
-        last = max((e.t for e in facts.events if e.name == "backend.job"), default=None)
-        committed = {e.fields.get("booking") for e in facts.events if e.name == "backend.commit"}
-        deduped = sum(1 for e in facts.events if e.name == "backend.deduped")
+        last = max((e.t for e in facts.events if BackendJob.is_one(e)), default=None)
+        committed = {e.fields.get("booking") for e in facts.events if BackendCommit.is_one(e)}
+        deduped = sum(1 for e in facts.events if BackendDeduped.is_one(e))
         return self._outcome(len(made) == self.bookings,
                              f"{len(made)} ({len(committed)} committed, {deduped} deduplicated)",
                              last)
@@ -108,4 +110,4 @@ def _user_told(events: Sequence[Event]) -> str:
     return user_told(events)[0]
 
 
-register_summary_events("backend.")
+register_summary_events(*(record.NAME for record in RECORDS))

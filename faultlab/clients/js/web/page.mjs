@@ -12,6 +12,7 @@
 // their time), the last one `client.done {code}`; it plays nothing, and shows a status line.
 
 import { BookingClient, DEFAULTS, INPUT_RATE, parseDuration } from '../booking.mjs';
+import { CLIENT_DONE, CLIENT_ERROR, UPLINK_ERROR, UPLINK_SOURCE_END, UPLINK_START } from '../events.mjs';
 
 const DURATIONS = ['askAfter', 'retryAfter', 'window', 'lostAfter', 'quiet', 'duration',
   'connectTimeout'];
@@ -59,7 +60,7 @@ class PageMicrophone {
 
   start(client) {
     this.#open(client).catch((error) => {
-      emit('uplink.error', { error: `the microphone: ${error?.name ?? ''} ${error?.message ?? error}`.slice(0, 200) });
+      emit(UPLINK_ERROR, { error: `the microphone: ${error?.name ?? ''} ${error?.message ?? error}`.slice(0, 200) });
     });
   }
 
@@ -79,36 +80,36 @@ class PageMicrophone {
     this.context.createMediaStreamSource(this.stream).connect(tap).connect(mute)
       .connect(this.context.destination);
     await this.context.resume();
-    emit('uplink.start', { keep_alive: null, rate: this.context.sampleRate });
+    emit(UPLINK_START, { keep_alive: null, rate: this.context.sampleRate });
   }
 
   stop() {
     for (const track of this.stream?.getTracks() ?? []) track.stop();
     this.context?.close().catch(() => {});
     const seconds = (n) => Math.round((n / 2 / INPUT_RATE) * 1000) / 1000;
-    emit('uplink.source_end', { sent_s: seconds(this.sent), lost_s: seconds(this.lost) });
+    emit(UPLINK_SOURCE_END, { sent_s: seconds(this.sent), lost_s: seconds(this.lost) });
   }
 }
 
 function done(code) {
-  emit('client.done', { code });
+  emit(CLIENT_DONE, { code });
   show(`done (exit ${code})`);
   document.body.dataset.done = String(code);
 }
 
 async function main() {
   window.addEventListener('error', (event) => {
-    emit('client.error', { error: String(event.message).slice(0, 200) });
+    emit(CLIENT_ERROR, { error: String(event.message).slice(0, 200) });
   });
   window.addEventListener('unhandledrejection', (event) => {
-    emit('client.error', { error: String(event.reason?.message ?? event.reason).slice(0, 200) });
+    emit(CLIENT_ERROR, { error: String(event.reason?.message ?? event.reason).slice(0, 200) });
   });
   const query = new URLSearchParams(window.location.search);
   let chosen;
   try {
     chosen = options(query);
   } catch (error) {
-    emit('client.error', { error: error.message });
+    emit(CLIENT_ERROR, { error: error.message });
     done(2);
     return;
   }
@@ -119,7 +120,7 @@ async function main() {
   try {
     code = await client.run(chosen.mic ? new PageMicrophone() : null);
   } catch (error) {
-    emit('client.error', { error: String(error?.stack ?? error).slice(0, 500) });
+    emit(CLIENT_ERROR, { error: String(error?.stack ?? error).slice(0, 500) });
     code = 1;
   }
   done(code);

@@ -1,0 +1,60 @@
+"""`faultlab events`: the event vocabulary as a JSON Schema, and a run folder's events held to it
+(README, "Write your own client")."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from faultlab.commands.exits import fail
+
+
+def _load_packs() -> None:
+    """Every installed scenario pack's records join the vocabulary as the pack loads."""
+    from faultlab.scenarios import PackError, packs
+
+    try:
+        packs()
+    except PackError as exc:
+        fail(str(exc), 2)
+
+
+@click.group()
+def events() -> None:
+    """The events a run writes: every one's JSON Schema, and a run folder checked against them."""
+
+
+@events.command()
+def schema() -> None:
+    """Print the JSON Schema of every event (one of its records, by `event`): faultlab's, and
+    every installed scenario pack's."""
+    _load_packs()
+    from faultlab.vocabulary.schema import event_schema
+
+    click.echo(json.dumps(event_schema(), indent=2))
+
+
+@events.command()
+@click.argument("run_dir", type=click.Path(path_type=Path), metavar="RUN_DIR")
+def check(run_dir: Path) -> None:
+    """Name each event of RUN_DIR's events.jsonl (and *.events.jsonl) that no record has, and
+    each field of the wrong type, as FILE:LINE; exit 1 if there is any, 0 if none."""
+    if not run_dir.is_dir():
+        fail(f"{run_dir}: not a folder (give a run folder, runs/NAME-TIME)", 2)
+    _load_packs()
+    from faultlab.vocabulary.schema import RUN_EVENTS, check_file, event_files
+
+    files = event_files(run_dir)
+    if not files:
+        fail(f"{run_dir}: no {RUN_EVENTS} (not a run folder)", 2)
+    found = 0
+    for path in files:
+        for problem in check_file(path, str(path)):
+            click.echo(problem)
+            found += 1
+    lines = sum(1 for path in files for line in path.open() if line.strip())
+    click.echo(f"{found} problem(s) in {lines} event(s) of {len(files)} file(s)", err=True)
+    sys.exit(1 if found else 0)

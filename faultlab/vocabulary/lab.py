@@ -1,0 +1,139 @@
+"""The lab's parts' events as typed records: the proxy (`proxy.*` but its frames and upstream,
+faultlab.vocabulary.run), the resolver and the queries it answered, the target, the capture."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import ClassVar
+
+from faultlab.vocabulary.base import Record
+from faultlab.vocabulary.run import FrameLogged, ProxyUpstream
+
+
+@dataclass(frozen=True)
+class ProxyReady(Record):
+    """The run's proxy listens on `port`."""
+
+    NAME: ClassVar[str] = "proxy.ready"
+    port: int
+
+
+@dataclass(frozen=True)
+class ProxyStart(Record):
+    """The proxy process started, on `port`."""
+
+    NAME: ClassVar[str] = "proxy.start"
+    port: int
+
+
+@dataclass(frozen=True)
+class ProxyStop(Record):
+    """The proxy process is stopping."""
+
+    NAME: ClassVar[str] = "proxy.stop"
+
+
+@dataclass(frozen=True)
+class ProxyWsStart(Record):
+    """The proxy opened a WebSocket (`conn`: its own key; `k`: the run's number) between
+    `client` and `server`, for `path`."""
+
+    NAME: ClassVar[str] = "proxy.ws_start"
+    ALWAYS: ClassVar[frozenset[str]] = frozenset({"k", "client_port", "client", "server"})
+    conn: str
+    k: int | None = None
+    client_port: int | None = None
+    path: str | None = None
+    client: str | None = None
+    server: str | None = None
+
+
+@dataclass(frozen=True)
+class ProxyWsEnd(Record):
+    """A proxied WebSocket ended, with its close `code` (None: no close frame) and who closed
+    it."""
+
+    NAME: ClassVar[str] = "proxy.ws_end"
+    ALWAYS: ClassVar[frozenset[str]] = frozenset({"k", "code", "reason", "closed_by_client"})
+    conn: str | None = None
+    k: int | None = None
+    code: int | None = None
+    reason: str | None = None
+    closed_by_client: bool | None = None
+
+
+@dataclass(frozen=True)
+class ProxyRewrote(Record):
+    """A rewrite step changed fields of a message of `kind` (`changed`, written `fields`)."""
+
+    NAME: ClassVar[str] = "proxy.rewrote"
+    # `fields` is the record's own method: the attribute has another name.
+    WIRE_NAMES: ClassVar[Mapping[str, str]] = {"changed": "fields"}
+    step: str
+    kind: str
+    changed: list[str]
+
+
+@dataclass(frozen=True)
+class ResolverReady(Record):
+    """The lab's resolver answers at `address` for `hosts` (written `names`), forwarding the rest
+    upstream."""
+
+    NAME: ClassVar[str] = "resolver.ready"
+    ALWAYS: ClassVar[frozenset[str]] = frozenset({"upstream"})
+    WIRE_NAMES: ClassVar[Mapping[str, str]] = {"hosts": "names"}
+    address: str
+    hosts: list[str]
+    upstream: str | None = None
+
+
+@dataclass(frozen=True)
+class DnsQuery(Record):
+    """The resolver answered query `query` (written `name`) of `type`: `answer` (a step's
+    fault, `step`, may have decided it, after `delay_ms`)."""
+
+    NAME: ClassVar[str] = "dns.query"
+    WIRE_NAMES: ClassVar[Mapping[str, str]] = {"query": "name"}
+    query: str
+    type: str
+    answer: str
+    step: str | None = None
+    delay_ms: float | None = None
+
+
+@dataclass(frozen=True)
+class TargetReady(Record):
+    """The target listens on `port`."""
+
+    NAME: ClassVar[str] = "target.ready"
+    port: int
+
+
+@dataclass(frozen=True)
+class CaptureStart(Record):
+    """The capture listens on `iface` (and the server's side on `server_iface`)."""
+
+    NAME: ClassVar[str] = "capture.start"
+    ALWAYS: ClassVar[frozenset[str]] = frozenset({"pid"})
+    iface: str
+    pid: int | None = None
+    server_iface: str | None = None
+
+
+@dataclass(frozen=True)
+class CaptureStop(Record):
+    """The capture stopped after `packets` packets (and those the kernel dropped)."""
+
+    NAME: ClassVar[str] = "capture.stop"
+    ALWAYS: ClassVar[frozenset[str]] = frozenset({"dropped_by_kernel"})
+    packets: int
+    dropped_by_kernel: int | None = None
+    server_dropped_by_kernel: int | None = None
+
+
+# Every event only a run with a proxy has: its frames and upstream legs too.
+PROXY_EVENTS = frozenset({
+    *(r.NAME for r in (ProxyReady, ProxyStart, ProxyStop, ProxyWsStart, ProxyWsEnd, ProxyRewrote,
+                       ProxyUpstream)),
+    FrameLogged.event_name("proxy")})
