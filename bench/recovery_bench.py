@@ -26,6 +26,7 @@ from table import Measure, Row, versus
 from faultlab.profile import load_profile
 from faultlab.report.columns import since_fault
 from faultlab.runner import Run
+from faultlab.vocabulary import ClientRecovered
 
 FIELD = Path(__file__).resolve().parent.parent / "profiles" / "field"
 CLIENTS = {"field-recovery": FIELD / "BR1.yaml", "racing-recovery": FIELD / "BR1-racing.yaml"}
@@ -36,7 +37,7 @@ async def measure(runs: int, runs_dir: Path) -> dict[str, list[float]]:
     for i in range(runs):
         for name, path in CLIENTS.items():
             result = await Run(load_profile(path), runs_dir).execute()
-            gap = since_fault(result.observed, "client.recovered")
+            gap = since_fault(result.observed, ClientRecovered)
             print(f"run {i + 1}/{runs} {name:<16} {result.verdict:<5} loss -> first recovered "
                   f"audio {'-' if gap is None else f'{gap:.2f} s'}", flush=True)
             if result.verdict != "PASS" or gap is None:
