@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from faultlab.events import EventWriter
+from faultlab.scenarios.booking.script import SCRIPT
 
 
 def run_ledger() -> Path | None:
@@ -41,7 +42,8 @@ class Booking:
 
     def status_line(self) -> str:
         """What a client tells a new session about this side effect."""
-        return f"[status] book_slot({self.slot}): {self.status}, booking {self.id}"
+        return SCRIPT.status_line.format(tool=SCRIPT.tool, slot=self.slot, status=self.status,
+                                         booking=self.id)
 
 
 @dataclass
