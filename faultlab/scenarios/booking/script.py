@@ -40,9 +40,6 @@ def load_script(path: Path = SCRIPT_PATH) -> Script:
 
 
 SCRIPT = load_script()
-# The clients declare the tool in their API's spelling (NON_BLOCKING where the API has it).
-TOOL = SCRIPT.tool
-TOOL_PARAMETERS = SCRIPT.tool_parameters
 # The clients' exit codes: the user has the answer; the first connection was refused; never
 # answered (gave up, or the conversation's time ran out).
 ANSWERED = SCRIPT.exit_codes["answered"]
