@@ -46,6 +46,8 @@ from faultlab.scenarios.booking.script import SCRIPT
 # The kinds that say nothing a run looks at (the session's bookkeeping), left out of
 # client.received.
 QUIET_KINDS = ("session_resumption_update", "usage_metadata")
+# The Live API speaks 16-bit mono PCM at 24 kHz (faultlab.speech.RATE_OUT, not imported: it
+# brings numpy into the client's start-up).
 OUTPUT_RATE = 24000
 
 

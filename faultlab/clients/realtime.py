@@ -50,7 +50,6 @@ QUIET_KINDS = ("response.output_audio.delta", "response.output_audio_transcript.
 # The events that are the model's output (a loss ends with the first: client.recovered).
 OUTPUT_KINDS = ("response.output_audio.delta", "response.output_text.delta",
                 "response.output_audio_transcript.delta", "response.function_call_arguments.done")
-OUTPUT_RATE = 24000
 
 
 class RealtimeTransport:
@@ -154,7 +153,7 @@ def heard(event: Any) -> Heard:
     elif kind in ("response.output_text.delta", "response.output_audio_transcript.delta"):
         said.text.append(event.delta)
     elif kind == "response.output_audio.delta":
-        said.audio, said.audio_s = True, len(event.delta) * 3 / 4 / 2 / OUTPUT_RATE
+        said.audio, said.audio_s = True, len(event.delta) * 3 / 4 / 2 / AUDIO_RATE
     elif kind == "response.done":
         said.speaking, said.turn_end = False, True
         said.cancelled = event.response.status == "cancelled"
