@@ -16,7 +16,7 @@ NODE_PACKAGES := nodejs npm
 # The JavaScript clients (faultlab/clients/js): `npm ci` from the lock file, then the web page's
 # bundle; both again when the lock file or a source changes.
 JS := faultlab/clients/js
-JS_SOURCES := $(JS)/package.json $(JS)/package-lock.json $(wildcard $(JS)/*.mjs $(JS)/web/*.mjs $(JS)/web/*.html)
+JS_SOURCES := $(JS)/package.json $(JS)/package-lock.json $(wildcard $(JS)/*.mjs $(JS)/web/*.mjs $(JS)/web/*.html) faultlab/scenarios/booking/conversation.json
 # The Docker engine, for container members and `make images`: Debian's, unless an engine is
 # installed already (Docker CE's packages conflict with docker.io's).
 ENGINE_PACKAGE := docker.io

@@ -10,6 +10,7 @@ from typing import Protocol
 
 from faultlab.events import EventWriter
 from faultlab.scenarios.booking import conversation
+from faultlab.scenarios.booking.script import SCRIPT
 from faultlab.units import parse_duration
 
 
@@ -41,16 +42,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --mic: send audioStreamEnd when the microphone ends")
     conversation.add_backend_arguments(p)
     p.add_argument("--first-resume", type=parse_duration, default=0.0)
-    p.add_argument("--retry-after", type=parse_duration, default=1.0)
+    p.add_argument("--retry-after", type=parse_duration,
+                   default=SCRIPT.defaults_s["retry_after"])
     p.add_argument("--give-up-after", type=parse_duration, default=60.0)
-    p.add_argument("--connect-timeout", type=parse_duration, default=5.0,
+    p.add_argument("--connect-timeout", type=parse_duration,
+                   default=SCRIPT.defaults_s["connect_timeout"],
                    help="a resume attempt that has not connected by then counts as refused")
-    p.add_argument("--ping-interval", type=parse_duration, default=0.5)
-    p.add_argument("--lost-after", type=parse_duration, default=2.0)
-    p.add_argument("--quiet", type=parse_duration, default=1.5,
+    p.add_argument("--ping-interval", type=parse_duration,
+                   default=SCRIPT.defaults_s["ping_interval"])
+    p.add_argument("--lost-after", type=parse_duration,
+                   default=SCRIPT.defaults_s["lost_after"])
+    p.add_argument("--quiet", type=parse_duration,
+                   default=SCRIPT.defaults_s["quiet"],
                    help="after the answer, leave once nothing has come for this long")
-    p.add_argument("--duration", type=parse_duration, default=60.0)
-    p.add_argument("--model", default="gemini-3.8-live")
+    p.add_argument("--duration", type=parse_duration,
+                   default=SCRIPT.defaults_s["duration"])
+    p.add_argument("--model", default=SCRIPT.models["gemini"])
 
 
 def parser_for(doc: str | None) -> argparse.ArgumentParser:

@@ -17,10 +17,12 @@ import contextlib
 import time
 from typing import Any
 
-from faultlab.clients.naive import Connection, NaiveClient
+from faultlab.clients.driver import Connection, ReferenceClient
+from faultlab.clients.naive import LiveTransport
 from faultlab.clients.options import main, parser_for
-from faultlab.clients.recovery import RestoreSession, add_recovery_arguments, restore
+from faultlab.clients.recovery import RestoreSession, add_recovery_arguments
 from faultlab.events import EventWriter
+from faultlab.scenarios.booking.script import SCRIPT
 from faultlab.units import parse_duration
 
 
@@ -33,12 +35,12 @@ class Racing(RestoreSession):
         self.standby_after_s = standby_after_s
         self._standby: asyncio.Task[Connection] | None = None
 
-    def suspect(self, client: NaiveClient, quiet_s: float) -> None:
+    def suspect(self, client: ReferenceClient, quiet_s: float) -> None:
         if quiet_s > self.standby_after_s and self._standby is None:
             client.events.emit("recovery.standby", quiet_s=round(quiet_s, 3))
             self._standby = asyncio.create_task(client.connect(None))
 
-    async def recover(self, client: NaiveClient) -> bool:
+    async def recover(self, client: ReferenceClient) -> bool:
         lost_at = time.monotonic()
         fresh = self._standby or asyncio.create_task(client.connect(None))
         self._standby = None
@@ -64,10 +66,10 @@ class Racing(RestoreSession):
         if winner is resumed:
             client.install(*winner.result())
         else:
-            await restore(client, winner.result(), lost_at)
+            await client.restore(winner.result(), lost_at)
         return True
 
-    async def leave(self, client: NaiveClient) -> None:
+    async def leave(self, client: ReferenceClient) -> None:
         if self._standby is not None:
             await _discard(self._standby)
 
@@ -78,17 +80,20 @@ async def _discard(task: asyncio.Task[Any]) -> None:
     await asyncio.wait({task})
     if task.cancelled() or task.exception() is not None or task.result() is None:
         return
-    with contextlib.suppress(Exception):
-        await asyncio.wait_for(task.result()[0].aclose(), 1.0)
+    stack = task.result()[0]
+    if stack is not None:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(stack.aclose(), 1.0)
 
 
-def racing_recovery(args: argparse.Namespace, events: EventWriter) -> NaiveClient:
-    return NaiveClient(args, events, Racing(args.status_note, args.standby_after))
+def racing_recovery(args: argparse.Namespace, events: EventWriter) -> ReferenceClient:
+    return ReferenceClient(args, events, LiveTransport(args),
+                           Racing(args.status_note, args.standby_after))
 
 
 def cli() -> None:
     parser = parser_for(__doc__)
-    add_recovery_arguments(parser, 4.0)
+    add_recovery_arguments(parser, SCRIPT.defaults_s["window"])
     parser.add_argument("--standby-after", type=parse_duration, default=1.0,
                         help="open a standby session once the connection is quiet this long")
     main(racing_recovery, parser)

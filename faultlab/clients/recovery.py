@@ -18,23 +18,12 @@ import asyncio
 import time
 
 from faultlab.clients import sdk
-from faultlab.clients.naive import Connection, NaiveClient, ResumeOnly
+from faultlab.clients.driver import ReferenceClient
+from faultlab.clients.naive import LiveTransport, ResumeOnly
 from faultlab.clients.options import main, parser_for
 from faultlab.events import EventWriter
+from faultlab.scenarios.booking.script import SCRIPT
 from faultlab.units import parse_duration
-
-
-async def restore(client: NaiveClient, connection: Connection, lost_at: float) -> None:
-    """Make a new session the one in use and tell it what the user asked and what the backend
-    has done; ask the question with it when its answer is known."""
-    client.generation += 1
-    client.install(*connection)
-    client.events.emit("recovery.new_session", since_loss_s=round(time.monotonic() - lost_at, 3))
-    turns, ask, lines, reply = client.conversation.restore()
-    await client.say(turns, turn_complete=reply)
-    if ask:
-        client.conversation.mark_asked()
-    client.events.emit("recovery.restored", lines=lines, asked=ask)
 
 
 class RestoreSession(ResumeOnly):
@@ -44,14 +33,14 @@ class RestoreSession(ResumeOnly):
     def __init__(self, status_notes: bool) -> None:
         self.status_notes = status_notes
 
-    async def before_drop(self, client: NaiveClient) -> None:
+    async def before_drop(self, client: ReferenceClient) -> None:
         old = sdk.websocket(client.session)
         if old is not None:
             # Get a close to the server if the path allows: that is what unlocks the session.
             client.spawn(old.close(1000))
             await asyncio.sleep(0)
 
-    async def recover(self, client: NaiveClient) -> bool:
+    async def recover(self, client: ReferenceClient) -> bool:
         lost_at = time.monotonic()
         # Lost before the server's first handle, the session has nothing to resume: connecting
         # without one opens a new, empty session, which `faultlab explore` found taken for a
@@ -61,7 +50,7 @@ class RestoreSession(ResumeOnly):
             if connection is not None:
                 client.install(*connection)
                 return True
-        await restore(client, await client.connect(None), lost_at)
+        await client.restore(await client.connect(None), lost_at)
         return True
 
 
@@ -74,13 +63,13 @@ def add_recovery_arguments(parser: argparse.ArgumentParser, window_s: float) -> 
                         help="restore a new session without the backend's status lines")
 
 
-def field_recovery(args: argparse.Namespace, events: EventWriter) -> NaiveClient:
-    return NaiveClient(args, events, RestoreSession(args.status_note))
+def field_recovery(args: argparse.Namespace, events: EventWriter) -> ReferenceClient:
+    return ReferenceClient(args, events, LiveTransport(args), RestoreSession(args.status_note))
 
 
 def cli() -> None:
     parser = parser_for(__doc__)
-    add_recovery_arguments(parser, 4.0)
+    add_recovery_arguments(parser, SCRIPT.defaults_s["window"])
     main(field_recovery, parser)
 
 

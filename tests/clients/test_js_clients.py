@@ -20,6 +20,7 @@ from faultlab.clients.node import PACKAGE
 from faultlab.events import Event
 from faultlab.peers import BUILTINS
 from faultlab.protocols.gemini import kind_of
+from faultlab.scenarios.booking.script import SCRIPT
 from faultlab.units import parse_duration
 
 from ..conftest import REPO
@@ -132,3 +133,23 @@ def test_durations_are_read_as_faultlab_reads_them() -> None:
         pytest.approx(parse_duration(t)) for t in texts]
     assert in_node("try { booking.parseDuration(input); console.log('true'); }"
                    " catch { console.log('false'); }", "4") is False
+
+
+def test_the_script_is_read_as_python_reads_it() -> None:
+    """script.mjs reads conversation.json's phrases, timings, model, tool and exit codes with
+    the values faultlab.scenarios.booking.script reads (camel-cased option names)."""
+    got = in_node("const script = await import('./script.mjs');\n"
+                  "console.log(JSON.stringify({defaults: booking.DEFAULTS, exit: script.EXIT,"
+                  " tool: script.toolDeclaration()}));", None)
+    camel = {"ask_after": "askAfter", "retry_after": "retryAfter", "window": "window",
+             "connect_timeout": "connectTimeout", "ping_interval": "pingInterval",
+             "lost_after": "lostAfter", "quiet": "quiet", "duration": "duration"}
+    assert set(camel) == set(SCRIPT.defaults_s)
+    assert got["defaults"] == {
+        "say": SCRIPT.say, "ask": SCRIPT.ask, "model": SCRIPT.models["gemini"],
+        **{camel[name]: seconds for name, seconds in SCRIPT.defaults_s.items()},
+        "audio": False, "mic": False, "statusNote": True}
+    assert got["exit"] == SCRIPT.exit_codes
+    assert got["tool"] == {"name": SCRIPT.tool, "behavior": SCRIPT.tool_behavior,
+                           "parameters": {"type": "OBJECT",
+                                          "properties": {"slot": {"type": "STRING"}}}}

@@ -13,359 +13,23 @@
 // `window` has passed since the loss, then opens a new session restored with the request, one
 // status line per booking from the backend and, once they have committed, the question. Lost
 // before the server's first handle, there is nothing to resume: a new session at once.
-// Exit codes: 0 answered, 2 the first connection was refused, 3 never answered.
+// Exit codes: 0 answered, 2 the first connection was refused, 3 never answered (EXIT). What it says
+// and its defaults are the script both languages read (script.mjs); the conversation's state and
+// the backend are conversation.mjs's, a connection attempt connection.mjs's.
 
-import { Behavior, GoogleGenAI, Modality, Type } from '@google/genai';
+import { GoogleGenAI, Modality } from '@google/genai';
 
-export const DEFAULTS = Object.freeze({
-  say: 'Book me the 3pm slot tomorrow, please.',
-  ask: 'Did you book it?',
-  askAfter: 1.0, // s after the bookings commit (or the model replies) to ask
-  retryAfter: 1.0, // s between resume attempts
-  window: 4.0, // s after the loss to try resuming before a new session
-  connectTimeout: 5.0, // s: an attempt not set up by then counts as refused
-  pingInterval: 0.5, // s (Node)
-  lostAfter: 2.0, // s of silence that mean lost (Node: no frame nor pong; a page: see watchSilence)
-  quiet: 1.5, // s: after the answer, leave once nothing has come for this long
-  duration: 60.0, // s: the whole conversation's cap
-  model: 'gemini-3.8-live',
-  audio: false, // spoken replies (24 kHz audio with a transcript) instead of text
-  mic: false, // speak through the environment's microphone instead of typing `say`
-  statusNote: true, // restore a new session with the backend's status lines
-});
+import { Connection, OPEN, Refused } from './connection.mjs';
+import { Backend, BookingConversation } from './conversation.mjs';
+import { base64, decodedLength, INPUT_RATE, kindOf, OUTPUT_RATE } from './live.mjs';
+import { DEFAULTS, EXIT, toolDeclaration } from './script.mjs';
+import { Flag, now, round, sleep, within } from './timing.mjs';
 
-// The function the model may call, as conversation.py declares it.
-const TOOL = 'book_slot';
+// What node.mjs and the page take from here.
+export { base64, DEFAULTS, INPUT_RATE, kindOf, Refused };
+export { parseDuration } from './script.mjs';
+
 const WATCH_TICK_S = 0.05;
-const OUTPUT_RATE = 24000;
-export const INPUT_RATE = 16000;
-const OPEN = 1; // WebSocket.OPEN, in Node's `ws` as in a browser
-
-const DURATION = /^\s*(\d+(?:\.\d+)?|\.\d+)\s*(ms|s|m|h)\s*$/;
-const SECONDS_PER_UNIT = { ms: 0.001, s: 1, m: 60, h: 3600 };
-
-/** Seconds in a duration as faultlab writes them (`500ms`, `2s`, `1.5m`): faultlab/units.py. */
-export function parseDuration(text) {
-  const match = DURATION.exec(String(text));
-  if (match === null) throw new Error(`not a duration: '${text}' (write e.g. '1.5s', '200ms')`);
-  return Number(match[1]) * SECONDS_PER_UNIT[match[2]];
-}
-
-// A Live API message's kind, as faultlab/protocols/gemini.py `kind_of` names it (its twin: a test
-// holds the two to the same answers).
-const SERVER_CONTENT_PARTS = ['interrupted', 'generation_complete', 'turn_complete', 'model_turn',
-  'input_transcription', 'output_transcription'];
-
-function snake(name) {
-  return name.replace(/(?<!^)(?=[A-Z])/g, '_').toLowerCase();
-}
-
-/** Python's truth of a JSON value: empty objects, lists and strings, 0, false and null are false. */
-function truthy(value) {
-  if (Array.isArray(value)) return value.length > 0;
-  if (value !== null && typeof value === 'object') return Object.keys(value).length > 0;
-  return Boolean(value);
-}
-
-export function kindOf(message) {
-  const keys = Object.keys(message);
-  if (keys.length === 0) return 'empty';
-  const first = keys.find((k) => snake(k) !== 'usage_metadata') ?? keys[0];
-  const key = snake(first);
-  const body = message[first];
-  if (body === null || typeof body !== 'object' || Array.isArray(body)) return key;
-  const inner = Object.keys(body);
-  if (key === 'realtime_input' && inner.length > 0) return `${key}.${snake(inner[0])}`;
-  if (key === 'server_content') {
-    const present = [...new Set(inner.filter((k) => truthy(body[k])).map(snake))];
-    if (present.length === 1) return `${key}.${present[0]}`;
-    const parts = SERVER_CONTENT_PARTS.filter((p) => present.includes(p));
-    parts.push(...present.filter((p) => !SERVER_CONTENT_PARTS.includes(p)).sort());
-    if (parts.length > 0) return `${key}.${parts.join('+')}`;
-  }
-  return key;
-}
-
-const now = () => performance.now() / 1000;
-const sleep = (seconds) => new Promise((resolve) => setTimeout(resolve, seconds * 1000));
-const round = (x, digits) => Math.round(x * 10 ** digits) / 10 ** digits;
-
-/** Whether `promise` settled within `seconds`. */
-async function within(promise, seconds) {
-  let timer;
-  const late = new Promise((resolve) => { timer = setTimeout(() => resolve(false), seconds * 1000); });
-  try {
-    return await Promise.race([promise.then(() => true), late]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-/** A flag that can be waited for (asyncio.Event). */
-class Flag {
-  #set = false;
-  #waiters = [];
-
-  isSet() { return this.#set; }
-
-  set() {
-    if (this.#set) return;
-    this.#set = true;
-    for (const wake of this.#waiters.splice(0)) wake();
-  }
-
-  clear() { this.#set = false; }
-
-  wait() { return this.#set ? Promise.resolve() : new Promise((wake) => this.#waiters.push(wake)); }
-}
-
-/** Base64 of bytes, in Node (Buffer) and in a page (btoa). */
-export function base64(bytes) {
-  if (globalThis.Buffer !== undefined) {
-    return globalThis.Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64');
-  }
-  let binary = '';
-  for (let i = 0; i < bytes.length; i += 0x8000) {
-    binary += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
-  }
-  return btoa(binary);
-}
-
-/** How many bytes a base64 string holds. */
-function decodedLength(data) {
-  const padding = data.endsWith('==') ? 2 : data.endsWith('=') ? 1 : 0;
-  return Math.floor((data.length * 3) / 4) - padding;
-}
-
-/** A connection attempt refused before it was set up: by a close (`code`), or with no WebSocket
- * at all (`code` null: unreachable, TLS refused, an HTTP error, a timeout). */
-export class Refused extends Error {
-  constructor(code, reason, error) {
-    super(reason);
-    this.code = code;
-    this.reason = reason;
-    this.error = error;
-  }
-}
-
-// The SDK internals reached into, each explained, in one place (as faultlab/clients/sdk.py is for
-// the Python SDK's). `ai.live.connect()` builds its socket with `ai.live.webSocketFactory.create(
-// url, headers, callbacks)`, which returns the SDK's connection object (NodeWebSocket in Node,
-// BrowserWebSocket in a page; the Session keeps it as `session.conn`) and whose `.ws`, once its
-// connect() has run, is the raw socket: the `ws` package's WebSocket in Node, the browser's in a
-// page. The SDK offers no public way to it, and the client needs it:
-// - because `live.connect()` resolves only on setupComplete: a socket that closes before (a
-//   refused resume: the server closes with 1011 after the setup) leaves it pending for ever, so the
-//   close is taken from our own onclose, and an attempt that hangs is ended through the socket;
-// - to ping in Node (`ws.ping()`, answered by 'pong' events): the SDK sends no pings, and the
-//   field's clients noticed a dead path by their own pings unanswered;
-// - to close with 1000 (`ws.close(1000)`; the SDK's close() sends no code) and to drop a dead
-//   connection without a handshake (`ws.terminate()` in Node; a page can only close);
-// - to tell whether a send can still go out (`ws.readyState`): neither socket throws on a send
-//   after the close, they drop it.
-// The factory's create is wrapped once per client; it hands each connection object to the
-// attempt whose callbacks it was given. Where an SDK renames these, the client loses those
-// abilities (no pings: only closes are noticed), and says so once (client.sdk_changed).
-
-class Connection {
-  constructor(client) {
-    this.client = client;
-    this.made = null; // the SDK's connection object
-    this.session = null;
-    this.opened = false;
-    this.error = null;
-    this.dropped = false;
-    this.closeInfo = null;
-    this.handler = null;
-    this.queue = [];
-    this.closed = new Promise((resolve) => { this.closedWith = resolve; });
-    this.callbacks = {
-      onopen: () => { this.opened = true; },
-      onmessage: (message) => this.deliver(message),
-      onerror: (event) => { this.error = errorText(event); },
-      onclose: (event) => {
-        this.closeInfo = { code: event?.code ?? null, reason: event?.reason ?? '' };
-        this.closedWith(this.closeInfo);
-        if (this.handler !== null) this.client.closedUnder(this);
-      },
-    };
-  }
-
-  /** The raw WebSocket, once the SDK has made it. */
-  get ws() { return this.made?.ws ?? null; }
-
-  isOpen() { return this.ws !== null && this.ws.readyState === OPEN; }
-
-  deliver(message) {
-    if (this.dropped) return;
-    if (this.handler === null) this.queue.push(message);
-    else this.handler(message);
-  }
-
-  /** Receive on it: the messages that came while it was set up first. */
-  listen(handler) {
-    this.handler = handler;
-    for (const message of this.queue.splice(0)) handler(message);
-  }
-
-  /** Send a close (1000) if the socket is open; the path may never carry it. */
-  closeNicely() {
-    const ws = this.ws;
-    if (ws !== null && ws.readyState === OPEN) {
-      try { ws.close(1000); } catch { /* closing already */ }
-    }
-  }
-
-  /** Let it go: no more messages, the socket dropped without a handshake (Node) or closed. */
-  abort() {
-    this.dropped = true;
-    this.handler = null;
-    const ws = this.ws;
-    if (ws === null) return;
-    try {
-      if (typeof ws.terminate === 'function') ws.terminate();
-      else ws.close();
-    } catch { /* gone already */ }
-  }
-}
-
-function errorText(event) {
-  const error = event?.error ?? event;
-  return String(error?.message ?? error?.type ?? error ?? 'error').slice(0, 200);
-}
-
-/** The booking backend's routes (faultlab/scenarios/booking/service.py) at `base`. */
-class Backend {
-  constructor(base) { this.base = base.replace(/\/$/, ''); }
-
-  async #call(path, init) {
-    const answer = await fetch(`${this.base}/${path}`, init);
-    const body = await answer.json();
-    if (!answer.ok) throw new Error(`backend ${path}: ${answer.status} ${body.error ?? ''}`);
-    return body;
-  }
-
-  book(callId, slot) {
-    return this.#call('book', { method: 'POST', headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify({ call_id: callId, slot }) });
-  }
-
-  committed(id) { return this.#call(`bookings/${encodeURIComponent(id)}?wait=1`); }
-
-  status() { return this.#call('status'); }
-}
-
-/** The client's side of the booking (conversation.py's BookingConversation). */
-class BookingConversation {
-  constructor(client, options, backend) {
-    this.line = client;
-    this.o = options;
-    this.backend = backend;
-    this.emit = client.emit;
-    this.bookings = new Map(); // id -> {id, status, slot}, as the backend last answered
-    this.booking = 0; // calls handed to the backend not answered yet
-    this.asked = false;
-    this.replied = false;
-    this.answered = new Flag();
-  }
-
-  opening() { return [['user', this.o.say]]; }
-
-  /** A tool call: the backend books (or joins) at once; the call is answered on commit. */
-  onCall(callId, name, args) {
-    const born = this.line.generation;
-    this.booking += 1;
-    this.line.spawn(this.#respond(callId, name, String(args?.slot ?? ''), born));
-  }
-
-  onReply() {
-    this.replied = true;
-    if (this.asked) this.answered.set();
-  }
-
-  async #respond(callId, name, slot, born) {
-    let booking;
-    try {
-      booking = await this.backend.book(callId, slot);
-      this.bookings.set(booking.id, booking);
-    } finally {
-      this.booking -= 1;
-    }
-    booking = await this.backend.committed(booking.id);
-    this.bookings.set(booking.id, booking);
-    for (;;) {
-      await this.line.up.wait();
-      if (this.line.leaving) return;
-      if (this.line.generation !== born) {
-        await this.outlived(booking);
-        return;
-      }
-      try {
-        this.line.answerCall(callId, name, { status: booking.status, booking: booking.id });
-        this.emit('client.tool_response', { id: callId, booking: booking.id });
-        return;
-      } catch {
-        await this.line.drop('send failed');
-      }
-    }
-  }
-
-  /** A call's session was replaced by a new one, which cannot answer it: the new session is told
-   * what happened (the update note), in the backend's own words. */
-  async outlived(booking) {
-    if (!this.o.statusNote) return;
-    try {
-      const { lines, bookings } = await this.backend.status();
-      const line = lines[bookings.findIndex((b) => b.id === booking.id)];
-      this.line.say([['user', line]], false);
-      this.emit('client.status_note', { booking: booking.id, status: booking.status });
-    } catch { /* the new session is gone too: its own restore tells it */ }
-  }
-
-  /** What a new session is told: the request, one status line per booking (with status notes),
-   * and the question when its answer is known; whether the user's turn ends. */
-  async restore() {
-    let lines = [];
-    if (this.o.statusNote || this.bookings.size > 0) {
-      const status = await this.backend.status();
-      for (const b of status.bookings) this.bookings.set(b.id, b);
-      if (this.o.statusNote) lines = status.lines;
-    }
-    const turns = [['user', this.o.say], ...lines.map((line) => ['user', line])];
-    const ask = this.askDue(false);
-    if (ask) turns.push(['user', this.o.ask]);
-    // A request the model never answered is owed a reply too (conversation.py says why).
-    return { turns, ask, lines: lines.length, reply: ask || lines.length > 0 || !this.replied };
-  }
-
-  /** Time to ask: the model is not speaking, and every booking has committed, or (none asked
-   * for) the model has replied. */
-  askDue(speaking) {
-    if (this.asked || !this.o.ask || speaking || this.booking > 0) return false;
-    if (this.bookings.size > 0) return [...this.bookings.values()].every((b) => b.status === 'committed');
-    return this.replied;
-  }
-
-  markAsked() {
-    this.asked = true;
-    this.answered.clear();
-    this.emit('client.ask', { text: this.o.ask });
-    this.line.status(`asked: ${this.o.ask}`);
-  }
-
-  /** Ask `askAfter` from now, unless the connection is lost meanwhile (handled first). */
-  async ask(speaking) {
-    await within(this.line.lost.wait(), this.o.askAfter);
-    if (this.line.up.isSet() && this.askDue(speaking())) {
-      try {
-        this.line.say([['user', this.o.ask]], true);
-        this.markAsked();
-      } catch { /* lost as it asked: the restore asks */ }
-    }
-  }
-
-  done() { return this.answered.isSet() || (this.replied && !this.o.ask); }
-}
 
 /**
  * The client. `host` is what its environment gives:
@@ -426,8 +90,7 @@ export class BookingClient {
     return {
       responseModalities: [audio ? Modality.AUDIO : Modality.TEXT],
       ...(audio ? { outputAudioTranscription: {} } : {}),
-      tools: [{ functionDeclarations: [{ name: TOOL, behavior: Behavior.NON_BLOCKING,
-        parameters: { type: Type.OBJECT, properties: { slot: { type: Type.STRING } } } }] }],
+      tools: [{ functionDeclarations: [toolDeclaration()] }],
       sessionResumption: handle ? { handle } : {},
     };
   }
@@ -734,7 +397,7 @@ export class BookingClient {
       this.emit('client.refused', { code: error.code,
         reason: error.code === null ? `${error.error}: ${error.message}` : error.message });
       this.status(`refused: ${error.message}`);
-      return 2;
+      return EXIT.refused;
     }
     this.emit('client.connected', {});
     this.status('connected');
@@ -744,7 +407,7 @@ export class BookingClient {
     try {
       while (now() < deadline) {
         if (this.lost.isSet()) {
-          if (!await this.recover(deadline)) return 3;
+          if (!await this.recover(deadline)) return EXIT.unanswered;
           continue;
         }
         if (talk.askDue(this.speaking)) {
@@ -755,11 +418,11 @@ export class BookingClient {
         // then the answer) when both waited behind a frozen path.
         if (talk.done() && now() - this.lastMessage > this.o.quiet) {
           await this.leave();
-          return 0;
+          return EXIT.answered;
         }
         await sleep(WATCH_TICK_S);
       }
-      return talk.done() ? 0 : 3;
+      return talk.done() ? EXIT.answered : EXIT.unanswered;
     } finally {
       this.leaving = true;
       this.watching = null;

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from faultlab.events import EventWriter
 from faultlab.scenarios.booking.events import BackendCommit, BackendDeduped, BackendJob
+from faultlab.scenarios.booking.script import SCRIPT
 
 
 def run_ledger() -> Path | None:
@@ -42,7 +43,8 @@ class Booking:
 
     def status_line(self) -> str:
         """What a client tells a new session about this side effect."""
-        return f"[status] book_slot({self.slot}): {self.status}, booking {self.id}"
+        return SCRIPT.status_line.format(tool=SCRIPT.tool, slot=self.slot, status=self.status,
+                                         booking=self.id)
 
 
 @dataclass

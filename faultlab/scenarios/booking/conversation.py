@@ -6,6 +6,10 @@ booking has committed (or, with none, once the model has replied) it asks `--ask
 been told once the model answers that. A new session is restored with the request and one status
 line per booking (`restore`), and a call its old session made is reported to the new one
 (`outlived`) when status notes are on.
+
+What the Python and the JavaScript clients must agree on (the phrases, the tool, the status line's
+wording, the timing defaults, the model names, the exit codes) is declared once, in
+conversation.json beside this module, read by script.py (`SCRIPT`) and by clients/js/script.mjs.
 """
 
 from __future__ import annotations
@@ -18,12 +22,9 @@ from typing import Any, NamedTuple, Protocol
 
 from faultlab.events import EventWriter
 from faultlab.scenarios.booking.backend import Booking, BookingBackend, run_ledger
+from faultlab.scenarios.booking.script import SCRIPT
 from faultlab.units import parse_duration
 
-# The function the model may call: book_slot(slot), NON_BLOCKING (the clients declare it in
-# their API's spelling).
-TOOL = "book_slot"
-TOOL_PARAMETERS = {"type": "object", "properties": {"slot": {"type": "string"}}}
 # A user's turn: (role, text).
 Turn = tuple[str, str]
 
@@ -48,9 +49,9 @@ class Line(Protocol):
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The conversation's options."""
-    p.add_argument("--say", default="Book me the 3pm slot tomorrow, please.")
-    p.add_argument("--ask", default="Did you book it?", help="the question ('' for none)")
-    p.add_argument("--ask-after", type=parse_duration, default=1.0,
+    p.add_argument("--say", default=SCRIPT.say)
+    p.add_argument("--ask", default=SCRIPT.ask, help="the question ('' for none)")
+    p.add_argument("--ask-after", type=parse_duration, default=SCRIPT.defaults_s["ask_after"],
                    help="how long after the booking commits (or the model replies) to ask")
     p.add_argument("--no-answer", dest="answer", action="store_false",
                    help="never send the tool response (field R2)")
