@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from faultlab.model import Model
 from faultlab.plainyaml import load_mapping, read_bounded
@@ -79,7 +86,6 @@ class Personality(Model):
     resumption_update_s: Range = (0.110, 0.150)  # U1, after setupComplete (fresh)
     resumed_resumption_update_s: Range = (0.0, 0.002)  # U1, resumed
     transparent_resumption: bool = False  # S3: the Developer API refuses it with 1007
-    session_id_in_setup_complete: bool = False  # S1: Vertex adds sessionId
     invalid_argument_s: Range = (0.040, 0.050)  # S3: 1007 about 44 ms after setup
     refusal_s: Range = (0.472, 0.704)  # R1, L2: a refused resume closes 1011 after this
     # R1/R2: a resume within this long of a drop is refused when the model was idle and had been
@@ -113,6 +119,24 @@ class Personality(Model):
     # The scenario pack whose model answers (faultlab.scenarios): None, the default scenario's;
     # a profile picks another with `overrides: {scenario: NAME}`.
     scenario: Annotated[str | None, AfterValidator(_installed)] = None
+    # The API's own fields, which only its emulated API reads, as its plugin's `quirks_ref` model
+    # validates them (its defaults filled in): Gemini Live's `session_id_in_setup_complete`.
+    quirks: dict[str, Any] = Field(default_factory=dict, validate_default=True)
+
+    @field_validator("quirks")
+    @classmethod
+    def _the_apis_own(cls, quirks: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        protocol = info.data.get("protocol")
+        if protocol is None:  # already refused
+            return quirks
+        api = api_named(protocol)
+        model = api.part(api.quirks_ref, type)
+        if model is None:
+            if quirks:
+                raise ValueError(f"the {protocol} API has no fields of its own")
+            return quirks
+        dumped: dict[str, Any] = model.model_validate(quirks).model_dump()
+        return dumped
 
     @model_validator(mode="after")
     def _dialect_of_its_api(self) -> Personality:
@@ -128,7 +152,7 @@ GEMINI_PERSONALITIES = (
     Personality(name="gemini-dev-2026-10", api="developer"),
     Personality(
         name="vertex-2026", api="vertex", transparent_resumption=True,
-        session_id_in_setup_complete=True, audio_stream_end_ends_turn=False,
+        quirks={"session_id_in_setup_complete": True}, audio_stream_end_ends_turn=False,
         voice_activity_events=True,
         unknown_model="Publisher Model `{model}` was not found or your project does not have "
                       "access to it.",

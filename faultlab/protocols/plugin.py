@@ -6,7 +6,8 @@ plugin (which every registry of APIs does) costs no import of an SDK, the emulat
 - `protocol`: its `Protocol` (faultlab.protocols.base): names, messages, credentials, dialects;
 - `emulated`: its `EmulatedApi` (faultlab.emulator.apis.base), for the emulator to serve it;
 - `personalities`: its `Personality`s (faultlab.emulator.personality), and `default_personality`,
-  the one served when nothing names one (a cassette recorded off a capture);
+  the one served when nothing names one (a cassette recorded off a capture); `quirks`: the
+  pydantic model of the fields of a personality only this API has (its `quirks`);
 - `probes`: its `Probes` (faultlab.calibrate.plugin), for `faultlab calibrate` to measure it;
 - `builtins`: its builtin client programs (a profile's `client: {builtin: NAME}`), each a module
   run with `python -m`.
@@ -38,6 +39,7 @@ class ApiPlugin:
     emulated_ref: str | None = None
     personalities_ref: str | None = None
     default_personality: str | None = None
+    quirks_ref: str | None = None
     probes_ref: str | None = None
     builtins: Mapping[str, str] = field(default_factory=dict)
 
