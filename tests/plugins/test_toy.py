@@ -42,14 +42,15 @@ print(json.dumps({
     "protocols": sorted(PROTOCOLS), "apis": {n: type(a).__name__ for n, a in APIS.items()},
     "personality": PERSONALITIES["toy-1"].protocol, "defaults": dict(PROTOCOL_DEFAULTS),
     "probes": sorted(PROBES), "builtin": BUILTINS.get("toy-echo"),
+    "pack builtin": BUILTINS.get("toy-said"),
     "kinds": sorted(client_kinds()), "recognised": recognising({"toy": "reply"}).name,
 }))
 """
 
 
 def test_the_toy_api_and_client_kind_load_through_the_entry_points() -> None:
-    """With the toy package installed, every registry holds its API's parts and its client kind
-    beside faultlab's own; without it, none does."""
+    """With the toy package installed, every registry holds its API's parts, its client kind and
+    the clients its scenario pack brings, beside faultlab's own; without it, none does."""
     done = run("-c", REGISTRIES)
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
@@ -59,7 +60,8 @@ def test_the_toy_api_and_client_kind_load_through_the_entry_points() -> None:
         "personality": "toy", "defaults": {"gemini": "gemini-dev-2026-10",
                                            "openai": "openai-realtime", "toy": "toy-1"},
         "probes": ["gemini", "openai"], "builtin": "toy_plugin.client",
-        "kinds": ["browser", "builtin", "command", "toy"], "recognised": "toy"}
+        "pack builtin": "toy_plugin.client",
+        "kinds": ["browser", "builtin", "command", "toy", "toy-pack"], "recognised": "toy"}
     without = run("-c", "from faultlab.protocols import PROTOCOLS; "
                         "from faultlab.profile.client_kinds import client_kinds; "
                         "print(sorted(PROTOCOLS), sorted(client_kinds()))", toy=False)

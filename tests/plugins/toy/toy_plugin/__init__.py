@@ -1,6 +1,7 @@
 """A toy plugin: a third realtime API ("toy", a JSON echo protocol: `toy_plugin.protocol`,
-served by the emulator through `toy_plugin.emulated` with the personality `toy-1`) and a client
-kind (a profile's `client: {toy: {say: ...}}`, run as `python -m toy_plugin.client`).
+served by the emulator through `toy_plugin.emulated` with the personality `toy-1`), a client
+kind (a profile's `client: {toy: {say: ...}}`, run as `python -m toy_plugin.client`), and a
+scenario pack that brings clients (the builtin `toy-said` and the kind `toy-pack`).
 
 Its entry points (the dist-info folder beside this package, as `pip install` would leave it):
 
@@ -9,6 +10,9 @@ Its entry points (the dist-info folder beside this package, as `pip install` wou
 
     [faultlab.clients]
     toy = toy_plugin:KIND
+
+    [faultlab.scenarios]
+    toy = toy_plugin:PACK
 
 This module stays light (every registry of APIs or client kinds imports it): the API's parts are
 named by reference, imported when the emulator or a run first uses them.
@@ -23,6 +27,7 @@ from typing import Any, ClassVar
 from faultlab.clients.kind import ClientKind, Declared
 from faultlab.model import Model
 from faultlab.protocols.plugin import ApiPlugin
+from faultlab.scenarios.pack import ScenarioPack
 
 API = ApiPlugin(
     name="toy", protocol_ref="toy_plugin.protocol:TOY",
@@ -54,3 +59,13 @@ class ToyClient(ClientKind):
 
 
 KIND = ToyClient()
+
+
+class PackToyClient(ToyClient):
+    """The same client under the key a scenario pack brings it by (`client: {toy-pack: ...}`)."""
+
+    name: ClassVar[str] = "toy-pack"
+
+
+# A scenario pack that brings clients: a builtin program and a client kind.
+PACK = ScenarioPack("toy", clients={"toy-said": "toy_plugin.client"}, kinds=(PackToyClient(),))
