@@ -1,32 +1,27 @@
 """What plugs into faultlab, found through entry points: realtime APIs (`faultlab.apis`), client
-kinds (`faultlab.clients`) and scenario packs (`faultlab.scenarios`, which faultlab.scenarios
-reads). Each entry point names one object (`module:attribute`) that brings all of its parts; a
-plugin is a pip package whose pyproject.toml names it under the group, as faultlab's own
-pyproject.toml names its built-ins.
+kinds (`faultlab.clients`) and scenario packs (`faultlab.scenarios`). Each entry point names one
+object (`module:attribute`) that brings all of its parts; a plugin is a pip package whose
+pyproject.toml names it under the group, as faultlab's own pyproject.toml names its built-ins.
 
 faultlab's built-ins are loaded through the same path (an `EntryPoint` each, `BUILTINS`) before
 the installed group's, so that an install whose metadata predates a group (an editable install of
 an older checkout) still has them; an installed entry point equal to a built-in is the built-in.
-A group is read once, and an object's module is imported only then: importing faultlab stays cheap.
+Each registry reads its group once, when first asked (`faultlab.protocols.apis`,
+`faultlab.profile.client_kinds.client_kinds`, `faultlab.scenarios.packs`), and an object's module
+is imported only then: importing faultlab stays cheap.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterator, Mapping
 from importlib.metadata import EntryPoint, entry_points
-from typing import Any, Protocol
+from typing import Any
 
 from faultlab.errors import FaultlabError
 
 
 class PluginError(FaultlabError):
     """A plugin cannot be loaded, is not what its group holds, or is named twice."""
-
-
-class Named(Protocol):
-    @property
-    def name(self) -> str: ...
 
 
 # faultlab's own, as its pyproject.toml declares them (tests/test_plugins.py holds them equal).
@@ -36,6 +31,7 @@ BUILTINS: dict[str, tuple[str, ...]] = {
     "faultlab.clients": ("command = faultlab.profile.client_kinds:COMMAND",
                          "builtin = faultlab.profile.client_kinds:BUILTIN",
                          "browser = faultlab.profile.client_kinds:BROWSER"),
+    "faultlab.scenarios": ("booking = faultlab.scenarios.booking:PACK",),
 }
 
 
@@ -46,22 +42,23 @@ def _points(group: str) -> list[EntryPoint]:
     return own + [p for p in entry_points(group=group) if p.value not in values]
 
 
-@functools.cache
-def load(group: str, what: type[Any]) -> dict[str, Any]:
-    """Every object of `group` by its name, each an instance of `what`; PluginError names the
-    entry point that fails."""
+def load(group: str, what: type[Any], noun: str = "", error: type[FaultlabError] = PluginError,
+         ) -> dict[str, Any]:
+    """Every object of `group` by its name, each an instance of `what`, imported now (the
+    registries keep what they load); `error` names the entry point that fails, a `noun` plugin
+    (the group's name by default)."""
+    noun = noun or f"{group} plugin"
     found: dict[str, Any] = {}
     for point in _points(group):
         try:
             plugin = point.load()
         except Exception as exc:  # a broken plugin is named, not a traceback
-            raise PluginError(f"{group} plugin {point.name} ({point.value}) cannot be loaded: "
-                              f"{type(exc).__name__}: {exc}") from exc
+            raise error(f"{noun} {point.name} ({point.value}) cannot be loaded: "
+                        f"{type(exc).__name__}: {exc}") from exc
         if not isinstance(plugin, what):
-            raise PluginError(f"{group} plugin {point.name} ({point.value}) is not a "
-                              f"{what.__name__}")
+            raise error(f"{noun} {point.name} ({point.value}) is not a {what.__name__}")
         if plugin.name in found:
-            raise PluginError(f"two {group} plugins are named {plugin.name!r}")
+            raise error(f"two {noun}s are named {plugin.name!r}")
         found[plugin.name] = plugin
     return found
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 from typing import Any, ClassVar
@@ -66,6 +67,7 @@ class Browser(ClientKind):
 COMMAND, BUILTIN, BROWSER = Command(), Builtin(), Browser()
 
 
+@functools.cache
 def client_kinds() -> dict[str, ClientKind]:
     """Every installed client kind by its key: the `faultlab.clients` group's, then those the
     scenario packs bring."""

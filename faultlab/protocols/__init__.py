@@ -9,6 +9,7 @@ emulator speaks its personality's, and the lab's own programs Gemini Live (`DEFA
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,6 +27,7 @@ DEFAULT: Protocol = GEMINI
 DEFAULT_DIALECT = DEFAULT.dialects[0]
 
 
+@functools.cache
 def apis() -> dict[str, ApiPlugin]:
     """Every installed realtime API by name (loaded once)."""
     found: dict[str, ApiPlugin] = load(GROUP, ApiPlugin)
