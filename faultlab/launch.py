@@ -225,7 +225,7 @@ class Launcher:
     def proxy_tape(self) -> Path | None:
         """Where the proxy writes its tape, when the run records a target that does not."""
         kind = self.profile.target_kind
-        if not self.profile.record or kind.records or self.profile.target is None:
+        if not self.profile.record or kind.records:
             return None
         return self.run_dir / TAPES[1]
 
