@@ -33,7 +33,7 @@ from faultlab.profile import Profile
 from faultlab.resolver.control import ResolverControl
 from faultlab.sources import EventTails
 from faultlab.speech import RATE_IN, write_clips, write_wav
-from faultlab.targets import Program
+from faultlab.targets import Runnable
 from faultlab.tls import LabCA
 from faultlab.vocabulary.lab import TargetReady
 
@@ -98,8 +98,10 @@ class Launcher:
         env["SSLKEYLOGFILE"] = str(create_private(self.run_dir / "client-keys.log"))
         names, address = self.lab_names()
         kind = p.target_kind
-        if kind is not None:
-            env.update(kind.client_env(self, proxied))
+        env.update(kind.client_env(self, proxied))
+        client_kind = p.client.client_kind
+        if client_kind is not None:
+            env.update(client_kind.env(p.client.setting, self))
         if self.mic_path is not None:
             env["FAULTLAB_MIC"] = str(self.mic_path)
             env["FAULTLAB_MIC_WAV"] = str(self.run_dir / MIC_WAV)
@@ -112,7 +114,7 @@ class Launcher:
                                       if address and names and not by_dns else ""))
         if by_dns:
             server, options = self.resolver_address, RESOLVER_OPTIONS + "\n"
-        elif (resolver := kind.resolver() if kind is not None else None) is not None:
+        elif (resolver := kind.resolver()) is not None:
             server, options = str(resolver), ""
         else:
             # No name server in the lab: a name it does not hold (a page's fonts, its analytics)
@@ -134,10 +136,10 @@ class Launcher:
 
         names, address = self.lab_names()
         kind = self.profile.target_kind
-        target_names = list(self.profile.hosts) + (kind.dns_names() if kind is not None else [])
+        target_names = list(self.profile.hosts) + kind.dns_names()
         control = await launch_resolver(
             self.lab, {n.lower(): address for n in names} if address else {},
-            [n.lower() for n in target_names], kind.resolver() if kind is not None else None,
+            [n.lower() for n in target_names], kind.resolver(),
             self.run_dir, self.tails.add(self.run_dir / "resolver.events.jsonl", "resolver"),
             self.bus, self.stack)
         self.resolver_address = str(self.lab.router_address)
@@ -147,7 +149,7 @@ class Launcher:
         """The names the client resolves to the target (the profile's `hosts` and those its
         kind gives), and the address they resolve to (None: the client asks DNS)."""
         kind = self.profile.target_kind
-        names = list(self.profile.hosts) + (kind.client_names() if kind is not None else [])
+        names = list(self.profile.hosts) + kind.client_names()
         return names, self.target_address
 
     async def start_mic(self) -> VirtualMic:
@@ -162,29 +164,26 @@ class Launcher:
         self.mic_path = await virtual.serve(self.run_dir)
         return virtual
 
-    def _environment(self, role: str, program: Program) -> dict[str, str]:
+    def _environment(self, role: str, program: Runnable) -> dict[str, str]:
         """faultlab's variables over this process's environment; a container gets only them
         (and the profile's `env`), its image's own environment beneath."""
         events = self.tails.add(self.run_dir / f"{role}.events.jsonl", role)
         env = dict(os.environ) if program.image is None else {}
         # The run checked that they are set (profile.unset_pass_env) before building the lab.
         env.update({name: os.environ[name] for name in program.pass_env})
-        target, kind = self.profile.target, self.profile.target_kind
-        host = kind.host(self.lab) if kind is not None else str(self.lab.server_address)
+        kind = self.profile.target_kind
+        host = kind.host(self.lab)
         env.update({
             "FAULTLAB_EVENTS": str(events), "FAULTLAB_RUN_DIR": str(self.run_dir),
             "FAULTLAB_ROLE": role, "FAULTLAB_T0": f"{self.bus.clock.t0_wall:.6f}",
-            "FAULTLAB_TARGET_HOST": host,
+            "FAULTLAB_TARGET_HOST": host, **kind.target_env(host),
         })
-        if target is not None:
-            env["FAULTLAB_TARGET_PORT"] = str(target.listen_port)
-            env["FAULTLAB_TARGET"] = f"{host}:{target.listen_port}"
-            if role == "target":
-                env.update(target.env)
+        if role == "target":
+            env.update(program.env)
         return env
 
     async def _start(self, role: str, where: Role, argv: list[str], env: dict[str, str],
-                     etc: Path | None, program: Program) -> LabProcess:
+                     etc: Path | None, program: Runnable) -> LabProcess:
         # Whatever key the process is given is redacted wherever the run meets it.
         remember_env_secrets(env)
         log = create_private(self.run_dir / f"{role}.log")
@@ -199,22 +198,17 @@ class Launcher:
     def target_address(self) -> str | None:
         """The address the target's names resolve to in the lab: the lab's server, a remote's
         pinned address, or None (the client asks DNS)."""
-        kind = self.profile.target_kind
-        return kind.address(self.lab) if kind is not None else str(self.lab.server_address)
+        return self.profile.target_kind.address(self.lab)
 
     def connection_table(self) -> ConnectionTable:
         """The client's connections to count: those to the target's port, and its address when
         it is known before the run."""
-        kind = self.profile.target_kind
-        if kind is None:
-            return ConnectionTable()
-        return ConnectionTable(kind.listen_port, self.target_address)
+        return self.profile.target_kind.connections(self.target_address)
 
     def upstream_ca(self) -> Path | None:
         """What the proxy verifies the target's certificate with (the run's CA for an emulator,
         the system's CAs and a remote's own `ca` for a remote service)."""
-        kind = self.profile.target_kind
-        return kind.upstream_ca(self) if kind is not None else None
+        return self.profile.target_kind.upstream_ca(self)
 
     def profile_path(self, path: Path) -> Path:
         """A path the profile gives, relative to the profile's folder."""
@@ -224,7 +218,7 @@ class Launcher:
     def tape(self) -> Path | None:
         """Where a target that records itself writes its tape, when the run records."""
         kind = self.profile.target_kind
-        if not self.profile.record or kind is None or not kind.records:
+        if not self.profile.record or not kind.records:
             return None
         return self.run_dir / TAPES[0]
 
@@ -232,7 +226,7 @@ class Launcher:
     def proxy_tape(self) -> Path | None:
         """Where the proxy writes its tape, when the run records a target that does not."""
         kind = self.profile.target_kind
-        if not self.profile.record or kind is None or kind.records:
+        if not self.profile.record or kind.records:
             return None
         return self.run_dir / TAPES[1]
 

@@ -162,7 +162,7 @@ class Run:
         network = self.profile.network
         subnets = (network.subnets.client, network.subnets.server) if network.subnets else None
         kind = self.profile.target_kind
-        uplink = kind.uplink if kind is not None else None
+        uplink = kind.uplink
         started = time.perf_counter()
         lab = await stack.enter_async_context(LABS[self.profile.backend].build(
             LabSpec(subnets, network.sysctl, self.run_dir.name, uplink)))

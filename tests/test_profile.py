@@ -217,13 +217,11 @@ def test_forward_before_cannot_wait() -> None:
 def test_an_image_makes_a_docker_lab() -> None:
     """A member with an image runs in the docker lab; a builtin then runs with the image's
     Python, and an image with no command keeps its own (args become its CMD)."""
-    from faultlab.targets import program_argv
-
     profile = parse_profile("name: x\nclient: {image: my-agent:dev, builtin: naive}\n")
     assert (profile.backend, profile.client.image) == ("docker", "my-agent:dev")
-    assert program_argv(profile.client) == ["python3", "-m", "faultlab.clients.naive"]
+    assert profile.client.argv(Path()) == ["python3", "-m", "faultlab.clients.naive"]
     own = parse_profile("name: x\nclient: {image: registry.local:5000/team/agent:1.2, args: [-v]}\n")
-    assert (own.backend, program_argv(own.client)) == ("docker", ["-v"])
+    assert (own.backend, own.client.argv(Path())) == ("docker", ["-v"])
     assert parse_profile("name: x\nclient: {builtin: naive}\n").backend == "netns"
 
 
@@ -251,8 +249,8 @@ def test_client_image_override_keeps_the_profile() -> None:
     profile = load_profile(PROFILES / "silent-loss.yaml")
     boxed = with_client_image(profile, "faultlab-clients")
     assert (boxed.backend, boxed.client.image) == ("docker", "faultlab-clients")
-    assert (boxed.client.builtin, boxed.expect, boxed.timeline) == (
-        profile.client.builtin, profile.expect, profile.timeline)
+    assert (boxed.client.setting, boxed.expect, boxed.timeline) == (
+        profile.client.setting, profile.expect, profile.timeline)
     with pytest.raises(ValueError, match="not an image reference"):
         with_client_image(profile, "Bad Name")
 

@@ -53,7 +53,6 @@ class FakeRun:
 
 def kind_of(target: str) -> TargetKind:
     profile = parse_profile(f"name: t\ntarget: {target}\nclient: {{builtin: naive}}\n")
-    assert profile.target_kind is not None
     return profile.target_kind
 
 
@@ -112,6 +111,21 @@ def test_a_program_target_runs_in_the_lab_and_needs_nothing_of_the_client(tmp_pa
     assert (kind.in_lab, kind.frame_log, kind.uplink, kind.resolver()) == (True, None, None, None)
     assert kind.client_names() == [] and kind.client_env(run, proxied=True) == {}
     assert kind.upstream_ca(run) is None and kind.address(FakeLab()) == str(SERVER)
+
+
+def test_a_profile_without_a_target_has_the_kind_that_brings_nothing(tmp_path: Path) -> None:
+    """No target is a kind of its own: it runs nothing, counts no connections, gives the
+    programs no port, names, trust or name server, and speaks the default protocol."""
+    kind = parse_profile("name: t\nclient: {builtin: naive}\n").target_kind
+    run = FakeRun(tmp_path, tmp_path)
+    assert (kind.name, kind.in_lab, kind.protocol, kind.records) == ("none", False, GEMINI, False)
+    table = kind.connections(str(SERVER))
+    assert kind.target_env(str(SERVER)) == {} and (table.port, table.address) == (None, None)
+    assert kind.client_names() == kind.dns_names() == [] and kind.client_env(run, True) == {}
+    assert (kind.resolver(), kind.upstream_ca(run), kind.uplink) == (None, None, None)
+    assert kind.host(FakeLab()) == kind.address(FakeLab()) == str(SERVER)
+    with pytest.raises(LabError, match="a none target runs nothing"):
+        kind.argv(run)
 
 
 def test_a_remote_pinned_to_host_loopback_reaches_this_machine_through_the_uplink() -> None:

@@ -5,13 +5,13 @@ OpenAI Realtime's (`realtime`) for a personality of that protocol.
 `calibrate(endpoint, personality, samples, tolerance_s)` runs the probes (`probes`) and returns a
 `Calibration`: the sheet (`sheet`) as text or JSON, which measures are flagged, and the measured
 values as a personality file. An endpoint that gives no session raises `EndpointError`; a
-personality of an API with no probes in `PROBES`, ValueError.
+personality of an API whose plugin brings no probes (`PROBES`), ValueError.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
@@ -19,6 +19,7 @@ from typing import Any
 
 from faultlab.calibrate import realtime
 from faultlab.calibrate.endpoint import DEFAULT_MODEL, Endpoint, EndpointError
+from faultlab.calibrate.plugin import Probes
 from faultlab.calibrate.probes import Prober, run_probes, run_time_s
 from faultlab.calibrate.sheet import (
     GEMINI_SHEET,
@@ -31,21 +32,21 @@ from faultlab.calibrate.sheet import (
     render,
 )
 from faultlab.emulator.personality import Personality, personality_file_text
+from faultlab.plugins import View
 from faultlab.private import redact
+from faultlab.protocols import apis
 
-__all__ = ["DEFAULT_MODEL", "PROBES", "Calibration", "Endpoint", "EndpointError", "calibrate",
-           "probes_for", "run_time_s"]
-
-
-@dataclass(frozen=True)
-class Probes:
-    """One API's probes: how they run, how long, with which model, on which sheet."""
-
-    run: Callable[[Endpoint, Personality, Observations, int, Callable[[str], None] | None],
-                  Awaitable[None]]
-    run_time_s: Callable[[int], float]
-    default_model: str
-    sheet: Sheet
+__all__ = [
+    "DEFAULT_MODEL",
+    "PROBES",
+    "Calibration",
+    "Endpoint",
+    "EndpointError",
+    "Probes",
+    "calibrate",
+    "probes_for",
+    "run_time_s",
+]
 
 
 async def _gemini(endpoint: Endpoint, personality: Personality, seen: Observations,
@@ -59,11 +60,14 @@ async def _openai(endpoint: Endpoint, personality: Personality, seen: Observatio
                               progress)
 
 
-# By the personality's protocol: an API without an entry is one calibrate cannot measure.
-PROBES = {
-    "gemini": Probes(_gemini, run_time_s, DEFAULT_MODEL, GEMINI_SHEET),
-    "openai": Probes(_openai, realtime.run_time_s, realtime.DEFAULT_MODEL, OPENAI_SHEET),
-}
+# Gemini Live's and OpenAI Realtime's, which their plugins name (faultlab.protocols.plugin).
+GEMINI_PROBES = Probes(_gemini, run_time_s, DEFAULT_MODEL, GEMINI_SHEET)
+OPENAI_PROBES = Probes(_openai, realtime.run_time_s, realtime.DEFAULT_MODEL, OPENAI_SHEET)
+# By the personality's protocol, as each API's plugin brings them: an API that brings none is one
+# calibrate cannot measure.
+PROBES: Mapping[str, Probes] = View(lambda: {
+    name: probes for name, api in apis().items()
+    if (probes := api.part(api.probes_ref, Probes)) is not None})
 
 
 def probes_for(protocol: str) -> Probes:

@@ -71,7 +71,10 @@ def serve(host: str, port: int, personality: str | None, time_scale: float, ca_d
         except ProfileError as exc:
             fail_with_problems(exc)
         if personality is None:
-            personality = recorded.personality or PROTOCOL_DEFAULTS[recorded.protocol]
+            personality = recorded.personality or PROTOCOL_DEFAULTS.get(recorded.protocol)
+        if personality is None:
+            fail(f"the {recorded.protocol} API brings no personality to replay {cassette} "
+                 "with: name one (--personality)", 2)
     personality = personality or DEFAULT_PERSONALITY
 
     overrides: dict[str, object] = {}
@@ -146,9 +149,9 @@ def calibrate(base_url: str | None, ca: Path | None, model: str | None, personal
 
     from faultlab.calibrate import Endpoint, EndpointError, probes_for
     from faultlab.calibrate import calibrate as measure
-    from faultlab.emulator.apis import APIS
     from faultlab.emulator.personality import personality_source, personality_with
     from faultlab.private import redact_text
+    from faultlab.protocols import PROTOCOLS
 
     try:
         base, changes = personality_source(personality)
@@ -163,7 +166,7 @@ def calibrate(base_url: str | None, ca: Path | None, model: str | None, personal
         probes = probes_for(compared.protocol)
     except ValueError as exc:
         fail(str(exc), 2)
-    service = APIS[compared.protocol].protocol.service
+    service = PROTOCOLS[compared.protocol].service
     base_url = base_url or next((os.environ[v] for v in service.base_url_variables
                                  if os.environ.get(v)), None)
     try:

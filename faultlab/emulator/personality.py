@@ -12,15 +12,25 @@ serves it.
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, Field, ValidationError
+from pydantic import (
+    AfterValidator,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from faultlab.model import Model
 from faultlab.plainyaml import load_mapping, read_bounded
+from faultlab.plugins import View
 from faultlab.problems import Problems, message_of
+from faultlab.protocols import DEFAULT, DEFAULT_API, api_named, apis
 from faultlab.scenarios import pack_named
 
 
@@ -63,19 +73,19 @@ LIVE_MODELS = (
 
 
 class Personality(Model):
-    """How one flavour of the Live API behaves."""
+    """How one flavour of a realtime API behaves. Its defaults are Gemini Live's Developer API's
+    measured figures, the baseline every other personality states its differences from."""
 
     name: str
-    # The API it speaks (faultlab.emulator.apis), and which of that API's flavours (its dialect:
-    # the routes it serves, and what differs on the wire).
-    protocol: Literal["gemini", "openai"] = "gemini"
-    api: Literal["developer", "vertex", "realtime"]
+    # The API it speaks (an installed `faultlab.apis` plugin), and which of that API's flavours
+    # (its dialect, one of `Protocol.dialects`: the routes it serves, what differs on the wire).
+    protocol: str = DEFAULT.name
+    api: str
     setup_complete_s: Range = (0.246, 0.351)  # S1, fresh session
     resumed_setup_complete_s: Range = (0.507, 0.668)  # S2
     resumption_update_s: Range = (0.110, 0.150)  # U1, after setupComplete (fresh)
     resumed_resumption_update_s: Range = (0.0, 0.002)  # U1, resumed
     transparent_resumption: bool = False  # S3: the Developer API refuses it with 1007
-    session_id_in_setup_complete: bool = False  # S1: Vertex adds sessionId
     invalid_argument_s: Range = (0.040, 0.050)  # S3: 1007 about 44 ms after setup
     refusal_s: Range = (0.472, 0.704)  # R1, L2: a refused resume closes 1011 after this
     # R1/R2: a resume within this long of a drop is refused when the model was idle and had been
@@ -109,20 +119,45 @@ class Personality(Model):
     # The scenario pack whose model answers (faultlab.scenarios): None, the default scenario's;
     # a profile picks another with `overrides: {scenario: NAME}`.
     scenario: Annotated[str | None, AfterValidator(_installed)] = None
+    # The API's own fields, which only its emulated API reads, as its plugin's `quirks_ref` model
+    # validates them (its defaults filled in): Gemini Live's `session_id_in_setup_complete`.
+    quirks: dict[str, Any] = Field(default_factory=dict, validate_default=True)
+
+    @field_validator("quirks")
+    @classmethod
+    def _the_apis_own(cls, quirks: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        protocol = info.data.get("protocol")
+        if protocol is None:  # already refused
+            return quirks
+        api = api_named(protocol)
+        model = api.part(api.quirks_ref, type)
+        if model is None:
+            if quirks:
+                raise ValueError(f"the {protocol} API has no fields of its own")
+            return quirks
+        dumped: dict[str, Any] = model.model_validate(quirks).model_dump()
+        return dumped
+
+    @model_validator(mode="after")
+    def _dialect_of_its_api(self) -> Personality:
+        dialects = api_named(self.protocol).protocol.dialects
+        if self.api not in dialects:
+            raise ValueError(f"api: {self.api!r} is not a dialect of {self.protocol}; one of: "
+                             f"{', '.join(dialects)}")
+        return self
 
 
-PERSONALITIES: dict[str, Personality] = {
-    p.name: p for p in (
-        Personality(name="gemini-dev-2026-10", api="developer"),
-        Personality(
-            name="vertex-2026", api="vertex", transparent_resumption=True,
-            session_id_in_setup_complete=True, audio_stream_end_ends_turn=False,
-            voice_activity_events=True,
-            unknown_model="Publisher Model `{model}` was not found or your project does not have "
-                          "access to it.",
-        ),
-    )
-}
+# Gemini Live's (its plugin, faultlab.protocols.gemini.API, names them).
+GEMINI_PERSONALITIES = (
+    Personality(name="gemini-dev-2026-10", api="developer"),
+    Personality(
+        name="vertex-2026", api="vertex", transparent_resumption=True,
+        quirks={"session_id_in_setup_complete": True}, audio_stream_end_ends_turn=False,
+        voice_activity_events=True,
+        unknown_model="Publisher Model `{model}` was not found or your project does not have "
+                      "access to it.",
+    ),
+)
 # OpenAI Realtime's GA protocol of 2025-08 (docs/openai-realtime.md, whose O-items these fields
 # follow). No figures of its timings are public: every range is a guess of the same order as the
 # Live API's measured ones.
@@ -141,12 +176,29 @@ OPENAI_REALTIME = Personality(
     turn_end_s=(0.1, 0.3), reply_s=(0.3, 0.7), tool_reply_s=(0.3, 0.7),  # guesses
     audio_speedup=4.0,  # guess: audio is streamed faster than real time
 )
-PERSONALITIES[OPENAI_REALTIME.name] = OPENAI_REALTIME
-# The newest OpenAI Realtime personality, by the name without a date.
-PERSONALITIES["openai-realtime"] = OPENAI_REALTIME.model_copy(update={"name": "openai-realtime"})
-DEFAULT_PERSONALITY = "gemini-dev-2026-10"
-# Each protocol's personality when nothing names one (a cassette recorded off a capture).
-PROTOCOL_DEFAULTS = {"gemini": DEFAULT_PERSONALITY, "openai": "openai-realtime"}
+# OpenAI Realtime's (faultlab.protocols.openai.API): the newest also by the name without a date.
+OPENAI_PERSONALITIES = (OPENAI_REALTIME,
+                        OPENAI_REALTIME.model_copy(update={"name": "openai-realtime"}))
+
+
+def _personalities() -> dict[str, Personality]:
+    found: dict[str, Personality] = {}
+    for api in apis().values():
+        for personality in api.part(api.personalities_ref, tuple) or ():
+            if not isinstance(personality, Personality) or personality.protocol != api.name:
+                raise TypeError(f"API {api.name}: {api.personalities_ref} holds "
+                                f"{personality!r}, not a Personality of protocol {api.name!r}")
+            found[personality.name] = personality
+    return found
+
+
+# Every installed API's personalities, by name.
+PERSONALITIES: Mapping[str, Personality] = View(_personalities)
+# The personality of an emulator that names none: the default API's default.
+DEFAULT_PERSONALITY: str = DEFAULT_API.default_personality or ""
+# Each API's personality when nothing names one (a cassette recorded off a capture).
+PROTOCOL_DEFAULTS: Mapping[str, str] = View(lambda: {
+    name: api.default_personality for name, api in apis().items() if api.default_personality})
 # A personality file's field naming the built-in personality it changes.
 BASE_FIELD = "base"
 

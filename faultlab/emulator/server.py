@@ -36,6 +36,7 @@ from faultlab.emulator import wsinternals
 from faultlab.emulator.outbox import Action
 from faultlab.emulator.refusals import close_reason
 from faultlab.events import Announcement
+from faultlab.protocols import DEFAULT_DIALECT
 from faultlab.vocabulary import FrameLogged
 
 if TYPE_CHECKING:
@@ -94,7 +95,7 @@ class Host(Protocol):
     def announce(self, what: Announcement) -> None: ...
     def next_due(self) -> float | None: ...
     def poll(self, now: float) -> None: ...
-    def connect(self, now: float, api: str = "developer",
+    def connect(self, now: float, api: str = DEFAULT_DIALECT,
                 client_port: int | None = None) -> Served: ...
 
 

@@ -10,7 +10,8 @@ it leaves (`Lab.leftovers`); gc asks every registered backend. A slot whose leas
 process is spared; any other slot with traces is collected, the lease last, so that no new run
 takes the slot while it is being cleaned (a slot with no lease at all is first leased by gc
 itself). Outside the slots, folders in the temp dir named with a pid (a spare microphone folder,
-a browser client's profile, a rootless lab's private folder) go once that pid is gone. The
+a rootless lab's private folder, and what each client kind says it leaves, `ClientKind.pid_folders`:
+a browser client's profile) go once that pid is gone. The
 host's own network is never changed by a run, and gc touches nothing without faultlab's names.
 """
 
@@ -25,7 +26,8 @@ from faultlab.lab import LABS
 from faultlab.lab.base import Leftovers
 from faultlab.lab.netns import LEASE_DIR, lab_owner, lease_path, take_lease
 from faultlab.lab.privilege import in_user_namespace
-from faultlab.lab.process import BROWSER_DIR_PREFIX, SPARE_DIR_PREFIX, leftover_dirs
+from faultlab.lab.process import SPARE_DIR_PREFIX, leftover_dirs
+from faultlab.profile.client_kinds import client_kinds
 
 
 def _leftovers() -> list[Leftovers]:
@@ -61,7 +63,8 @@ def collect() -> list[str]:
             writer = draft.name.split(".")[2]
             if writer.isdigit() and not Path(f"/proc/{writer}").exists():
                 draft.unlink(missing_ok=True)
-    for prefix in (SPARE_DIR_PREFIX, BROWSER_DIR_PREFIX, *(p for b in backends for p in b.pid_folders)):
+    for prefix in dict.fromkeys((SPARE_DIR_PREFIX, *(p for b in backends for p in b.pid_folders),
+                                 *(p for k in client_kinds().values() for p in k.pid_folders))):
         for folder in leftover_dirs(prefix):
             shutil.rmtree(folder, ignore_errors=True)
             report.append(f"removed {folder}")

@@ -1,23 +1,38 @@
-"""faultlab's own programs a profile can name as `builtin`: WebSocket peers, and the reference
-clients of Gemini Live (on the Python SDK, and on the JavaScript one in Node) and OpenAI Realtime."""
+"""faultlab's own programs a profile can name as `builtin`: its WebSocket peers here, and the
+builtin clients each realtime API's plugin brings (`ApiPlugin.builtins`: Gemini Live's reference
+clients on the Python SDK and on the JavaScript one in Node, OpenAI Realtime's) and each scenario
+pack brings (`ScenarioPack.clients`)."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 
-# Builtin programs a profile can name instead of a command: the module each runs.
-BUILTINS: dict[str, str] = {
+from faultlab.plugins import View
+
+# The peers' own: the module each runs.
+PEERS: dict[str, str] = {
     "ws-echo-server": "faultlab.peers.ws_server",
     "ws-client": "faultlab.peers.ws_client",
-    "live-probe": "faultlab.clients.probe",
-    "naive": "faultlab.clients.naive",
-    "field-recovery": "faultlab.clients.recovery",
-    "racing-recovery": "faultlab.clients.racing",
-    "openai-naive": "faultlab.clients.openai_naive",
-    "openai-recovery": "faultlab.clients.openai_recovery",
-    "node-booking": "faultlab.clients.node",
-    "web-booking": "faultlab.clients.web",
 }
+
+
+def _builtins() -> dict[str, str]:
+    from faultlab.protocols import apis
+    from faultlab.scenarios import packs
+
+    found = dict(PEERS)
+    for owner, programs in [*((f"API {a.name}", a.builtins) for a in apis().values()),
+                            *((f"scenario pack {p.name}", p.clients) for p in packs().values())]:
+        for name, module in programs.items():
+            if found.setdefault(name, module) != module:
+                raise ValueError(f"{owner} brings a builtin named {name!r}, which is already "
+                                 f"{found[name]}")
+    return found
+
+
+# Builtin programs a profile can name instead of a command: the module each runs with `-m`.
+BUILTINS: Mapping[str, str] = View(_builtins)
 
 
 # The interpreter with faultlab installed in faultlab's images (containers/clients/Dockerfile).

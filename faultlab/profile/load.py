@@ -20,9 +20,8 @@ from faultlab.plainyaml import load_mapping, read_bounded
 from faultlab.problems import Problems
 from faultlab.profile.sections import Capture, Client, FieldRanges, Mic, Network
 from faultlab.profile.steps import RawStep, Step, check_fault, check_steps
-from faultlab.protocols import DEFAULT
 from faultlab.protocols import Protocol as RealtimeApi
-from faultlab.targets import RemoteTarget, Target, TargetKind
+from faultlab.targets import NoTarget, RemoteTarget, Target, TargetKind
 
 
 class ProfileBase(Model):
@@ -78,14 +77,14 @@ class Profile(ProfileBase):
         return None if self.target is None else self.target.remote
 
     @property
-    def target_kind(self) -> TargetKind | None:
-        """What the run needs of its target, if it has one."""
-        return None if self.target is None else self.target.kind
+    def target_kind(self) -> TargetKind:
+        """What the run needs of its target (`NoTarget` when it has none)."""
+        return NoTarget() if self.target is None else self.target.kind
 
     @property
     def protocol(self) -> RealtimeApi:
         """The realtime API of the run: its target's (Gemini Live when it has none)."""
-        return DEFAULT if self.target is None else self.target.kind.protocol
+        return self.target_kind.protocol
 
     @property
     def backend(self) -> str:

@@ -1,44 +1,86 @@
-"""A profile's sections beside its target and timeline: the client, the network, the microphone,
-the capture and the field study's ranges."""
+"""A profile's sections beside its target and timeline: the client (of an installed kind,
+faultlab.profile.client_kinds), the network, the microphone, the capture and the field study's
+ranges."""
 
 from __future__ import annotations
 
 import ipaddress
 import re
-import sys
 from pathlib import Path
-from typing import ClassVar
+from typing import Any
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, TypeAdapter, ValidationError, field_validator, model_validator
 
-from faultlab.browser.spec import BrowserPage
+from faultlab.clients.kind import ClientKind
 from faultlab.lab import LABS
 from faultlab.lab.base import Role
 from faultlab.model import Duration, DurationRange, Model, one_of
-from faultlab.targets import Program, program_argv
+from faultlab.profile.client_kinds import client_kinds
+from faultlab.targets.program import Runnable
 
 
-class Client(Program):
-    """The user's client, run in the client namespace: a program, or a web page in the lab's
-    headless Chromium (`browser`)."""
+class Client(Runnable):
+    """The user's client, run in the client namespace, declared by its kind's key: `command`,
+    `builtin`, `browser` (a web page in the lab's headless Chromium) or an installed plugin's
+    (faultlab.clients.kind); with only an `image`, the image's own command."""
 
-    browser: BrowserPage | None = None
+    kind: str | None = None
+    setting: Any = None  # the value of its kind's key, as the kind validated it
 
-    KINDS: ClassVar[tuple[str, ...]] = ("command", "builtin", "browser")
+    @model_validator(mode="before")
+    @classmethod
+    def _declared(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        kinds = client_kinds()
+        if data.get("kind") in kinds and "setting" in data:  # a validated client's dump
+            data = {k: v for k, v in data.items() if k not in ("kind", "setting")} | {
+                data["kind"]: data["setting"]}
+        given = [key for key in data if key in kinds]
+        unknown = [key for key in data if key not in cls.model_fields]
+        if not given and unknown:
+            raise ValueError(f"unknown client kind {unknown[0]!r}; installed kinds: "
+                             f"{', '.join(sorted(kinds))} (faultlab.clients entry points)")
+        if len(given) > 1 or (not given and data.get("image") is None):
+            raise ValueError(f"give exactly one of {' or '.join(map(repr, kinds))} (or an "
+                             "'image' with a command of its own)")
+        if not given:
+            return data
+        rest = {k: v for k, v in data.items() if k != given[0]}
+        return {**rest, "kind": given[0], "setting": validated(kinds[given[0]], data[given[0]])}
 
     @model_validator(mode="after")
-    def _browser_alone(self) -> Client:
-        if self.browser is not None and (self.image is not None or self.args):
-            raise ValueError("a 'browser' client runs faultlab's Chromium on the host: it takes "
-                             "no 'image' or 'args'")
+    def _fits_its_kind(self) -> Client:
+        kind = self.client_kind
+        misfit = None if kind is None else kind.misfit(self.setting, self)
+        if misfit is not None:
+            raise ValueError(misfit)
         return self
 
+    @property
+    def client_kind(self) -> ClientKind | None:
+        """Its kind (None: an image's own command)."""
+        return None if self.kind is None else client_kinds()[self.kind]
+
+    @property
+    def runs_image_command(self) -> bool:
+        return self.kind is None
+
     def argv(self, folder: Path) -> list[str]:
-        """Its command line; a page's `serve` folder is relative to the profile's `folder`."""
-        if self.browser is None:
-            return program_argv(self)
-        return [sys.executable, "-m", "faultlab.browser",
-                self.browser.resolved(folder).model_dump_json()]
+        """Its command line; relative paths it names start from the profile's `folder`."""
+        kind = self.client_kind
+        return list(self.args) if kind is None else kind.argv(self.setting, self, folder)
+
+
+def validated(kind: ClientKind, value: Any) -> Any:
+    """`value` as the kind's type; a ValidationError's places under the kind's key."""
+    try:
+        return TypeAdapter(kind.setting).validate_python(value)
+    except ValidationError as exc:
+        raise ValidationError.from_exception_data(exc.title, [
+            {"type": e["type"], "loc": (kind.name, *e["loc"]), "input": e["input"],
+             **({"ctx": e["ctx"]} if "ctx" in e else {})}  # type: ignore[typeddict-item]
+            for e in exc.errors(include_url=False)]) from None
 
 
 class Subnets(Model):

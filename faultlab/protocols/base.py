@@ -59,6 +59,9 @@ class Protocol(ABC):
     # The WebSocket subprotocols its server answers with, the first of them a client offers
     # (OpenAI's browsers offer `realtime` beside their key); a client offering none gets none.
     subprotocols: ClassVar[tuple[str, ...]] = ()
+    # The service's APIs a request's path can reach (`dialect_of`), the first the one a
+    # connection that names none means; a personality's `api` is one of them.
+    dialects: ClassVar[tuple[str, ...]]
     # The environment variables that give a client its API key.
     secret_env: ClassVar[tuple[str, ...]]
     # The kinds (as a profile writes them) of a message in which the model says something or

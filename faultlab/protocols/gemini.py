@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from faultlab.protocols.base import Protocol, Service, pcm16_seconds
+from faultlab.protocols.plugin import ApiPlugin
 
 # The sample rate in an audio MIME type, `audio/pcm;rate=16000`.
 RATE = re.compile(r"rate=(\d+)")
@@ -193,6 +194,7 @@ class GeminiLive(Protocol):
     )
     credential_params: ClassVar[tuple[str, ...]] = ("key", "access_token")
     credential_headers: ClassVar[tuple[str, ...]] = ("x-goog-api-key", "authorization")
+    dialects: ClassVar[tuple[str, ...]] = ("developer", "vertex")
     secret_env: ClassVar[tuple[str, ...]] = ("GOOGLE_API_KEY", "GEMINI_API_KEY")
     reply_kinds: ClassVar[tuple[str, ...]] = ("serverContent.modelTurn", "toolCall")
     stream_kinds: ClassVar[tuple[str, ...]] = ("realtimeInput.audio", "realtimeInput.video",
@@ -224,3 +226,17 @@ class GeminiLive(Protocol):
 
 
 GEMINI = GeminiLive()
+
+# Gemini Live as a plugin (pyproject.toml's `faultlab.apis` entry point `gemini`).
+API = ApiPlugin(
+    name="gemini", protocol_ref="faultlab.protocols.gemini:GEMINI",
+    emulated_ref="faultlab.emulator.apis.gemini:GEMINI_API",
+    personalities_ref="faultlab.emulator.personality:GEMINI_PERSONALITIES",
+    default_personality="gemini-dev-2026-10",
+    quirks_ref="faultlab.emulator.apis.gemini_quirks:GeminiQuirks",
+    probes_ref="faultlab.calibrate:GEMINI_PROBES",
+    builtins={"live-probe": "faultlab.clients.probe", "naive": "faultlab.clients.naive",
+              "field-recovery": "faultlab.clients.recovery",
+              "racing-recovery": "faultlab.clients.racing",
+              "node-booking": "faultlab.clients.node", "web-booking": "faultlab.clients.web"},
+)

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from faultlab.protocols.base import Protocol, Service, pcm16_seconds
+from faultlab.protocols.plugin import ApiPlugin
 
 # The PCM16 sample rate of the session's audio by default, both ways.
 AUDIO_RATE = 24000
@@ -128,6 +129,7 @@ class OpenAIRealtime(Protocol):
     credential_subprotocols: ClassVar[tuple[str, ...]] = ("openai-insecure-api-key.",)
     # What the service chooses of a browser's offer (docs/openai-realtime.md, O1).
     subprotocols: ClassVar[tuple[str, ...]] = ("realtime",)
+    dialects: ClassVar[tuple[str, ...]] = ("realtime",)
     secret_env: ClassVar[tuple[str, ...]] = ("OPENAI_API_KEY",)
     reply_kinds: ClassVar[tuple[str, ...]] = (
         "response.output_audio.delta", "response.output_text.delta",
@@ -150,3 +152,13 @@ class OpenAIRealtime(Protocol):
 
 
 OPENAI = OpenAIRealtime()
+
+# OpenAI Realtime as a plugin (pyproject.toml's `faultlab.apis` entry point `openai`).
+API = ApiPlugin(
+    name="openai", protocol_ref="faultlab.protocols.openai:OPENAI",
+    emulated_ref="faultlab.emulator.apis.openai:OPENAI_API",
+    personalities_ref="faultlab.emulator.personality:OPENAI_PERSONALITIES",
+    default_personality="openai-realtime", probes_ref="faultlab.calibrate:OPENAI_PROBES",
+    builtins={"openai-naive": "faultlab.clients.openai_naive",
+              "openai-recovery": "faultlab.clients.openai_recovery"},
+)

@@ -3,8 +3,9 @@
 A pack is a module (or package) whose `PACK` is a `ScenarioPack` (faultlab.scenarios.pack): the
 emulator's model for the scenario (its brain), the words `faultlab calibrate` says to make a model
 call a tool, and, as its module is imported, its expectations (`faultlab.expect.registry`), suite
-columns and summary events (`faultlab.report.registry`), registered as the core's are. Its client and backend
-live beside it (the booking pack: faultlab/scenarios/booking/).
+columns and summary events (`faultlab.report.registry`), registered as the core's are, and the
+clients it brings (builtin programs and client kinds). Its backend lives beside it (the booking
+pack: faultlab/scenarios/booking/).
 
 Packs are found through the `faultlab.scenarios` entry point group, so a pack of your own is a pip
 package whose pyproject.toml names it:
@@ -12,17 +13,18 @@ package whose pyproject.toml names it:
     [project.entry-points."faultlab.scenarios"]
     greeting = "my_package.greeting:PACK"
 
-faultlab's own booking pack is registered the same way (its pyproject.toml). `packs()` loads them
-all once; `faultlab.expect` and the report's columns ask for them before they are used. A pack
+faultlab's own booking pack is registered the same way (its pyproject.toml, and
+faultlab.plugins.BUILTINS for an install whose metadata predates it). `packs()` loads them all
+once; `faultlab.expect` and the report's columns ask for them before they are used. A pack
 imports faultlab.scenarios.pack (a leaf), never this loader, so no import runs in a circle.
 """
 
 from __future__ import annotations
 
 import functools
-from importlib.metadata import entry_points
 
 from faultlab.emulator.brain import Brain, echo
+from faultlab.plugins import load
 from faultlab.scenarios.pack import PackError, ProbeWords, ScenarioPack
 
 __all__ = ["DEFAULT_SCENARIO", "ENTRY_POINTS", "PackError", "ProbeWords", "ScenarioPack", "brain_of",
@@ -37,18 +39,7 @@ DEFAULT_SCENARIO = "booking"
 @functools.cache
 def packs() -> dict[str, ScenarioPack]:
     """Every installed pack by name, each loaded (imported) once."""
-    found: dict[str, ScenarioPack] = {}
-    for point in entry_points(group=ENTRY_POINTS):
-        try:
-            pack = point.load()
-        except Exception as exc:  # a broken pack is named, not a traceback
-            raise PackError(f"scenario pack {point.name} ({point.value}) cannot be loaded: "
-                            f"{type(exc).__name__}: {exc}") from exc
-        if not isinstance(pack, ScenarioPack):
-            raise PackError(f"scenario pack {point.name} ({point.value}) is not a ScenarioPack")
-        if pack.name in found:
-            raise PackError(f"two scenario packs are named {pack.name!r}")
-        found[pack.name] = pack
+    found: dict[str, ScenarioPack] = load(ENTRY_POINTS, ScenarioPack, "scenario pack", PackError)
     return found
 
 
@@ -56,11 +47,6 @@ def pack_named(name: str | None) -> ScenarioPack:
     """The pack called `name` (None: DEFAULT_SCENARIO's); ValueError names the installed ones."""
     name = DEFAULT_SCENARIO if name is None else name
     installed = packs()
-    if name not in installed and not installed:
-        # faultlab's own pack is found by its entry point too: an install older than packs has none.
-        raise ValueError(f"unknown scenario {name!r}: no scenario pack is installed (packs are "
-                         f"found through the {ENTRY_POINTS!r} entry points; reinstall faultlab, "
-                         f"e.g. pip install -e .)")
     if name not in installed:
         raise ValueError(f"unknown scenario {name!r}; one of: {', '.join(sorted(installed))}")
     return installed[name]

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from faultlab.errors import FaultlabError
 
 if TYPE_CHECKING:
+    from faultlab.clients.kind import ClientKind
     from faultlab.emulator.brain import Brain
 
 
@@ -31,8 +32,12 @@ class ProbeWords:
 @dataclass(frozen=True)
 class ScenarioPack:
     """One scenario's pack: its name (a personality's `scenario`), the emulator's model for it
-    (None: the neutral one), and the words calibrate speaks (None: it has none)."""
+    (None: the neutral one), the words calibrate speaks (None: it has none), and the clients it
+    brings: builtin programs (a profile's `builtin: NAME`, each a module run with `python -m`)
+    and client kinds (faultlab.clients.kind)."""
 
     name: str
     brain: Callable[[], Brain] | None = None
     probe: ProbeWords | None = None
+    clients: Mapping[str, str] = field(default_factory=dict)
+    kinds: tuple[ClientKind, ...] = ()

@@ -3,8 +3,8 @@
 A profile's `target` is a program the lab runs in the server's namespace (`program`: a command, a
 builtin, or an image's own command in a container), faultlab's Live API emulator (`emulator`), a
 recorded session's server side (`cassette`), or a service outside the lab reached through an
-uplink (`remote`). Each kind is one module; a
-new kind is its module, its field below and its line in `Target.kind`.
+uplink (`remote`); a profile without a target has `NoTarget` (`none`). Each kind is one module;
+a new kind is its module, its field below and its line in `Target.kind`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from faultlab.model import Duration
 from faultlab.targets.base import Surroundings, TargetKind
 from faultlab.targets.cassette import CassetteTarget, Replayed
 from faultlab.targets.emulator import Emulator, EmulatorTarget
-from faultlab.targets.program import Program, ProgramTarget, program_argv
+from faultlab.targets.none import NoTarget
+from faultlab.targets.program import Program, ProgramTarget, Runnable, program_argv
 from faultlab.targets.remote import HOST_LOOPBACK_NAME, Remote, RemoteTarget
 
 
@@ -70,6 +71,6 @@ class Target(Program):
         return self.model_copy(update={"cassette": self.cassette.anchored(folder)})
 
 
-__all__ = ["HOST_LOOPBACK_NAME", "CassetteTarget", "Emulator", "EmulatorTarget", "Program",
-           "ProgramTarget", "Remote", "RemoteTarget", "Replayed", "Surroundings", "Target",
+__all__ = ["HOST_LOOPBACK_NAME", "CassetteTarget", "Emulator", "EmulatorTarget", "NoTarget", "Program",
+           "ProgramTarget", "Remote", "RemoteTarget", "Replayed", "Runnable", "Surroundings", "Target",
            "TargetKind", "program_argv"]

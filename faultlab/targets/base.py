@@ -15,6 +15,7 @@ from ipaddress import IPv4Address, IPv4Network
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
+from faultlab.connections import ConnectionTable
 from faultlab.errors import LabError
 from faultlab.protocols import DEFAULT
 from faultlab.protocols import Protocol as RealtimeApi
@@ -79,6 +80,16 @@ class TargetKind(ABC):
     def misfit(self) -> str | None:
         """Why the target's other fields do not go with this kind, if they do not."""
         return None
+
+    def connections(self, address: str | None) -> ConnectionTable:
+        """The client's connections to count: those to its port, at `address` when that is known
+        before the run."""
+        return ConnectionTable(self.listen_port, address)
+
+    def target_env(self, host: str) -> dict[str, str]:
+        """What every program is told of where it is (`host`: `FAULTLAB_TARGET_HOST`)."""
+        return {"FAULTLAB_TARGET_PORT": str(self.listen_port),
+                "FAULTLAB_TARGET": f"{host}:{self.listen_port}"}
 
     def argv(self, run: Surroundings) -> list[str]:
         """Its command line in the server's namespace."""

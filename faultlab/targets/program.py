@@ -18,21 +18,17 @@ from faultlab.peers import BUILTINS, builtin_command
 from faultlab.targets.base import Surroundings, TargetKind
 
 
-class Program(Model):
-    """A command to run in the lab: either a `command` list or a `builtin` name, plus `args`;
-    with `image`, run in a container of that image (whose own command runs when neither is
+class Runnable(Model):
+    """What the lab runs a program with, whatever says which program it is: `args`, `env`, and
+    with `image`, a container of that image (whose own command runs when nothing else is
     given)."""
 
-    command: list[str] | None = Field(default=None, min_length=1)
-    builtin: str | None = None
     image: str | None = None
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     # Variables taken from faultlab's own environment when the run starts (a container gets no
     # other): a key such as GOOGLE_API_KEY is then never written in a profile.
     pass_env: list[str] = Field(default_factory=list)
-
-    KINDS: ClassVar[tuple[str, ...]] = ("command", "builtin")
 
     @field_validator("image")
     @classmethod
@@ -49,7 +45,22 @@ class Program(Model):
 
     @property
     def runs_image_command(self) -> bool:
-        """Neither a command nor a builtin: the image's own ENTRYPOINT runs, `args` its CMD."""
+        """Nothing names a program: the image's own ENTRYPOINT runs, `args` its CMD."""
+        return False
+
+
+class Program(Runnable):
+    """A command to run in the lab: either a `command` list or a `builtin` name, plus `args`;
+    with `image`, run in a container of that image (whose own command runs when neither is
+    given)."""
+
+    command: list[str] | None = Field(default=None, min_length=1)
+    builtin: str | None = None
+
+    KINDS: ClassVar[tuple[str, ...]] = ("command", "builtin")
+
+    @property
+    def runs_image_command(self) -> bool:
         return self.image is not None and self.command is None and self.builtin is None
 
     @model_validator(mode="after")

@@ -218,16 +218,17 @@ timeout: 30s
     assert [r["text"] for r in replies] == ["You said: Hello there"]
 
 
-def test_an_install_without_packs_says_to_reinstall(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Metadata without faultlab.scenarios entry points (an install older than packs): asking for
-    the default scenario's model says no pack is installed and how to get them."""
-    import faultlab.scenarios as scenarios
+def test_an_install_without_entry_points_still_has_the_booking_pack(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Metadata without faultlab.scenarios entry points (an install older than packs): faultlab's
+    own booking pack is loaded all the same, and is the default scenario's model."""
+    import faultlab.plugins as plugins
 
-    monkeypatch.setattr(scenarios, "entry_points", lambda group: ())
+    monkeypatch.setattr(plugins, "entry_points", lambda group: ())
     packs.cache_clear()
     try:
-        with pytest.raises(ValueError, match=r"no scenario pack is installed .* reinstall faultlab"):
-            brain_of(None)
+        assert list(packs()) == ["booking"]
+        assert brain_of(None) is not None
     finally:
         monkeypatch.undo()
         packs.cache_clear()

@@ -9,6 +9,7 @@ from random import Random
 
 from faultlab.emulator.apis.base import EmulatedApi
 from faultlab.emulator.apis.gemini_parse import parse_frame
+from faultlab.emulator.apis.gemini_quirks import GeminiQuirks
 from faultlab.emulator.messages import Call, Encoder, Frame, Parsed, Setup, Usage
 from faultlab.emulator.personality import Personality
 from faultlab.emulator.schema import client_message
@@ -90,7 +91,8 @@ class GeminiApi(EmulatedApi):
         client_message()  # the SDK's field tree: from the cache, or a second of importing the SDK
 
     def encoder(self, dialect: str, personality: Personality, rng: Random) -> Encoder:
-        return GeminiEncoder(dialect, personality.session_id_in_setup_complete)
+        quirks = GeminiQuirks.model_validate(personality.quirks)
+        return GeminiEncoder(dialect, quirks.session_id_in_setup_complete)
 
     def model_id(self, model: str) -> str | None:
         if not MODEL_NAME.match(model):
