@@ -22,6 +22,7 @@ from faultlab.protocols import DEFAULT, PROTOCOLS
 from faultlab.protocols import Protocol as RealtimeApi
 from faultlab.report.bursts import Burst, bursts
 from faultlab.vocabulary import FrameLogged, ProcessExit, TcpConnect, TcpFin, TcpRst, fault_spans
+from faultlab.vocabulary.server import ServerClose, ServerConnect, ServerDisconnect
 
 if TYPE_CHECKING:
     from faultlab.report.record import RunRecord
@@ -64,8 +65,8 @@ CLIENT_MARKERS: dict[str, str] = {
 }
 CLIENT_PREFIXES = ("client.", "resume.", "recovery.", "mic.", "uplink.")
 # The emulator's own account: its connections and frames are drawn as messages and TCP marks.
-SERVER_SKIP = {FrameLogged.event_name("emulator"), "emulator.listening", "emulator.connect", "emulator.close",
-               "emulator.disconnect"}
+SERVER_SKIP = {FrameLogged.event_name("emulator"), "emulator.listening", ServerConnect.NAME,
+               ServerClose.NAME, ServerDisconnect.NAME}
 # A connection's two FINs (or RSTs) this close together are one mark, "both ways".
 TCP_PAIR_S = 0.1
 SERVER_MARKERS = {"emulator.resumed": "recovered", "emulator.tcp_gave_up": "loss",
@@ -179,7 +180,7 @@ def _messages(events: Sequence[Event], protocol: RealtimeApi) -> list[Item]:
             fields=burst.fields))
     # Closes, with their code, from the same log's side.
     for e in events:
-        if e.name == "emulator.close" and log == FrameLogged.event_name("emulator"):
+        if e.name == ServerClose.NAME and log == FrameLogged.event_name("emulator"):
             items.append(Item(t=e.t, lane="server", to="client", name=e.name,
                               label=f"close {e.fields.get('code')}", category="close",
                               conn=connection_of(e), fields=Burst((e,)).fields))

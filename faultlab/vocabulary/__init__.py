@@ -6,6 +6,7 @@ read back from any `Event` with `Record.read`, which is None for an event of ano
 JSONL is what it always was: a record's `fields` are the event's fields.
 
 - `run`: the run's own (faults, frames, TCP, processes, the run).
+- `server`: the server's (the emulator's, a cassette replay's, the echo peer's).
 """
 
 from faultlab.vocabulary.base import Record, Sender
@@ -32,6 +33,7 @@ from faultlab.vocabulary.run import (
     TcpRst,
     fault_spans,
 )
+from faultlab.vocabulary.server import *  # noqa: F403 (the server's records: server.__all__)
 
 __all__ = [
     "AppliedFault",
