@@ -43,9 +43,9 @@ def resumption(handles: Handles, handle: str, now: float, p: Personality, rng: r
     if session is None or handles.expired(session, now):
         if rng.random() < p.dead_handle_silent:
             return Refusal(None, "", p.refusal_s, "resume refused: dead handle",
-                           EmulatorResumeRefused(conn, None, "dead handle", answered=False))
+                           EmulatorResumeRefused(conn=conn, why="dead handle", answered=False))
         return Refusal(1011, INTERNAL_ERROR, p.refusal_s, "resume refused: dead handle",
-                       EmulatorResumeRefused(conn, None, "dead handle"))
+                       EmulatorResumeRefused(conn=conn, why="dead handle"))
     why = None
     if held and holder is not None:
         why = f"the old connection {holder.number} is still " + (
@@ -56,7 +56,7 @@ def resumption(handles: Handles, handle: str, now: float, p: Personality, rng: r
         why = f"idle drop {now - session.dropped_at:.3f}s ago"
     if why is not None:
         return Refusal(1011, INTERNAL_ERROR, p.refusal_s, f"resume refused: {why}",
-                       EmulatorResumeRefused(conn, session.id, why))
+                       EmulatorResumeRefused(conn=conn, session=session.id, why=why))
     return session
 
 

@@ -164,14 +164,14 @@ class EmulatorResumed(Record):
     session: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EmulatorResumeRefused(Record):
-    """Connection `conn` asked to resume `session` (None: a dead handle's) and was refused,
-    `why`; `answered` False: left without an answer (S5)."""
+    """Connection `conn` asked to resume `session` (None: a dead handle's, not written) and
+    was refused, `why`; `answered` False: left without an answer (S5)."""
 
     NAME: ClassVar[str] = "emulator.resume_refused"
     conn: int
-    session: str | None
+    session: str | None = None
     why: str
     answered: bool | None = None
 

@@ -79,10 +79,14 @@ def test_every_event_a_gemini_session_writes_is_a_server_record() -> None:
     bad.poll(15.0)
     bad.peer_closed(15.0)
     em.poll(10_000.0)
+    dead = em.connect(10_000.0)
+    dead.receive(setup(handle), 10_000.0)
+    dead.poll(10_002.0)
     names = {name for name, _ in told}
     assert {"emulator.connect", "emulator.close", "emulator.disconnect", "emulator.answer",
             "emulator.tool_response", "emulator.resume_refused", "emulator.tcp_gave_up",
             "emulator.release", "emulator.forgot"} <= names, names
+    assert [f for n, f in told if n == "emulator.resume_refused" and "session" not in f]
     assert unread(told) == []
 
 
