@@ -1,5 +1,7 @@
 """A cassette's server side, served again: the emulator's shell (faultlab.emulator.server) drives
-a `Replay` exactly as it drives the emulator, and each connection as one of the emulator's.
+a `Replay` exactly as it drives the emulator, and each of its connections is the emulator's
+connection core (faultlab.emulator.lifecycle: opened, closed and ended with the same events),
+whose server messages come from the recording instead of a brain.
 
 Each connection the client opens plays the next recorded connection of its API, in order; its
 first message must start as that one's did (its kind, and whether it resumes a session), else
@@ -10,8 +12,8 @@ run of stream chunks (audio, video) is one step however the client cuts it, its 
 its first chunk. A message that does not match, or a connection the cassette does not hold,
 diverges: `strict` closes the connection (DIVERGED_CODE, a reason naming both messages) and says
 `cassette.diverged`; `fallback` says it too and hands the connection to the emulator, which takes
-over from there with the connection's setup (a resumed session is not the emulator's: its handle
-is refused, as a dead one).
+over from there with the connection's setup (a resumed session opens fresh: the emulator never
+issued its handle).
 """
 
 from __future__ import annotations
