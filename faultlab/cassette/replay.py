@@ -1,5 +1,7 @@
 """A cassette's server side, served again: the emulator's shell (faultlab.emulator.server) drives
-a `Replay` exactly as it drives the emulator, and each connection as one of the emulator's.
+a `Replay` exactly as it drives the emulator, and each of its connections is the emulator's
+connection core (faultlab.emulator.lifecycle: opened, closed and ended with the same events),
+whose server messages come from the recording instead of a brain.
 
 Each connection the client opens plays the next recorded connection of its API, in order; its
 first message must start as that one's did (its kind, and whether it resumes a session), else
@@ -10,8 +12,8 @@ run of stream chunks (audio, video) is one step however the client cuts it, its 
 its first chunk. A message that does not match, or a connection the cassette does not hold,
 diverges: `strict` closes the connection (DIVERGED_CODE, a reason naming both messages) and says
 `cassette.diverged`; `fallback` says it too and hands the connection to the emulator, which takes
-over from there with the connection's setup (a resumed session is not the emulator's: its handle
-is refused, as a dead one).
+over from there with the connection's setup (a resumed session opens fresh: the emulator never
+issued its handle).
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from faultlab.cassette.format import Cassette, Divergence, Recorded, Said, with_stand_ins
-from faultlab.emulator.outbox import Action, Outbox
-from faultlab.emulator.refusals import close_reason
+from faultlab.emulator.lifecycle import Lifecycle
+from faultlab.emulator.outbox import Action
 from faultlab.emulator.session import Connection, Emulator
+from faultlab.events import Announcement
 from faultlab.protocols import Protocol as RealtimeApi
 from faultlab.vocabulary import FrameLogged
+from faultlab.vocabulary.server import CassetteDiverged, CassettePlay
 
 # A policy violation: the client sent what the recording's client did not.
 DIVERGED_CODE = 1008
@@ -83,11 +87,7 @@ class Replay:
         self._unplayed = list(cassette.connections)
         self._numbers = itertools.count(1)
 
-    @property
-    def emit(self) -> Callable[..., None]:
-        return self.emulator.emit
-
-    def announce(self, what: Any) -> None:
+    def announce(self, what: Announcement) -> None:
         self.emulator.announce(what)
 
     def next_due(self) -> float | None:
@@ -124,35 +124,32 @@ class Replay:
         self._unplayed.sort(key=lambda r: order[id(r)])
 
 
-class ReplayConnection:
-    """One connection of the replay: the interface of the emulator's `Connection` that its shell
-    drives (begin, receive, next_due, poll, peer_closed, closed); once it diverged under
-    `fallback`, the emulator's connection behind that interface."""
+class ReplayConnection(Lifecycle):
+    """One connection of the replay: a `Lifecycle` as the emulator's connections have, whose
+    server messages come from a recorded connection (`recorded`) instead of a brain; once it
+    diverged under `fallback`, the emulator's connection (`fallback`) answers in its place."""
 
     def __init__(self, replay: Replay, number: int, now: float, api: str,
                  client_port: int | None) -> None:
+        self._closed = False
+        super().__init__(replay, number, now, api, client_port)
         self.replay = replay
-        self.number = number
-        self.dialect = api
-        self.opened_at = now
-        self.outbox = Outbox()
         self.recorded: Recorded | None = None
         self.steps: list[Step] = []
         self.step = -1
         self.fallback: Connection | None = None
-        self._closed = False
-        self._closing = False  # a close is due: what the client sends is not answered
-        self._sent = 0
+        self._sent_count = 0
         self._received: list[str | bytes] = []
         self._path = ""
         self._headers: Mapping[str, str] = {}
-        self._gone = False
-        replay.emit("emulator.connect", conn=number, api=api,
-                    **({"client_port": client_port} if client_port is not None else {}))
 
     @property
     def closed(self) -> bool:
         return self.fallback.closed if self.fallback is not None else self._closed
+
+    @closed.setter
+    def closed(self, value: bool) -> None:
+        self._closed = value
 
     @property
     def _protocol(self) -> RealtimeApi:
@@ -160,7 +157,7 @@ class ReplayConnection:
 
     def begin(self, path: str, headers: Mapping[str, str], now: float) -> None:
         self._path, self._headers = path, headers
-        rec = self.replay.take(self.dialect)
+        rec = self.replay.take(self.api)
         if rec is None:
             self._diverge(now, "no recorded connection is left", "a new connection", None)
             return
@@ -169,7 +166,7 @@ class ReplayConnection:
     def _play(self, rec: Recorded, now: float, opening: bool = True) -> None:
         self.recorded = rec
         self.steps = steps_of(rec, self._protocol.is_stream)
-        self.replay.emit("cassette.play", conn=self.number, recorded=rec.conn)
+        self.replay.announce(CassettePlay(self.number, rec.conn))
         if opening:
             self._schedule(0, rec.at, now)
 
@@ -187,6 +184,7 @@ class ReplayConnection:
                                       _served(said))
         ending = rec.ending
         if ending is not None and ending.by == "server" and ending.after in numbers:
+            # Scheduled, not `close`: the client is answered until the recorded close is sent.
             self.outbox.close(now + max(0.0, ending.at - anchor_at) * scale,
                               ending.code or 1000, ending.reason, "recorded")
 
@@ -194,7 +192,7 @@ class ReplayConnection:
         if self.fallback is not None:
             self.fallback.receive(raw, now)
             return
-        if self._closed or self._closing:
+        if self.closed or self.closing:
             return
         described = self._protocol.describe(raw)
         kind = str(described.get("kind") or ("binary" if isinstance(raw, bytes) else "text"))
@@ -234,35 +232,35 @@ class ReplayConnection:
                          _resumes(self._protocol.describe(rec.client[0].payload)))
         if first is None or not first.takes(kind, self._protocol.is_stream) or (
                 first_resumes != resumes):
-            other = self.replay.take(self.dialect, kind, resumes)
+            other = self.replay.take(self.api, kind, resumes)
             if other is None:
                 return ("nothing (the recorded connection's client sent none)"
                         if first is None else first.describe(rec.conn))
             # The other's opening stands for what went out already (both opened alike).
             self.replay.give_back(rec)
             self.outbox.clear()
-            self._play(other, self.opened_at, opening=self._sent == 0)
+            self._play(other, self.opened_at, opening=self._sent_count == 0)
         self.step = 0
         self._schedule(1, self.steps[0].at, now)
         return None
 
     def _diverge(self, now: float, expected: str, received: str, raw: str | bytes | None) -> None:
         then = self.replay.divergence
-        self.replay.emit("cassette.diverged", conn=self.number,
-                         recorded=None if self.recorded is None else self.recorded.conn,
-                         expected=expected, received=received, then=then)
+        self.replay.announce(CassetteDiverged(
+            self.number, None if self.recorded is None else self.recorded.conn, expected,
+            received, then))
         self.outbox.clear()
         if then == "fallback":
             self._fall_back(now, raw)
             return
-        reason = close_reason(f"cassette diverged: expected {expected}; received {received}")
-        self._closing = True
-        self.outbox.close(now, DIVERGED_CODE, reason, "cassette diverged")
+        self.close(now, DIVERGED_CODE,
+                   f"cassette diverged: expected {expected}; received {received}",
+                   "cassette diverged")
 
     def _fall_back(self, now: float, raw: str | bytes | None) -> None:
         """The emulator takes the connection over (`Connection.adopt`): its opening and what
         the client said before, then the message that diverged, as any."""
-        conn = Connection(self.replay.emulator, self.number, self.opened_at, self.dialect)
+        conn = Connection(self.replay.emulator, self.number, self.opened_at, self.api)
         earlier = self._received if raw is None else self._received[:-1]
         conn.adopt(self._path, self._headers, earlier, now)
         self.fallback = conn
@@ -272,32 +270,21 @@ class ReplayConnection:
     def next_due(self) -> float | None:
         if self.fallback is not None:
             return self.fallback.next_due()
-        return None if self._closed else self.outbox.next_at()
+        return super().next_due()
 
     def poll(self, now: float) -> list[Action]:
         if self.fallback is not None:
             return self.fallback.poll(now)
-        out: list[Action] = []
-        while not self._closed and (action := self.outbox.pop_due(now)) is not None:
-            out.append(action)
-            if action.closes:
-                self._closed = True
-                self.replay.emit("emulator.close", conn=self.number, **action.close_fields())
-            else:
-                self._sent += 1
-        return out
+        return super().poll(now)
 
     def peer_closed(self, now: float, timed_out: bool = False) -> None:
         if self.fallback is not None:
             self.fallback.peer_closed(now, timed_out)
             return
-        if self._gone:
-            return
-        self._gone = True
-        self._closed = True
-        self.outbox.clear()
-        self.replay.emit("emulator.disconnect", conn=self.number,
-                         **({"timed_out": True} if timed_out else {}))
+        super().peer_closed(now, timed_out)
+
+    def _sent(self, action: Action) -> None:
+        self._sent_count += 1
 
 
 def _served(said: Said) -> str | bytes:

@@ -13,7 +13,7 @@ from faultlab.emulator.messages import Frame
 
 @dataclass(order=True)
 class Action:
-    """A frame to send (`frame`) or a close (`code`, `reason`, and for its `emulator.close`, told
+    """A frame to send (`frame`) or a close (`code`, `reason`, and for its `ServerClose`, told
     as it is sent, `why` and `detail`), due at `at`; or, internal to the core, the moment the
     model answers the user's turn (`think`)."""
 
@@ -35,10 +35,6 @@ class Action:
     def closes(self) -> bool:
         """Whether it is a close (not a frame, nor a moment to think)."""
         return self.frame is None and self.wire is None and not self.think
-
-    def close_fields(self) -> dict[str, Any]:
-        """A close's `emulator.close` fields (but `conn`)."""
-        return {"code": self.code, "reason": self.reason, "why": self.why, **self.detail}
 
 
 class Outbox:

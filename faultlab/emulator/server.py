@@ -3,7 +3,7 @@
 Paths are those of the Developer API and of Vertex (any API version, under any prefix, doubled
 slashes collapsed); the key may come as a header or a query parameter. The server answers pings
 and never sends one; errors are close codes only (a JSON error body crashes the SDK's parser).
-Every request it refuses leaves an `emulator.refused` event; it stops within a second, however
+Every request it refuses leaves an `EmulatorRefused`; it stops within a second, however
 many of its connections are stuck.
 """
 
@@ -15,7 +15,7 @@ import errno
 import json
 import logging
 import ssl
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs, urlsplit
@@ -38,6 +38,12 @@ from faultlab.emulator.refusals import close_reason
 from faultlab.events import Announcement
 from faultlab.protocols import DEFAULT_DIALECT
 from faultlab.vocabulary import FrameLogged
+from faultlab.vocabulary.server import (
+    EmulatorAborted,
+    EmulatorListening,
+    EmulatorRefused,
+    ServerClose,
+)
 
 if TYPE_CHECKING:
     from faultlab.emulator.apis.base import EmulatedApi
@@ -90,8 +96,6 @@ class Host(Protocol):
     personality: Personality
     time_scale: float
 
-    @property
-    def emit(self) -> Callable[..., None]: ...
     def announce(self, what: Announcement) -> None: ...
     def next_due(self) -> float | None: ...
     def poll(self, now: float) -> None: ...
@@ -105,19 +109,19 @@ def without_query(path: str) -> str:
 
 
 def refusal(request: Request | None, response: Response | None,
-            error: BaseException | None) -> dict[str, Any] | None:
-    """The fields of `emulator.refused` for a handshake that opened no WebSocket; None if it opened
-    one, or if no request came at all. A reason stops at its first colon: websockets quotes the
+            error: BaseException | None) -> EmulatorRefused | None:
+    """The `EmulatorRefused` of a handshake that opened no WebSocket; None if it opened one, or
+    if no request came at all. A reason stops at its first colon: websockets quotes the
     offending request line or header after it, and a request line may carry the key."""
     if request is None:
         if error is None or isinstance(error.__cause__, EOFError):
             return None
-        return {"status": UNPARSED_STATUS.get(type(error)),
-                "reason": _before_colon(str(error.__cause__ or error))}
+        return EmulatorRefused(_before_colon(str(error.__cause__ or error)),
+                               status=UNPARSED_STATUS.get(type(error)))
     if response is None or response.status_code == HTTPStatus.SWITCHING_PROTOCOLS:
         return None
-    return {"path": without_query(request.path), "status": response.status_code,
-            "reason": _before_colon(str(error)) if error else response.reason_phrase}
+    return EmulatorRefused(_before_colon(str(error)) if error else response.reason_phrase,
+                           path=without_query(request.path), status=response.status_code)
 
 
 def _before_colon(text: str) -> str:
@@ -142,10 +146,6 @@ class EmulatorServer:
         self._handlers: dict[ServerConnection, asyncio.Task[Any]] = {}
         self._stopping = False
 
-    @property
-    def emit(self) -> Callable[..., None]:
-        return self.emulator.emit
-
     async def __aenter__(self) -> EmulatorServer:
         self._server = await serve(
             self._handle, self.host, self.port, ssl=self.ssl_context, ping_interval=None,
@@ -161,8 +161,9 @@ class EmulatorServer:
         sock = next(iter(self._server.sockets))
         self.port = sock.getsockname()[1]
         self._forgetting = asyncio.create_task(self._forget_dead_sessions())
-        self.emit("emulator.listening", host=self.host, port=self.port,
-                  personality=self.emulator.personality.name, time_scale=self.emulator.time_scale)
+        self.emulator.announce(EmulatorListening(self.host, self.port,
+                                                 self.emulator.personality.name,
+                                                 self.emulator.time_scale))
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -187,7 +188,7 @@ class EmulatorServer:
             return
         for ws in stuck:
             ws.transport.abort()
-        self.emit("emulator.aborted", connections=len(stuck))
+        self.emulator.announce(EmulatorAborted(len(stuck)))
         _, pending = await asyncio.wait(stuck.values(), timeout=ABORT_S)
         for task in pending:
             task.cancel()
@@ -228,9 +229,9 @@ class EmulatorServer:
         return None
 
     def _report_refusal(self, ws: ServerConnection) -> None:
-        fields = refusal(ws.request, ws.response, ws.protocol.handshake_exc)
-        if fields is not None:
-            self.emit("emulator.refused", **fields)
+        refused = refusal(ws.request, ws.response, ws.protocol.handshake_exc)
+        if refused is not None:
+            self.emulator.announce(refused)
 
     async def _handle(self, ws: ServerConnection) -> None:
         # The task is websockets' for the whole connection: it still closes it after we return.
@@ -248,8 +249,8 @@ class EmulatorServer:
         conn = self.emulator.connect(loop.time(), dialect,
                                      client_port=int(peer[1]) if peer else None)
         if not protocol.authorised(request.headers, parse_qs(urlsplit(request.path).query)):
-            self.emit("emulator.refused", conn=conn.number, path=without_query(request.path),
-                      code=1008, reason=NO_IDENTITY_REASON)
+            self.emulator.announce(EmulatorRefused(NO_IDENTITY_REASON, conn=conn.number,
+                                                   path=without_query(request.path), code=1008))
             conn.peer_closed(loop.time())
             await ws.close(1008, NO_IDENTITY_REASON)
             return
@@ -268,8 +269,8 @@ class EmulatorServer:
                     wake.set()
             except ConnectionClosed as exc:
                 if exc.sent is not None and exc.sent.code == CloseCode.MESSAGE_TOO_BIG:
-                    self.emit("emulator.close", conn=conn.number, code=exc.sent.code,
-                              reason=exc.sent.reason, why="frame too big")
+                    self.emulator.announce(ServerClose(conn.number, exc.sent.code,
+                                                       exc.sent.reason, "frame too big"))
             finally:
                 conn.peer_closed(loop.time(), timed_out=_timed_out(ws))
                 wake.set()

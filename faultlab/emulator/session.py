@@ -1,33 +1,33 @@
-"""The emulator's sans-I/O core: the emulator, and each connection's lifecycle and resumption.
+"""The emulator's sans-I/O core: the emulator, and each of its connections.
 
 No sockets and no clock: the shell hands each `Connection` the frames it received and the time
 (`now`, seconds on any monotonic clock), asks `poll(now)` for the frames and closes that are due,
 and says when the peer is gone (`peer_closed`); it also calls `Emulator.poll(now)` when
 `Emulator.next_due()` says, which forgets the sessions whose handles have died. Every server timer
-is the personality's real value times `time_scale`. A connection's setup starts a session or
-resumes one (`sessions`), and from then on its turns are taken in `turns`.
+is the personality's real value times `time_scale`. A connection lives as any of the server's
+(`lifecycle`, which a cassette's replay shares); its setup starts a session or resumes one
+(`resumption`, over the registry of `sessions`), and from then on its turns are taken in
+`turns`; an error closes it as `closes` says.
 
 Memory is bounded: a session keeps CONTEXT_CHARS of conversation (`brain`), an utterance
 UTTERANCE_KEPT_S of audio (`audio`), and a session is forgotten when its handles die (reaped, or
-2 hours after its connection ended) whether or not anyone connects again. Every input error closes
-1007 (or 1008: `refusals`); anything else raised while handling a frame or a timer is an emulator
-bug: its traceback goes to the log and the connection is closed 1011 with EMULATOR_BUG, which no
-behaviour uses.
+2 hours after its connection ended) whether or not anyone connects again.
 """
 
 from __future__ import annotations
 
 import itertools
-import logging
 import random
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from faultlab.emulator.apis import APIS
 from faultlab.emulator.audio import TranscriptRegistry, Vad
 from faultlab.emulator.brain import Brain, Mind, echo
+from faultlab.emulator.closes import EMULATOR_BUG, close_on_bug, refuse, setup_refusal
+from faultlab.emulator.lifecycle import Lifecycle
 from faultlab.emulator.messages import (
     Cancel,
     Configure,
@@ -39,26 +39,22 @@ from faultlab.emulator.messages import (
     UserContent,
 )
 from faultlab.emulator.messages import Vad as VadSettings
-from faultlab.emulator.outbox import Action, Outbox
-from faultlab.emulator.personality import (
-    INTERNAL_ERROR,
-    INVALID_ARGUMENT,
-    Personality,
-    ServedModel,
-    served_model,
-)
-from faultlab.emulator.refusals import ProtocolError, close_reason
+from faultlab.emulator.outbox import Action
+from faultlab.emulator.personality import INTERNAL_ERROR, Personality, ServedModel, served_model
+from faultlab.emulator.refusals import ProtocolError
+from faultlab.emulator.resumption import Refusal, reaped_at, resumption
 from faultlab.emulator.sessions import Handles, Session
 from faultlab.emulator.turns import Emit, Turns
 from faultlab.events import Announcement
 from faultlab.vocabulary import FrameLogged
+from faultlab.vocabulary.server import (
+    EmulatorForgot,
+    EmulatorReleased,
+    EmulatorResumed,
+    EmulatorTcpGaveUp,
+)
 
-log = logging.getLogger(__name__)
-TRANSPARENT_REFUSED = ('Invalid JSON payload received. Unknown name "transparent" at '
-                       "'setup.session_resumption': Cannot find field.")
-MODALITIES_REFUSED = ("The requested combination of response modalities ({modalities}) is not "
-                      "supported by the model.")
-EMULATOR_BUG = "Internal error encountered (an emulator bug: see its log)."
+__all__ = ["EMULATOR_BUG", "Connection", "Emulator"]
 
 
 class Emulator:
@@ -103,37 +99,30 @@ class Emulator:
         """Forget the sessions whose handles died by `now` (their handles become dead handles)."""
         forgotten = self.handles.forget_dead(now)
         if forgotten:
-            self.emit("emulator.forgot", sessions=forgotten,
-                      kept=len({id(s) for s in self.handles.sessions.values()}))
+            self.announce(EmulatorForgot(
+                forgotten, kept=len({id(s) for s in self.handles.sessions.values()})))
 
 
-class Connection:
-    """One WebSocket connection's protocol state: its lifecycle (setup, reaping, lifetime, the
-    peer's end) and its session's resumption; from the setup on, its `turns`. It is its session's
+class Connection(Lifecycle):
+    """One WebSocket connection of the emulator (its `Lifecycle`, with the personality's timers:
+    reaping, L7, and its longest life): its setup starts a session or resumes one
+    (`resumption`), and from then on its `turns` answer the client. It is its session's
     `Holder`."""
 
     def __init__(self, emulator: Emulator, number: int, now: float, api: str,
                  client_port: int | None = None) -> None:
+        super().__init__(emulator, number, now, api, client_port)
         self.em = emulator
         self.p = emulator.personality
-        self.number = number
-        self.api = api
-        self.opened_at = now
         self.last_client_msg = now
         self.session: Session | None = None
-        self.closed = False
-        self.closing = False
-        self.outbox = Outbox()
         self.encoder = emulator.api.encoder(api, self.p, emulator.rng)
         self.turns: Turns | None = None  # from the setup on
         self._ready_at = now  # when the session is ready (its setupComplete, session.created)
         self._setup_seen = False
         self._silent = False  # a dead handle's resume left unanswered (S5)
         self.model: ServedModel | None = None
-        self._gone = False
         self.held_after_timeout = False
-        self.em.emit("emulator.connect", conn=number, api=api,
-                     **({"client_port": client_port} if client_port is not None else {}))
         self._lifetime_end: float | None = None
         if self.p.connection_lifetime_s is not None:
             self._lifetime_end = now + self.em.scaled(self.p.connection_lifetime_s)
@@ -142,7 +131,7 @@ class Connection:
             for frame in self.encoder.go_away(left):
                 self.outbox.send(at, frame)
 
-    # The shell's interface.
+    # The shell's interface (with the lifecycle's next_due and peer_closed).
 
     def begin(self, path: str, headers: Mapping[str, str], now: float) -> None:
         """The WebSocket is open (its request's `path` and `headers`): a session that opens with
@@ -157,7 +146,7 @@ class Connection:
             self._setup_seen = True
             self._refuse(now + self.em.draw(self.p.invalid_argument_s), exc, "refused request")
         except Exception as exc:  # a bug
-            self._bug(now, exc, "the connection's opening")
+            close_on_bug(self, now, exc, "the connection's opening")
 
     def adopt(self, path: str, headers: Mapping[str, str], earlier: Sequence[str | bytes],
               now: float) -> None:
@@ -221,15 +210,7 @@ class Connection:
                 exc.event_id = parsed.event_id
             self._refuse(now, exc, "bad client message")
         except Exception as exc:  # a bug: every input error is a ProtocolError
-            self._bug(now, exc, "a client frame")
-
-    def next_due(self) -> float | None:
-        """When the next frame or close is due (None: nothing scheduled)."""
-        if self.closed:
-            return None
-        times = [self.outbox.next_at(), self._reap_at(),
-                 None if self.closing else self._lifetime_end]
-        return min((t for t in times if t is not None), default=None)
+            close_on_bug(self, now, exc, "a client frame")
 
     def poll(self, now: float) -> list[Action]:
         """The frames and closes due by `now`, in order; after a close, nothing more."""
@@ -237,55 +218,9 @@ class Connection:
         try:
             self._due(now, out)
         except Exception as exc:  # while answering (the brain, speech): a bug, not a behaviour
-            self._bug(now, exc, "a timer")
+            close_on_bug(self, now, exc, "a timer")
             self._due(now, out)
         return out
-
-    def _due(self, now: float, out: list[Action]) -> None:
-        reap = self._reap_at()
-        if reap is not None and reap <= now and not self.closing:
-            self._close(reap, 1011, INTERNAL_ERROR, "reaped: silent connection")
-            if self.session is not None:
-                self.session.dead = True
-        if self._lifetime_end is not None and self._lifetime_end <= now and not self.closing:
-            code, reason = self.em.api.lifetime_over(self.p)
-            for frame in self.encoder.expired(reason):
-                self.outbox.send(self._lifetime_end, frame)
-            self._close(self._lifetime_end, code, reason, "connection lifetime over")
-        while not self.closed and (action := self.outbox.pop_due(now)) is not None:
-            if action.think:
-                assert self.turns is not None
-                self.turns.think(action.at)
-                continue
-            out.append(action)
-            if action.closes:
-                self.closed = True
-                # Told as it is sent, not when it was decided (a refusal's falls due later).
-                self.em.emit("emulator.close", conn=self.number, **action.close_fields())
-                self._release(now)
-                self._drop_scheduled()
-            elif self.session is not None:
-                self.session.last_activity = action.at
-
-    def peer_closed(self, now: float, timed_out: bool = False) -> None:
-        """The connection is gone from the server's view (close frame, FIN, RST, or ours), or
-        its TCP gave up retransmitting (`timed_out`): then the session stays held (L8) until the
-        connection would have been reaped."""
-        if self._gone:
-            return
-        self._gone = True
-        if not self.closed:
-            self.closed = True
-            self._drop_scheduled()
-            s = self.session
-            if timed_out and self.p.tcp_timeout_keeps_lock and s is not None and s.holder is self:
-                self.held_after_timeout = True
-                self.em.emit("emulator.tcp_gave_up", conn=self.number, session=s.id)
-                self.em.handles.check_at(s, self.last_client_msg + self.em.scaled(self.p.reap_after_s))
-            else:
-                self._release(now)
-        self.em.emit("emulator.disconnect", conn=self.number,
-                     **({"timed_out": True} if timed_out else {}))
 
     def holds(self, now: float) -> bool:
         """Whether this connection still holds its session (locking out resumes)."""
@@ -293,7 +228,7 @@ class Connection:
             return True
         if not self.held_after_timeout:
             return False
-        if now >= self.last_client_msg + self.em.scaled(self.p.reap_after_s):
+        if now >= reaped_at(self.last_client_msg, self.p, self.em.scaled):
             # Reaped while nobody could hear it: the session and its handles die (L7).
             assert self.session is not None
             self.session.dead = True
@@ -302,6 +237,50 @@ class Connection:
             return False
         return True
 
+    # The lifecycle's hooks.
+
+    def _timers(self) -> Iterable[float | None]:
+        return self._reap_at(), None if self.closing else self._lifetime_end
+
+    def _fire(self, now: float) -> None:
+        reap = self._reap_at()
+        if reap is not None and reap <= now and not self.closing:
+            self.close(reap, 1011, INTERNAL_ERROR, "reaped: silent connection")
+            if self.session is not None:
+                self.session.dead = True
+        if self._lifetime_end is not None and self._lifetime_end <= now and not self.closing:
+            code, reason = self.em.api.lifetime_over(self.p)
+            for frame in self.encoder.expired(reason):
+                self.outbox.send(self._lifetime_end, frame)
+            self.close(self._lifetime_end, code, reason, "connection lifetime over")
+
+    def _think(self, at: float) -> None:
+        assert self.turns is not None
+        self.turns.think(at)
+
+    def _sent(self, action: Action) -> None:
+        if self.session is not None:
+            self.session.last_activity = action.at
+
+    def _closed_by_server(self, now: float) -> None:
+        self._release(now)
+
+    def _lost(self, now: float, timed_out: bool) -> None:
+        """Gone before the server closed it: the session is let go, or, when TCP gave up
+        retransmitting, stays held (L8) until the connection would have been reaped."""
+        s = self.session
+        if timed_out and self.p.tcp_timeout_keeps_lock and s is not None and s.holder is self:
+            self.held_after_timeout = True
+            self.em.announce(EmulatorTcpGaveUp(self.number, s.id))
+            self.em.handles.check_at(s, reaped_at(self.last_client_msg, self.p, self.em.scaled))
+        else:
+            self._release(now)
+
+    def drop_scheduled(self) -> None:
+        super().drop_scheduled()
+        if self.turns is not None:
+            self.turns.cancel()
+
     # Internals.
 
     def _reap_at(self) -> float | None:
@@ -309,7 +288,7 @@ class Connection:
         unanswered, or that never sent its setup, is not held forever)."""
         if self.closing or self.closed:
             return None
-        return self.last_client_msg + self.em.scaled(self.p.reap_after_s)
+        return reaped_at(self.last_client_msg, self.p, self.em.scaled)
 
     def _release(self, now: float) -> None:
         s = self.session
@@ -320,8 +299,7 @@ class Connection:
             s.dropped_speaking = self.turns.speaking(now)
             if s.dropped_speaking and (unheard := self.turns.unheard(now)) is not None:
                 s.cut_speech = unheard
-            self.em.emit("emulator.release", conn=self.number, session=s.id,
-                         speaking=s.dropped_speaking)
+            self.em.announce(EmulatorReleased(self.number, s.id, s.dropped_speaking))
             self.em.handles.check_at(s, now if s.dead else self.em.handles.end(now))
 
     def _configure(self, change: Configure) -> None:
@@ -343,39 +321,7 @@ class Connection:
             self.turns.set_vad(self._vad(change.vad))
 
     def _refuse(self, at: float, error: ProtocolError, why: str) -> None:
-        """A client's error: told in-band, or closing the connection, as the API does."""
-        message = str(error)
-        for frame in self.encoder.error(message, error.error_code, error.param, error.event_id):
-            self.outbox.send(max(at, self._ready_at), frame)
-        close = self.em.api.closes_on(error)
-        if close is None:
-            self.em.emit("emulator.error", conn=self.number, code=error.error_code,
-                         message=message[:500], why=why)
-            return
-        # The event keeps what a close frame's 123 bytes cut (a long field path).
-        code, reason = close
-        full = {"detail": message[:500]} if message != reason else {}
-        self._close(at, code, reason, why, **full)
-
-    def _close(self, at: float, code: int, reason: str, why: str, **detail: Any) -> None:
-        if self.closing:
-            return
-        self.closing = True
-        self.outbox.close(at, code, close_reason(reason), why, detail)
-
-    def _bug(self, now: float, exc: Exception, handling: str) -> None:
-        """An exception no input should cause: logged with its traceback, and the connection
-        closed 1011 with a reason no behaviour uses, in place of whatever was due."""
-        log.error("emulator bug on connection %d, handling %s", self.number, handling, exc_info=exc)
-        self._drop_scheduled()
-        self.closing = False
-        self._close(now, 1011, EMULATOR_BUG, "emulator bug", error=f"{type(exc).__name__}: {exc}"[:200])
-
-    def _drop_scheduled(self) -> None:
-        """Nothing scheduled is sent any more: a close came first, or the connection is gone."""
-        self.outbox.clear()
-        if self.turns is not None:
-            self.turns.cancel()
+        refuse(self, self.em.api, self.encoder, at, self._ready_at, error, why)
 
     def _audio_note(self, message: object) -> dict[str, Any]:
         if isinstance(message, Input) and message.audio:
@@ -385,20 +331,13 @@ class Connection:
     def _on_setup(self, setup: Setup, now: float) -> None:
         p, em = self.p, self.em
         self.model = served_model(p, em.api.model_id(setup.model))
-        if self.model is None:
-            self._refuse(now + em.draw(p.invalid_argument_s), ProtocolError(
-                p.unknown_model.replace("{model}", setup.model), 1008,
-                error_code="model_not_found", param="model", fatal=True), "unknown model")
+        refused = setup_refusal(p, self.model, setup)
+        if isinstance(refused, ProtocolError):
+            self._refuse(now + em.draw(p.invalid_argument_s), refused, "unknown model")
             return
-        if setup.transparent and not p.transparent_resumption:
-            self._close(now + em.draw(p.invalid_argument_s), 1007, TRANSPARENT_REFUSED,
-                        "transparent resumption")
-            return
-        refused = [m for m in setup.modalities if m not in self.model.modalities]
-        if refused:
-            self._close(now + em.draw(p.invalid_argument_s), 1007,
-                        MODALITIES_REFUSED.format(modalities=", ".join(refused)),
-                        f"{', '.join(refused)} modality")
+        if refused is not None:
+            code, reason, why = refused
+            self.close(now + em.draw(p.invalid_argument_s), code, reason, why)
             return
         if setup.handle is not None:
             self._resume(setup, now)
@@ -414,45 +353,20 @@ class Connection:
     def _resume(self, setup: Setup, now: float) -> None:
         p, em = self.p, self.em
         assert setup.handle is not None
-        session = em.handles.sessions.get(setup.handle)
-        # Asked first: a connection held past its TCP's end may be reaped now, killing the handle.
-        holder = session.holder if session is not None else None
-        held = holder is not None and holder.holds(now)
-        if session is None and setup.handle not in em.handles.dead:
-            self._close(now + em.draw(p.invalid_argument_s), 1007, INVALID_ARGUMENT,
-                        "unknown handle")
+        got = resumption(em.handles, setup.handle, now, p, em.rng, em.scaled, self.number)
+        if isinstance(got, Refusal):
+            if got.told is not None:
+                em.announce(got.told)
+            if got.code is None:
+                self._silent = True
+            else:
+                self.close(now + em.draw(got.delay), got.code, got.reason, got.why)
             return
-        if session is None or em.handles.expired(session, now):
-            self._refuse_dead_handle(now)
-            return
-        why = None
-        if held and holder is not None:
-            why = f"the old connection {holder.number} is still " + (
-                "held (its TCP gave up)" if holder.closed else "open")
-        elif (session.dropped_at is not None and not session.dropped_speaking
-              and session.dropped_at - session.last_activity <= em.scaled(p.release_after_activity_s)
-              and now - session.dropped_at < em.scaled(p.release_window_s)):
-            why = f"idle drop {now - session.dropped_at:.3f}s ago"
-        if why is not None:
-            em.emit("emulator.resume_refused", conn=self.number, session=session.id, why=why)
-            self._close(now + em.draw(p.refusal_s), 1011, INTERNAL_ERROR, f"resume refused: {why}")
-            return
-        em.emit("emulator.resumed", conn=self.number, session=session.id)
-        session.mind.declared |= {f.name: f.behavior for f in setup.functions}
-        session.setup = replace(session.setup, resumption=setup.resumption, handle=setup.handle)
-        self._attach(session, setup, now, now + em.draw(p.resumed_setup_complete_s),
+        em.announce(EmulatorResumed(self.number, got.id))
+        got.mind.declared |= {f.name: f.behavior for f in setup.functions}
+        got.setup = replace(got.setup, resumption=setup.resumption, handle=setup.handle)
+        self._attach(got, setup, now, now + em.draw(p.resumed_setup_complete_s),
                      p.resumed_resumption_update_s)
-
-    def _refuse_dead_handle(self, now: float) -> None:
-        """S5: a reaped or expired session's handle is refused 1011, or left unanswered."""
-        if self.em.rng.random() < self.p.dead_handle_silent:
-            self._silent = True
-            self.em.emit("emulator.resume_refused", conn=self.number, why="dead handle",
-                         answered=False)
-            return
-        self.em.emit("emulator.resume_refused", conn=self.number, why="dead handle")
-        self._close(now + self.em.draw(self.p.refusal_s), 1011, INTERNAL_ERROR,
-                    "resume refused: dead handle")
 
     def _vad(self, asked: VadSettings) -> Vad | None:
         """The server's VAD as the client configured it (None: the client marks its turns)."""

@@ -23,7 +23,18 @@ from faultlab.emulator.outbox import Action, Outbox
 from faultlab.emulator.personality import Personality, ServedModel
 from faultlab.emulator.refusals import ProtocolError
 from faultlab.emulator.sessions import Session
+from faultlab.events import Announcement
 from faultlab.speech import RATE_IN, RATE_OUT, resample, synthesise
+from faultlab.vocabulary.server import (
+    EmulatorAnswer,
+    EmulatorContextTrimmed,
+    EmulatorHeard,
+    EmulatorNudge,
+    EmulatorRepeat,
+    EmulatorToolResponse,
+    EmulatorToolResponseIgnored,
+    EmulatorVad,
+)
 
 Emit = Callable[..., None]
 RESULT_KEPT_BYTES = 4096
@@ -36,7 +47,8 @@ class Shared(Protocol):
     brain: Brain
     registry: TranscriptRegistry
     rng: random.Random
-    emit: Emit
+
+    def announce(self, what: Announcement) -> None: ...
 
     def scaled(self, seconds: float) -> float: ...
 
@@ -96,7 +108,7 @@ class Turns:
 
     def repeat(self, text: str, at: float) -> None:
         """Speak again, at `at`, what a drop cut short (R6)."""
-        self.em.emit("emulator.repeat", conn=self.number, text=text)
+        self.em.announce(EmulatorRepeat(self.number, text))
         self._turn += 1
         self._speak(text, at, self._turn)
 
@@ -143,8 +155,8 @@ class Turns:
                     self._manual_audio.add(pcm)
             else:
                 for event in self._vad.feed(pcm):
-                    self.em.emit("emulator.vad", conn=self.number, kind=event.kind,
-                                 audio_s=round(event.audio_s, 3))
+                    self.em.announce(EmulatorVad(self.number, event.kind,
+                                                 round(event.audio_s, 3)))
                     if event.kind == "start":
                         self._on_speech_start(now)
                     else:
@@ -218,9 +230,9 @@ class Turns:
         heard = self.em.registry.recognise(audio)
         seconds = len(audio) / RATE_IN
         text = heard if heard is not None else f"[speech {seconds:.1f}s]"
-        dropped = {"dropped_s": round(utterance.dropped / RATE_IN, 3)} if utterance.dropped else {}
-        self.em.emit("emulator.heard", conn=self.number, audio_s=round(seconds, 3),
-                     recognised=heard is not None, text=text, **dropped)
+        dropped = round(utterance.dropped / RATE_IN, 3) if utterance.dropped else None
+        self.em.announce(EmulatorHeard(self.number, round(seconds, 3), heard is not None, text,
+                                       dropped))
         # Not before its start was said (a start and an end may come in one message).
         self._send(max(now, self._speech_heard_at), self.encoder.speech_stopped())
         if not answer:
@@ -255,8 +267,7 @@ class Turns:
         before = mind.dropped_chars
         add(mind)
         if mind.dropped_chars > before:
-            self.em.emit("emulator.context_trimmed", conn=self.number,
-                         chars=mind.dropped_chars - before)
+            self.em.announce(EmulatorContextTrimmed(self.number, mind.dropped_chars - before))
 
     def _turn_ends(self, said: bool, now: float, answer_at: float) -> None:
         """The user's turn ended at `now` (clientContent or realtimeInput.text). Words cut the
@@ -266,7 +277,7 @@ class Turns:
         if said:
             self._interrupt(now)
         elif self._thinking is not None or self._model_turn_end > now or self._user_speaking:
-            self.em.emit("emulator.nudge", conn=self.number, why="an answer is under way")
+            self.em.announce(EmulatorNudge(self.number, "an answer is under way"))
             return
         self._owe_answer(answer_at)
 
@@ -302,8 +313,8 @@ class Turns:
         if self._results:
             results, self._results = self._results, []
             reply = Reply.joined([self.em.brain.on_result(call, mind) for call in results])
-            self.em.emit("emulator.answer", conn=self.number, parts=0, results=len(results),
-                         calls=[c.name for c in reply.calls], speech=reply.speech)
+            self.em.announce(EmulatorAnswer(self.number, 0, len(results),
+                                            [c.name for c in reply.calls], reply.speech))
             self._respond(reply, at, before_last=mind.waiting())  # the user's parts still wait
             if self._answer_owed:
                 self._answer_at(self._model_turn_end)
@@ -314,11 +325,11 @@ class Turns:
         parts = len(mind.unanswered(held))
         answer = self.em.brain.on_turn(mind, held)
         if answer is None:
-            self.em.emit("emulator.nudge", conn=self.number, why="nothing unanswered")
+            self.em.announce(EmulatorNudge(self.number, "nothing unanswered"))
             self._send(at, self.encoder.nothing_to_say())
             return
-        self.em.emit("emulator.answer", conn=self.number, parts=parts, results=0,
-                     calls=[c.name for c in answer.calls], speech=answer.speech)
+        self.em.announce(EmulatorAnswer(self.number, parts, 0, [c.name for c in answer.calls],
+                                        answer.speech))
         self._respond(answer, at, before_last=held)
 
     def _interrupt(self, now: float) -> None:
@@ -344,10 +355,10 @@ class Turns:
         for response in msg.responses:
             call = next((c for c in mind.calls if c.id == response.id), None)
             if call is None or call.result is not None:
-                self.em.emit("emulator.tool_response_ignored", conn=self.number, id=response.id)
+                self.em.announce(EmulatorToolResponseIgnored(self.number, response.id))
                 continue
             call.result = kept_result(response.response)
-            self.em.emit("emulator.tool_response", conn=self.number, id=call.id, name=call.name)
+            self.em.announce(EmulatorToolResponse(self.number, call.id, call.name))
             self._results.append(call)
         if self._results and msg.answer:
             # T2: speech 0.5-0.8 s after the response, or with the answer already due.

@@ -29,7 +29,7 @@ from faultlab.vocabulary import (
     RunTeardown,
 )
 from faultlab.vocabulary.lab import ProxyWsEnd
-from faultlab.vocabulary.serving import SERVER_DISCONNECT
+from faultlab.vocabulary.server import ServerDisconnect
 
 
 @register
@@ -118,7 +118,7 @@ def delivered_audio(events: Sequence[Event]) -> tuple[float, float] | None:
     conn, audio = max(by_conn.items(), key=lambda item: sum(e.fields["audio_s"] for e in item[1]))
     start = audio[0].t
     ends = [e.t for e in events if e.t > start and (
-        (e.name in (SERVER_DISCONNECT, ProxyWsEnd.NAME) and connection_of(e) == conn)
+        ((ServerDisconnect.is_one(e) or ProxyWsEnd.is_one(e)) and connection_of(e) == conn)
         or RunTeardown.is_one(e))]
     end = min(ends, default=audio[-1].t + float(audio[-1].fields["audio_s"]))
     return sum(float(e.fields["audio_s"]) for e in audio), max(end - start, 1e-9)

@@ -21,6 +21,7 @@ from websockets.exceptions import ConnectionClosed
 
 from faultlab.events import EventWriter
 from faultlab.units import parse_duration
+from faultlab.vocabulary.server import EchoClosed, EchoConnected, EchoListening, EchoStopped
 
 
 class EchoTickServer:
@@ -33,7 +34,7 @@ class EchoTickServer:
         self.connections += 1
         n = self.connections
         peer = ws.remote_address
-        self.events.emit("server.connected", n=n, peer=f"{peer[0]}:{peer[1]}")
+        self.events.announce(EchoConnected(n, f"{peer[0]}:{peer[1]}"))
         ticker = asyncio.create_task(self._tick(ws)) if self.tick_s > 0 else None
         echoed = 0
         try:
@@ -45,10 +46,9 @@ class EchoTickServer:
         finally:
             if ticker is not None:
                 ticker.cancel()
-            self.events.emit(
-                "server.closed", n=n, code=ws.close_code, reason=ws.close_reason or "",
-                received_close=ws.protocol.close_rcvd is not None, echoed=echoed,
-            )
+            self.events.announce(EchoClosed(
+                n, ws.close_code, ws.close_reason or "",
+                received_close=ws.protocol.close_rcvd is not None, echoed=echoed))
 
     async def _tick(self, ws: ServerConnection) -> None:
         i = 0
@@ -71,9 +71,9 @@ async def main(args: argparse.Namespace) -> None:
         tls.load_cert_chain(args.tls_cert, args.tls_key)
     async with serve(server.handle, args.host, args.port, ping_interval=None, close_timeout=1,
                      ssl=tls):
-        events.emit("server.listening", host=args.host, port=args.port)
+        events.announce(EchoListening(args.host, args.port))
         await stop
-    events.emit("server.stopped", connections=server.connections)
+    events.announce(EchoStopped(server.connections))
 
 
 def cli() -> None:

@@ -36,7 +36,7 @@ from faultlab.vocabulary import (
 )
 from faultlab.vocabulary.base import Lane as LaneId
 from faultlab.vocabulary.lab import PROXY_EVENTS, ProxyWsEnd
-from faultlab.vocabulary.serving import SERVER_CLOSE, SERVER_DRAWINGS, SERVER_PREFIX
+from faultlab.vocabulary.server import EMULATOR_PREFIX, ServerClose
 from faultlab.vocabulary.session import CLIENT_PREFIX
 
 if TYPE_CHECKING:
@@ -174,7 +174,7 @@ def _messages(events: Sequence[Event], protocol: RealtimeApi) -> list[Item]:
             fields=burst.fields))
     # Closes, with their code, from the same log's side.
     for e in events:
-        if e.name == SERVER_CLOSE and log == FrameLogged.event_name("emulator"):
+        if ServerClose.is_one(e) and log == FrameLogged.event_name("emulator"):
             items.append(Item(t=e.t, lane="server", to="client", name=e.name,
                               label=f"close {e.fields.get('code')}", category="close",
                               conn=connection_of(e), fields=Burst((e,)).fields))
@@ -211,7 +211,7 @@ def _pair_tcp(events: Sequence[Event]) -> list[Event]:
 def short_name(name: str) -> str:
     """An event's name without its family where the lane says it (`lost`, not `client.lost`)."""
     head, _, rest = name.partition(".")
-    return rest if rest and f"{head}." in (CLIENT_PREFIX, SERVER_PREFIX) else name
+    return rest if rest and f"{head}." in (CLIENT_PREFIX, EMULATOR_PREFIX) else name
 
 
 def drawing_of(e: Event, pack_events: tuple[str, ...] = ()) -> tuple[Drawing, str | None]:
@@ -223,9 +223,7 @@ def drawing_of(e: Event, pack_events: tuple[str, ...] = ()) -> tuple[Drawing, st
         return record.drawing(), record.label()
     if (declared := record_of(e.name)) is not None:
         return declared.DRAWN, None
-    if e.name in SERVER_DRAWINGS:
-        return SERVER_DRAWINGS[e.name], None
-    if e.name.startswith(SERVER_PREFIX):
+    if e.name.startswith(EMULATOR_PREFIX):
         return Drawing("server"), None
     if e.name.startswith(SESSION_PREFIXES) or (pack_events and e.name.startswith(pack_events)):
         return Drawing("client"), None

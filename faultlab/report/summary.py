@@ -33,7 +33,7 @@ from faultlab.vocabulary import (
 )
 from faultlab.vocabulary.audio import AUDIO_PREFIXES
 from faultlab.vocabulary.lab import TargetReady
-from faultlab.vocabulary.serving import PEER_SERVER_PREFIX
+from faultlab.vocabulary.server import ECHO_PREFIX
 
 if TYPE_CHECKING:
     from faultlab.result import RunResult
@@ -44,7 +44,7 @@ TIMELINE_ROWS = 200
 NOTABLE = (*(r.NAME for r in (
     LabReady, TargetReady, ProcessStart, ProcessExit, FaultApplied, FaultReverted, FaultFailed,
     FaultRevertFailed, TcpConnect, TcpFin, TcpRst, RunStart, RunTimeout, RunError, RunInterrupted,
-    RunTeardown, RunEnd)), *SESSION_PREFIXES, *AUDIO_PREFIXES, PEER_SERVER_PREFIX)
+    RunTeardown, RunEnd)), *SESSION_PREFIXES, *AUDIO_PREFIXES, ECHO_PREFIX)
 
 
 def _is_notable(name: str, notable: tuple[str, ...]) -> bool:

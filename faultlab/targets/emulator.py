@@ -21,6 +21,7 @@ from faultlab.private import create_private
 from faultlab.problems import message_of
 from faultlab.protocols import PROTOCOLS, Protocol
 from faultlab.targets.base import Surroundings, TargetKind
+from faultlab.vocabulary.server import ServerConnect
 
 # The port it listens on when the profile gives none: the service's.
 DEFAULT_PORT = 443
@@ -55,7 +56,7 @@ class Emulator(TargetKind):
     """The emulator, listening on `port` (443 when the profile gives none)."""
 
     name: ClassVar[str] = "emulator"
-    frame_log: ClassVar[str | None] = "emulator.connect"
+    frame_log: ClassVar[str | None] = ServerConnect.NAME
     records: ClassVar[bool] = True
 
     def __init__(self, settings: EmulatorTarget, port: int | None, image: str | None) -> None:

@@ -12,10 +12,11 @@ modules below (a module of records imported here is found by itself) and those `
 - `session`: what a client says of its session (connected, lost, resumes, the conversation);
 - `audio`: the lab's microphone and a client's uplink;
 - `lab`: the proxy, the resolver, the target, the capture;
-- `browser`: a browser client's own account.
+- `browser`: a browser client's own account;
+- `server`: the server's (the emulator's, a cassette replay's, the echo peer's).
 """
 
-from faultlab.vocabulary import audio, browser, lab, run, session
+from faultlab.vocabulary import audio, browser, lab, run, server, session
 from faultlab.vocabulary.base import NOT_DRAWN, Drawing, Lane, Record, Sender
 from faultlab.vocabulary.registry import read, record_of, register, vocabulary
 from faultlab.vocabulary.run import (
@@ -41,6 +42,7 @@ from faultlab.vocabulary.run import (
     TcpRst,
     fault_spans,
 )
+from faultlab.vocabulary.server import *  # noqa: F403 (the server's records: server.__all__)
 from faultlab.vocabulary.session import (
     SESSION_PREFIXES,
     Answer,
@@ -114,6 +116,7 @@ __all__ = [
     "record_of",
     "register",
     "run",
+    "server",
     "session",
     "vocabulary",
 ]

@@ -140,9 +140,11 @@ def test_a_request_it_cannot_parse_is_reported_without_the_line() -> None:
     """websockets quotes a bad request line after a colon; the event keeps only what precedes it."""
     bad = InvalidMessage("did not receive a valid HTTP request")
     bad.__cause__ = ValueError(f"invalid HTTP request line: GET {DEV}?key={KEY} HTTP/2")
-    assert refusal(None, None, bad) == {"status": None, "reason": "invalid HTTP request line"}
-    assert refusal(None, None, RequestLineTooLong("line too long")) == {
-        "status": 414, "reason": "line too long"}
+    refused = refusal(None, None, bad)
+    assert refused is not None
+    assert refused.fields() == {"status": None, "reason": "invalid HTTP request line"}
+    too_long = refusal(None, None, RequestLineTooLong("line too long"))
+    assert too_long is not None and too_long.fields() == {"status": 414, "reason": "line too long"}
     closed = InvalidMessage("did not receive a valid HTTP request")
     closed.__cause__ = EOFError("connection closed while reading HTTP request line")
     assert refusal(None, None, closed) is None
