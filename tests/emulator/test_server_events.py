@@ -19,7 +19,7 @@ from faultlab.scenarios.booking.brain import booking_assistant
 from faultlab.vocabulary import FrameLogged, Record, server
 
 RECORDS: dict[str, type[Record]] = {
-    cls.NAME: cls for cls in (getattr(server, name) for name in server.__all__)}
+    cls.NAME: cls for cls in (getattr(server, name) for name in server.__all__) if isinstance(cls, type)}
 Told = list[tuple[str, dict[str, Any]]]
 PATH = "/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"
 SETUP = {"model": "models/gemini-3.8-live", "generationConfig": {"responseModalities": ["TEXT"]},
