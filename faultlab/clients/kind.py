@@ -38,11 +38,15 @@ class ClientKind(ABC):
     # pydantic: a model, `str`, `list[str]` ...).
     name: ClassVar[str]
     setting: ClassVar[Any]
-    # The records (faultlab.vocabulary) of the events it writes, which the report draws.
-    records: ClassVar[tuple[type[Record], ...]] = ()
     # Prefixes of the folders it makes in the temp dir, each followed by the pid that owns it
     # (`PREFIX<pid>-...`): `faultlab lab gc` removes them once that pid is gone.
     pid_folders: ClassVar[tuple[str, ...]] = ()
+
+    def records(self) -> tuple[type[Record], ...]:
+        """The records (faultlab.vocabulary) of the events it writes, which join the vocabulary
+        as the kind loads: the report draws them and `faultlab events check` knows them. A
+        method, so that a kind's module need not import the vocabulary when it is loaded."""
+        return ()
 
     def misfit(self, setting: Any, client: Declared) -> str | None:
         """Why the rest of `client:` does not go with this kind, if it does not."""

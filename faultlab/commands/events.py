@@ -12,13 +12,15 @@ import click
 from faultlab.commands.exits import fail
 
 
-def _load_packs() -> None:
-    """Every installed scenario pack's records join the vocabulary as the pack loads."""
-    from faultlab.scenarios import PackError, packs
+def load_plugin_records() -> None:
+    """The records every installed scenario pack and client kind brings join the vocabulary as
+    they load."""
+    from faultlab.errors import FaultlabError
+    from faultlab.profile.client_kinds import client_kinds
 
     try:
-        packs()
-    except PackError as exc:
+        client_kinds()
+    except FaultlabError as exc:
         fail(str(exc), 2)
 
 
@@ -30,8 +32,8 @@ def events() -> None:
 @events.command()
 def schema() -> None:
     """Print the JSON Schema of every event (one of its records, by `event`): faultlab's, and
-    every installed scenario pack's."""
-    _load_packs()
+    every installed scenario pack's and client kind's."""
+    load_plugin_records()
     from faultlab.vocabulary.schema import event_schema
 
     click.echo(json.dumps(event_schema(), indent=2))
@@ -44,7 +46,7 @@ def check(run_dir: Path) -> None:
     each field of the wrong type, as FILE:LINE; exit 1 if there is any, 0 if none."""
     if not run_dir.is_dir():
         fail(f"{run_dir}: not a folder (give a run folder, runs/NAME-TIME)", 2)
-    _load_packs()
+    load_plugin_records()
     from faultlab.vocabulary.schema import RUN_EVENTS, check_file, event_files
 
     files = event_files(run_dir)

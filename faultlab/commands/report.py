@@ -55,9 +55,11 @@ def build(paths: tuple[Path, ...]) -> None:
     """(Re)build report.html and timeline.png of each run folder in PATH..., and a suite's page:
     PATH is a run folder, a suite's file (suite-TIME.md, .html or .json), or a folder of runs
     (then a suite page of all of them is written in it)."""
+    from faultlab.commands.events import load_plugin_records
     from faultlab.report.build import rebuild
     from faultlab.report.record import RecordError
 
+    load_plugin_records()
     try:
         written, failed = rebuild(list(paths))
     except RecordError as exc:

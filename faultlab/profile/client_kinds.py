@@ -14,6 +14,9 @@ from faultlab.lab.process import BROWSER_DIR_PREFIX
 from faultlab.model import one_of
 from faultlab.peers import BUILTINS, builtin_command
 from faultlab.plugins import PluginError, load
+from faultlab.vocabulary import browser as browser_events
+from faultlab.vocabulary.base import Record
+from faultlab.vocabulary.registry import declared_in, register
 
 
 class Command(ClientKind):
@@ -53,6 +56,9 @@ class Browser(ClientKind):
     setting: ClassVar[Any] = BrowserPage
     pid_folders: ClassVar[tuple[str, ...]] = (BROWSER_DIR_PREFIX,)
 
+    def records(self) -> tuple[type[Record], ...]:
+        return tuple(declared_in(vars(browser_events).values()))
+
     def misfit(self, setting: Any, client: Declared) -> str | None:
         if client.image is not None or client.args:
             return ("a 'browser' client runs faultlab's Chromium on the host: it takes no "
@@ -70,7 +76,7 @@ COMMAND, BUILTIN, BROWSER = Command(), Builtin(), Browser()
 @functools.cache
 def client_kinds() -> dict[str, ClientKind]:
     """Every installed client kind by its key: the `faultlab.clients` group's, then those the
-    scenario packs bring."""
+    scenario packs bring; the records each brings join the vocabulary as it loads."""
     from faultlab.scenarios import packs
 
     found: dict[str, ClientKind] = dict(load(GROUP, ClientKind))
@@ -79,4 +85,6 @@ def client_kinds() -> dict[str, ClientKind]:
             if found.setdefault(kind.name, kind) is not kind:
                 raise PluginError(f"scenario pack {pack.name} brings a client kind named "
                                   f"{kind.name!r}, which is already installed")
+    for kind in found.values():
+        register(*kind.records())
     return found

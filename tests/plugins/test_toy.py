@@ -132,3 +132,21 @@ def test_a_run_of_the_toy_client_against_the_emulated_toy_api_passes(tmp_path: P
     events = [json.loads(line) for line in (folder / "events.jsonl").read_text().splitlines()]
     replies = [e for e in events if e.get("event") == "toy.reply"]
     assert [r.get("text") for r in replies] == ["You said: hello there"]
+    # The records the toy kind brings join the vocabulary: every event of the run has a record,
+    # and the report draws the toy's as the kind declares.
+    checked = run("-m", "faultlab", "events", "check", str(folder))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    drawn = run("-c", f"""
+from pathlib import Path
+from faultlab.events import read_events
+from faultlab.profile.client_kinds import client_kinds
+from faultlab.report.sequence import drawing_of
+client_kinds()
+for e in read_events(Path({str(folder / "events.jsonl")!r})):
+    if e.name.startswith("toy."):
+        drawing, _ = drawing_of(e)
+        print(e.name, drawing.lane, drawing.category)
+""")
+    assert drawn.returncode == 0, drawn.stderr
+    lines = drawn.stdout.splitlines()
+    assert "toy.reply client conversation" in lines and "toy.connected client setup" in lines, lines

@@ -22,12 +22,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from faultlab.clients.kind import ClientKind, Declared
 from faultlab.model import Model
 from faultlab.protocols.plugin import ApiPlugin
 from faultlab.scenarios.pack import ScenarioPack
+
+if TYPE_CHECKING:
+    from faultlab.vocabulary import Record
 
 API = ApiPlugin(
     name="toy", protocol_ref="toy_plugin.protocol:TOY",
@@ -49,6 +52,11 @@ class ToyClient(ClientKind):
 
     name: ClassVar[str] = "toy"
     setting: ClassVar[Any] = Say
+
+    def records(self) -> tuple[type[Record], ...]:
+        from toy_plugin.events import RECORDS
+
+        return RECORDS
 
     def argv(self, setting: Any, client: Declared, folder: Path) -> list[str]:
         return [sys.executable, "-m", "toy_plugin.client", "--model", setting.model,
