@@ -28,7 +28,30 @@ from faultlab.vocabulary.js import EVENTS_MJS, REGENERATE, render
 from faultlab.vocabulary.lab import DnsQuery, ProxyRewrote, ProxyWsEnd, ProxyWsStart, ResolverReady
 from faultlab.vocabulary.registry import unregister
 from faultlab.vocabulary.schema import event_schema, problems_of
-from faultlab.vocabulary.session import ClientOldClosed
+from faultlab.vocabulary.session import (
+    Answer,
+    Ask,
+    AudioEnd,
+    AudioStart,
+    ClientConnected,
+    ClientError,
+    ClientLost,
+    ClientOldClosed,
+    ClientReceived,
+    ClientRecovered,
+    ClientRefused,
+    RecoveryAttempt,
+    RecoveryFailed,
+    RecoveryNewSession,
+    RecoveryRace,
+    RecoveryRestored,
+    RecoveryStandby,
+    ResumeAttempt,
+    ResumeGaveUp,
+    ResumeOk,
+    StatusNote,
+    ToolResponse,
+)
 
 from .report.test_sequence import a_record
 
@@ -227,3 +250,47 @@ def test_the_lab_s_records_write_the_lines_their_parts_always_wrote() -> None:
     assert ResolverReady("10.0.0.53", ["a.test"], None).fields() == {
         "address": "10.0.0.53", "names": ["a.test"], "upstream": None}
     assert UplinkStart(None).fields() == {"keep_alive": None}
+
+
+# Each record as the reference clients (clients/driver.py, racing.py, the booking conversation)
+# build it, beside the fields their `emit("name", ...)` wrote before, in the order written.
+CLIENT_LINES: list[tuple[Record, dict[str, object]]] = [
+    (ClientConnected(), {}),
+    (ClientRefused(1008, "policy"), {"code": 1008, "reason": "policy"}),
+    (ClientRefused(None, "OSError: unreachable"), {"code": None, "reason": "OSError: unreachable"}),
+    (ClientRefused("session_expired", "expired"), {"code": "session_expired", "reason": "expired"}),
+    (ClientLost("pings"), {"why": "pings"}),
+    (ClientRecovered(2.5, "server_content"), {"since_loss_s": 2.5, "kind": "server_content"}),
+    (ToolCall(None, "book_slot", {}), {"id": None, "name": "book_slot", "args": {}}),
+    (AudioStart(), {}),
+    (ClientError(code=None, message="boom"), {"code": None, "message": "boom"}),
+    (ClientReceived("tool_call"), {"kind": "tool_call"}),
+    (AudioEnd(1.25), {"audio_s": 1.25}),
+    (Answer("booked"), {"text": "booked"}),
+    (ResumeAttempt(2, 0.5), {"n": 2, "since_loss_s": 0.5}),
+    (ResumeRefused(2, 1011, latency_ms=3.5), {"n": 2, "code": 1011, "latency_ms": 3.5}),
+    (ResumeRefused(2, "session_expired", latency_ms=3.5),
+     {"n": 2, "code": "session_expired", "latency_ms": 3.5}),
+    (ResumeOk(3, 40.0, 1.5), {"n": 3, "latency_ms": 40.0, "since_loss_s": 1.5}),
+    (ResumeGaveUp(4), {"attempts": 4}),
+    (RecoveryAttempt(1, 4.0), {"n": 1, "since_loss_s": 4.0}),
+    (RecoveryFailed(1, error="Refused: no"), {"n": 1, "error": "Refused: no"}),
+    (RecoveryNewSession(4.2), {"since_loss_s": 4.2}),
+    (RecoveryRestored(0, False), {"lines": 0, "asked": False}),
+    (RecoveryStandby(1.1), {"quiet_s": 1.1}),
+    (RecoveryRace("resume", 0.3), {"winner": "resume", "since_loss_s": 0.3}),
+    (ToolResponse("c1", "B-1"), {"id": "c1", "booking": "B-1"}),
+    (StatusNote("B-1", "committed"), {"booking": "B-1", "status": "committed"}),
+    (Ask("and the time?"), {"text": "and the time?"}),
+]
+
+
+@pytest.mark.parametrize(("record", "written"), CLIENT_LINES,
+                         ids=[record.name for record, _ in CLIENT_LINES])
+def test_the_clients_records_write_the_lines_the_clients_always_wrote(
+        record: Record, written: dict[str, object]) -> None:
+    """A client's record has the fields, nulls and order its old `emit` wrote, and that line
+    holds to the schema (an API's refusal code is a string)."""
+    assert list(record.fields().items()) == list(written.items())
+    line = json.dumps({"event": record.name, "ts": 1.0, **written})
+    assert list(problems_of(line)) == []

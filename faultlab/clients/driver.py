@@ -25,6 +25,26 @@ from faultlab.clients.uplink import Uplink
 from faultlab.events import EventWriter
 from faultlab.scenarios.booking.conversation import BookingConversation, Turn
 from faultlab.scenarios.booking.script import ANSWERED, REFUSED, UNANSWERED
+from faultlab.vocabulary.session import (
+    Answer,
+    AudioEnd,
+    AudioStart,
+    ClientConnected,
+    ClientError,
+    ClientLost,
+    ClientReceived,
+    ClientRecovered,
+    ClientRefused,
+    RecoveryAttempt,
+    RecoveryFailed,
+    RecoveryNewSession,
+    RecoveryRestored,
+    ResumeAttempt,
+    ResumeGaveUp,
+    ResumeOk,
+    ResumeRefused,
+    ToolCall,
+)
 
 # A set-up connection: the stack that closes it (None where closing the socket is all there is),
 # and the SDK's session on it.
@@ -179,7 +199,7 @@ class ReferenceClient:
         await self.recovery.before_drop(self)
         if self.lost.is_set():
             return
-        self.events.emit("client.lost", why=why)
+        self.events.announce(ClientLost(why))
         self._lost_at = time.monotonic()
         if not self.transport.resumable:  # a new session answers anew
             self._answer, self._audio_s = [], 0.0
@@ -226,16 +246,15 @@ class ReferenceClient:
         if heard.speaking is True:
             self.transport.idle.clear()
         if heard.output and self._lost_at is not None:
-            self.events.emit("client.recovered", since_loss_s=round(now - self._lost_at, 3),
-                             kind=heard.kind)
+            self.events.announce(ClientRecovered(round(now - self._lost_at, 3), heard.kind))
             self._lost_at = None
         for call_id, name, args in heard.calls:
-            self.events.emit("client.tool_call", id=call_id, name=name, args=args)
+            self.events.announce(ToolCall(call_id, name, args))
             self.conversation.on_call(str(call_id), str(name), args)
         self._answer.extend(heard.text)
         if heard.audio:
             if self._audio_s == 0.0:
-                self.events.emit("client.audio_start")
+                self.events.announce(AudioStart())
             self._audio_s += heard.audio_s
         if heard.speaking is False:
             self.transport.idle.set()
@@ -243,18 +262,18 @@ class ReferenceClient:
             self._turn_end(heard.cancelled)
         if heard.error is not None:
             code, message = heard.error
-            self.events.emit("client.error", code=code, message=message[:200])
+            self.events.announce(ClientError(code=code, message=message[:200]))
         if not heard.quiet:
-            self.events.emit("client.received", kind=heard.kind)
+            self.events.announce(ClientReceived(heard.kind))
 
     def _turn_end(self, cancelled: bool) -> None:
         if self._audio_s:
-            self.events.emit("client.audio_end", audio_s=round(self._audio_s, 3))
+            self.events.announce(AudioEnd(round(self._audio_s, 3)))
             self._audio_s = 0.0
         if cancelled:
             self._answer = []
         if self._answer:
-            self.events.emit("client.answer", text=self.transport.joiner.join(self._answer))
+            self.events.announce(Answer(self.transport.joiner.join(self._answer)))
             self._answer = []
             self.conversation.on_reply()
 
@@ -294,24 +313,23 @@ class ReferenceClient:
         while time.monotonic() - lost_at < window_s:
             attempt += 1
             started = time.monotonic()
-            self.events.emit("resume.attempt", n=attempt, since_loss_s=since(lost_at))
+            self.events.announce(ResumeAttempt(attempt, since(lost_at)))
             try:
                 connection = await asyncio.wait_for(self.connect(self.handle),
                                                     self.args.connect_timeout)
             except Refused as exc:
-                self.events.emit("resume.refused", n=attempt, code=exc.code,
-                                 latency_ms=latency_ms(started))
+                self.events.announce(ResumeRefused(attempt, exc.code,
+                                                   latency_ms=latency_ms(started)))
                 await self._pause(lost_at, window_s)
                 continue
             except (OSError, TimeoutError) as exc:
-                self.events.emit("resume.refused", n=attempt, code=None, error=type(exc).__name__,
-                                 latency_ms=latency_ms(started))
+                self.events.announce(ResumeRefused(attempt, None, type(exc).__name__,
+                                                   latency_ms(started)))
                 await self._pause(lost_at, window_s)
                 continue
-            self.events.emit("resume.ok", n=attempt, latency_ms=latency_ms(started),
-                             since_loss_s=since(lost_at))
+            self.events.announce(ResumeOk(attempt, latency_ms(started), since(lost_at)))
             return connection
-        self.events.emit("resume.gave_up", attempts=attempt)
+        self.events.announce(ResumeGaveUp(attempt))
         return None
 
     async def new_sessions(self, lost_at: float) -> Connection | None:
@@ -320,12 +338,12 @@ class ReferenceClient:
         attempt = 0
         while time.monotonic() - lost_at < self.args.give_up_after:
             attempt += 1
-            self.events.emit("recovery.attempt", n=attempt, since_loss_s=since(lost_at))
+            self.events.announce(RecoveryAttempt(attempt, since(lost_at)))
             try:
                 return await self.connect(None)
             except (Refused, OSError, TimeoutError) as exc:
-                self.events.emit("recovery.failed", n=attempt,
-                                 error=f"{type(exc).__name__}: {str(exc)[:80]}")
+                self.events.announce(RecoveryFailed(
+                    attempt, error=f"{type(exc).__name__}: {str(exc)[:80]}"))
                 await asyncio.sleep(self.args.retry_after)
         return None
 
@@ -334,12 +352,12 @@ class ReferenceClient:
         backend has done; ask the question with it when its answer is known."""
         self.generation += 1
         self.install(*connection)
-        self.events.emit("recovery.new_session", since_loss_s=since(lost_at))
+        self.events.announce(RecoveryNewSession(since(lost_at)))
         turns, ask, lines, reply = self.conversation.restore()
         await self.say(turns, turn_complete=reply)
         if ask:
             self.conversation.mark_asked()
-        self.events.emit("recovery.restored", lines=lines, asked=ask)
+        self.events.announce(RecoveryRestored(lines, ask))
 
     # The run.
 
@@ -354,10 +372,10 @@ class ReferenceClient:
         try:
             self.install(*await self.connect(None))
         except Refused as exc:
-            self.events.emit("client.refused", code=exc.code, reason=str(exc)[:200])
+            self.events.announce(ClientRefused(exc.code, str(exc)[:200]))
             return REFUSED
         except OSError as exc:  # unreachable, reset, TLS refused, timed out: no WebSocket at all
-            self.events.emit("client.refused", code=None, reason=f"{type(exc).__name__}: {exc}")
+            self.events.announce(ClientRefused(None, f"{type(exc).__name__}: {exc}"))
             return REFUSED
         return None
 
@@ -366,7 +384,7 @@ class ReferenceClient:
         refused = await self._open()
         if refused is not None:
             return refused
-        self.events.emit("client.connected")
+        self.events.announce(ClientConnected())
         if self.args.mic:
             self.uplink = Uplink(self, self.args.keep_alive, self.args.stream_end, self.events)
             self.spawn(self.uplink.run())

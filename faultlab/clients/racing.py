@@ -24,6 +24,7 @@ from faultlab.clients.recovery import RestoreSession, add_recovery_arguments
 from faultlab.events import EventWriter
 from faultlab.scenarios.booking.script import SCRIPT
 from faultlab.units import parse_duration
+from faultlab.vocabulary.session import RecoveryRace, RecoveryStandby
 
 
 class Racing(RestoreSession):
@@ -37,7 +38,7 @@ class Racing(RestoreSession):
 
     def suspect(self, client: ReferenceClient, quiet_s: float) -> None:
         if quiet_s > self.standby_after_s and self._standby is None:
-            client.events.emit("recovery.standby", quiet_s=round(quiet_s, 3))
+            client.events.announce(RecoveryStandby(round(quiet_s, 3)))
             self._standby = asyncio.create_task(client.connect(None))
 
     async def recover(self, client: ReferenceClient) -> bool:
@@ -61,8 +62,8 @@ class Racing(RestoreSession):
                 await _discard(task)
         if winner is None:
             return False
-        client.events.emit("recovery.race", winner=racers[winner],
-                           since_loss_s=round(time.monotonic() - lost_at, 3))
+        client.events.announce(RecoveryRace(racers[winner],
+                                            round(time.monotonic() - lost_at, 3)))
         if winner is resumed:
             client.install(*winner.result())
         else:

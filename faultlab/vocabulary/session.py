@@ -62,12 +62,13 @@ class ClientConnectFailed(Record):
 
 @dataclass(frozen=True)
 class ClientRefused(Record):
-    """The server refused the session: its close `code` (None: no WebSocket at all) and why."""
+    """The server refused the session: its close `code` (an API error's, a string, where it
+    refused in-band; None: no WebSocket at all) and why."""
 
     NAME: ClassVar[str] = "client.refused"
     ALWAYS: ClassVar[frozenset[str]] = frozenset({"code"})
     DRAWN: ClassVar[Drawing] = _on_client("refused")
-    code: int | None = None
+    code: int | str | None = None
     reason: str | None = None
 
     def label(self) -> str:
@@ -227,13 +228,14 @@ class ResumeAttempt(Record):
 
 @dataclass(frozen=True)
 class ResumeRefused(Record):
-    """Resume attempt `n` was refused with close `code` (None: no WebSocket, `error` says why)."""
+    """Resume attempt `n` was refused with close `code` (an API error's, a string, where it
+    refused in-band; None: no WebSocket, `error` says why)."""
 
     NAME: ClassVar[str] = "resume.refused"
     ALWAYS: ClassVar[frozenset[str]] = frozenset({"code"})
     DRAWN: ClassVar[Drawing] = _on_client("refused")
     n: int | None = None
-    code: int | None = None
+    code: int | str | None = None
     error: str | None = None
     latency_ms: float | None = None
 
@@ -329,11 +331,13 @@ class RecoveryRestored(Record):
 
 @dataclass(frozen=True)
 class ToolCall(Record):
-    """The model called tool `tool` (written `name`) with `args`; `id`: the call's."""
+    """The model called tool `tool` (written `name`) with `args`; `id`: the call's (null when
+    the API gave it none)."""
 
     NAME: ClassVar[str] = "client.tool_call"
     DRAWN: ClassVar[Drawing] = _on_client("tool_call")
     WIRE_NAMES: ClassVar[Mapping[str, str]] = {"tool": "name"}
+    ALWAYS: ClassVar[frozenset[str]] = frozenset({"id"})
     id: str | None
     tool: str
     args: dict[str, Any] = field(default_factory=dict)
@@ -345,6 +349,7 @@ class ToolResponse(Record):
 
     NAME: ClassVar[str] = "client.tool_response"
     DRAWN: ClassVar[Drawing] = _on_client("tool_response")
+    ALWAYS: ClassVar[frozenset[str]] = frozenset({"id"})
     id: str | None
     booking: str | None = None
 

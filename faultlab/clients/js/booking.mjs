@@ -21,6 +21,12 @@ import { GoogleGenAI, Modality } from '@google/genai';
 
 import { Connection, OPEN, Refused } from './connection.mjs';
 import { Backend, BookingConversation } from './conversation.mjs';
+import {
+  CLIENT_ANSWER, CLIENT_AUDIO_END, CLIENT_AUDIO_START, CLIENT_CONNECTED, CLIENT_ERROR, CLIENT_LOST,
+  CLIENT_RECEIVED, CLIENT_RECOVERED, CLIENT_REFUSED, CLIENT_SDK_CHANGED, CLIENT_TOOL_CALL,
+  RECOVERY_FAILED, RECOVERY_NEW_SESSION, RECOVERY_RESTORED, RESUME_ATTEMPT, RESUME_GAVE_UP,
+  RESUME_OK, RESUME_REFUSED,
+} from './events.mjs';
 import { base64, decodedLength, INPUT_RATE, kindOf, OUTPUT_RATE } from './live.mjs';
 import { DEFAULTS, EXIT, toolDeclaration } from './script.mjs';
 import { Flag, now, round, sleep, within } from './timing.mjs';
@@ -70,7 +76,7 @@ export class BookingClient {
   #adoptSockets() {
     const factory = this.ai.live?.webSocketFactory;
     if (typeof factory?.create !== 'function') {
-      this.emit('client.sdk_changed', { missing: 'live.webSocketFactory.create' });
+      this.emit(CLIENT_SDK_CHANGED, { missing: 'live.webSocketFactory.create' });
       return;
     }
     const create = factory.create.bind(factory);
@@ -155,7 +161,7 @@ export class BookingClient {
   async watchPings(conn) {
     const ws = conn.ws;
     if (typeof ws?.ping !== 'function') {
-      this.emit('client.sdk_changed', { missing: 'a socket to ping: only closes are noticed' });
+      this.emit(CLIENT_SDK_CHANGED, { missing: 'a socket to ping: only closes are noticed' });
       return;
     }
     ws.on('pong', () => { if (conn === this.conn) this.lastAlive = now(); });
@@ -197,7 +203,7 @@ export class BookingClient {
     if (this.lost.isSet() || this.leaving || this.conn === null) return;
     const conn = this.conn;
     conn.closeNicely();
-    this.emit('client.lost', { why });
+    this.emit(CLIENT_LOST, { why });
     this.status(`lost (${why})`);
     this.lostAt = now();
     this.up.clear();
@@ -223,19 +229,19 @@ export class BookingClient {
     const output = Boolean(parts?.length || message.toolCall);
     if (output) this.speaking = true;
     if (output && this.lostAt !== null) {
-      this.emit('client.recovered', { since_loss_s: round(t - this.lostAt, 3), kind });
+      this.emit(CLIENT_RECOVERED, { since_loss_s: round(t - this.lostAt, 3), kind });
       this.lostAt = null;
     }
     for (const call of calls ?? []) {
       const args = call.args ?? {};
-      this.emit('client.tool_call', { id: call.id, name: call.name, args });
+      this.emit(CLIENT_TOOL_CALL, { id: call.id, name: call.name, args });
       this.status(`booking (${call.name})`);
       this.talk.onCall(String(call.id), String(call.name), args);
     }
     for (const part of parts ?? []) {
       if (part.text) this.answer.push(part.text);
       if (part.inlineData?.data) {
-        if (this.audioS === 0) this.emit('client.audio_start', {});
+        if (this.audioS === 0) this.emit(CLIENT_AUDIO_START, {});
         this.audioS += decodedLength(part.inlineData.data) / 2 / OUTPUT_RATE;
       }
     }
@@ -244,25 +250,25 @@ export class BookingClient {
       this.speaking = false;
       this.awaitingSince = null;
       if (this.audioS) {
-        this.emit('client.audio_end', { audio_s: round(this.audioS, 3) });
+        this.emit(CLIENT_AUDIO_END, { audio_s: round(this.audioS, 3) });
         this.audioS = 0;
       }
       if (this.answer.length > 0) {
         const text = this.answer.join(' ');
-        this.emit('client.answer', { text });
+        this.emit(CLIENT_ANSWER, { text });
         this.status(`the model: ${text}`);
         this.answer = [];
         this.talk.onReply();
       }
     }
     if (kind !== 'session_resumption_update' && kind !== 'usage_metadata') {
-      this.emit('client.received', { kind });
+      this.emit(CLIENT_RECEIVED, { kind });
     }
   }
 
   spawn(promise) {
     const task = promise.catch((error) => {
-      if (!this.leaving) this.emit('client.error', { error: String(error?.message ?? error).slice(0, 200) });
+      if (!this.leaving) this.emit(CLIENT_ERROR, { error: String(error?.message ?? error).slice(0, 200) });
     }).finally(() => this.tasks.delete(task));
     this.tasks.add(task);
   }
@@ -306,23 +312,23 @@ export class BookingClient {
     while (now() - lostAt < this.o.window) {
       attempt += 1;
       const started = now();
-      this.emit('resume.attempt', { n: attempt, since_loss_s: round(started - lostAt, 3) });
+      this.emit(RESUME_ATTEMPT, { n: attempt, since_loss_s: round(started - lostAt, 3) });
       this.status(`resuming (${attempt})`);
       try {
         const conn = await this.connect(this.handle);
-        this.emit('resume.ok', { n: attempt, latency_ms: round((now() - started) * 1000, 1),
+        this.emit(RESUME_OK, { n: attempt, latency_ms: round((now() - started) * 1000, 1),
           since_loss_s: round(now() - lostAt, 3) });
         return conn;
       } catch (error) {
         if (!(error instanceof Refused)) throw error;
-        this.emit('resume.refused', { n: attempt, code: error.code,
+        this.emit(RESUME_REFUSED, { n: attempt, code: error.code,
           ...(error.code === null ? { error: error.error } : {}),
           latency_ms: round((now() - started) * 1000, 1) });
         const left = this.o.window - (now() - lostAt);
         await sleep(Math.max(0, Math.min(this.o.retryAfter, left)));
       }
     }
-    this.emit('resume.gave_up', { attempts: attempt });
+    this.emit(RESUME_GAVE_UP, { attempts: attempt });
     return null;
   }
 
@@ -334,7 +340,7 @@ export class BookingClient {
         return await this.connect(null);
       } catch (error) {
         if (!(error instanceof Refused)) throw error;
-        this.emit('recovery.failed', { code: error.code, error: error.message });
+        this.emit(RECOVERY_FAILED, { code: error.code, error: error.message });
         await sleep(this.o.retryAfter);
       }
     }
@@ -349,11 +355,11 @@ export class BookingClient {
     const { turns, ask, lines, reply } = await this.talk.restore();
     this.generation += 1;
     this.install(conn);
-    this.emit('recovery.new_session', { since_loss_s: round(now() - lostAt, 3) });
+    this.emit(RECOVERY_NEW_SESSION, { since_loss_s: round(now() - lostAt, 3) });
     this.status('restoring a new session');
     this.say(turns, reply);
     if (ask) this.talk.markAsked();
-    this.emit('recovery.restored', { lines, asked: ask });
+    this.emit(RECOVERY_RESTORED, { lines, asked: ask });
   }
 
   /** After a loss: resumed within the window, else a new session restored (false: none could be
@@ -394,12 +400,12 @@ export class BookingClient {
       this.install(await this.connect(null));
     } catch (error) {
       if (!(error instanceof Refused)) throw error;
-      this.emit('client.refused', { code: error.code,
+      this.emit(CLIENT_REFUSED, { code: error.code,
         reason: error.code === null ? `${error.error}: ${error.message}` : error.message });
       this.status(`refused: ${error.message}`);
       return EXIT.refused;
     }
-    this.emit('client.connected', {});
+    this.emit(CLIENT_CONNECTED, {});
     this.status('connected');
     if (this.o.mic && source !== null) source.start(this);
     else this.say(talk.opening(), true);

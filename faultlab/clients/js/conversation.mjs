@@ -1,6 +1,7 @@
 // The client's side of the booking conversation (conversation.py's BookingConversation), and the
 // booking backend it hands the calls to over HTTP.
 
+import { CLIENT_ASK, CLIENT_STATUS_NOTE, CLIENT_TOOL_RESPONSE } from './events.mjs';
 import { Flag, within } from './timing.mjs';
 
 /** The booking backend's routes (faultlab/scenarios/booking/service.py) at `base`. */
@@ -71,7 +72,7 @@ export class BookingConversation {
       }
       try {
         this.line.answerCall(callId, name, { status: booking.status, booking: booking.id });
-        this.emit('client.tool_response', { id: callId, booking: booking.id });
+        this.emit(CLIENT_TOOL_RESPONSE, { id: callId, booking: booking.id });
         return;
       } catch {
         await this.line.drop('send failed');
@@ -87,7 +88,7 @@ export class BookingConversation {
       const { lines, bookings } = await this.backend.status();
       const line = lines[bookings.findIndex((b) => b.id === booking.id)];
       this.line.say([['user', line]], false);
-      this.emit('client.status_note', { booking: booking.id, status: booking.status });
+      this.emit(CLIENT_STATUS_NOTE, { booking: booking.id, status: booking.status });
     } catch { /* the new session is gone too: its own restore tells it */ }
   }
 
@@ -118,7 +119,7 @@ export class BookingConversation {
   markAsked() {
     this.asked = true;
     this.answered.clear();
-    this.emit('client.ask', { text: this.o.ask });
+    this.emit(CLIENT_ASK, { text: this.o.ask });
     this.line.status(`asked: ${this.o.ask}`);
   }
 

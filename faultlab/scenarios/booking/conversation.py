@@ -24,6 +24,7 @@ from faultlab.events import EventWriter
 from faultlab.scenarios.booking.backend import Booking, BookingBackend, run_ledger
 from faultlab.scenarios.booking.script import SCRIPT
 from faultlab.units import parse_duration
+from faultlab.vocabulary.session import Ask, StatusNote, ToolResponse
 
 # A user's turn: (role, text).
 Turn = tuple[str, str]
@@ -118,7 +119,7 @@ class BookingConversation:
                 return
             try:
                 await self.line.answer_call(call_id, name, self._response(booking))
-                self.events.emit("client.tool_response", id=call_id, booking=booking.id)
+                self.events.announce(ToolResponse(call_id, booking.id))
                 return
             except Exception:
                 await self.line.drop("send failed")
@@ -135,7 +136,7 @@ class BookingConversation:
         if self.status_notes:
             with contextlib.suppress(Exception):
                 await self.line.say([("user", booking.status_line())], turn_complete=False)
-                self.events.emit("client.status_note", booking=booking.id, status=booking.status)
+                self.events.announce(StatusNote(booking.id, booking.status))
 
     def restore(self) -> Restored:
         """What a new session is told: the request, one status line per booking (with status
@@ -163,7 +164,7 @@ class BookingConversation:
     def mark_asked(self) -> None:
         self.asked = True
         self.answered.clear()
-        self.events.emit("client.ask", text=self.args.ask)
+        self.events.announce(Ask(self.args.ask))
 
     async def ask(self, speaking: Callable[[], bool]) -> None:
         """Ask `--ask-after` from now, unless the connection is lost meanwhile (handled first);
