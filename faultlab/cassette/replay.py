@@ -28,6 +28,7 @@ from faultlab.emulator.lifecycle import Lifecycle
 from faultlab.emulator.outbox import Action
 from faultlab.emulator.session import Connection, Emulator
 from faultlab.events import Announcement
+from faultlab.protocols import DEFAULT_DIALECT
 from faultlab.protocols import Protocol as RealtimeApi
 from faultlab.vocabulary import FrameLogged
 from faultlab.vocabulary.server import CassetteDiverged, CassettePlay
@@ -96,7 +97,7 @@ class Replay:
     def poll(self, now: float) -> None:
         self.emulator.poll(now)
 
-    def connect(self, now: float, api: str = "developer",
+    def connect(self, now: float, api: str = DEFAULT_DIALECT,
                 client_port: int | None = None) -> ReplayConnection:
         return ReplayConnection(self, next(self._numbers), now, api, client_port)
 

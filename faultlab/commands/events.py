@@ -40,23 +40,30 @@ def schema() -> None:
 
 
 @events.command()
-@click.argument("run_dir", type=click.Path(path_type=Path), metavar="RUN_DIR")
-def check(run_dir: Path) -> None:
-    """Name each event of RUN_DIR's events.jsonl (and *.events.jsonl) that no record has, and
-    each field of the wrong type, as FILE:LINE; exit 1 if there is any, 0 if none."""
-    if not run_dir.is_dir():
-        fail(f"{run_dir}: not a folder (give a run folder, runs/NAME-TIME)", 2)
-    load_plugin_records()
-    from faultlab.vocabulary.schema import RUN_EVENTS, check_file, event_files
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path),
+                metavar="RUN_DIR...")
+def check(run_dirs: tuple[Path, ...]) -> None:
+    """Name each event of each RUN_DIR's events.jsonl (and *.events.jsonl) that no record has,
+    and each field of the wrong type, as FILE:LINE; exit 1 if there is any, 0 if none."""
+    from faultlab.vocabulary.schema import RUN_EVENTS, event_files
 
-    files = event_files(run_dir)
-    if not files:
-        fail(f"{run_dir}: no {RUN_EVENTS} (not a run folder)", 2)
-    found = 0
-    for path in files:
-        for problem in check_file(path, str(path)):
-            click.echo(problem)
-            found += 1
-    lines = sum(1 for path in files for line in path.open() if line.strip())
-    click.echo(f"{found} problem(s) in {lines} event(s) of {len(files)} file(s)", err=True)
+    folders: list[tuple[Path, list[Path]]] = []
+    for run_dir in run_dirs:
+        if not run_dir.is_dir():
+            fail(f"{run_dir}: not a folder (give a run folder, runs/NAME-TIME)", 2)
+        if not (files := event_files(run_dir)):
+            fail(f"{run_dir}: no {RUN_EVENTS} (not a run folder)", 2)
+        folders.append((run_dir, files))
+    load_plugin_records()
+    from faultlab.vocabulary.schema import check_file
+
+    found = lines = 0
+    for _, files in folders:
+        for path in files:
+            for problem in check_file(path, str(path)):
+                click.echo(problem)
+                found += 1
+            lines += sum(1 for line in path.open() if line.strip())
+    count = sum(len(files) for _, files in folders)
+    click.echo(f"{found} problem(s) in {lines} event(s) of {count} file(s)", err=True)
     sys.exit(1 if found else 0)

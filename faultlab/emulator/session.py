@@ -46,6 +46,7 @@ from faultlab.emulator.resumption import Refusal, reaped_at, resumption
 from faultlab.emulator.sessions import Handles, Session
 from faultlab.emulator.turns import Emit, Turns
 from faultlab.events import Announcement
+from faultlab.protocols import DEFAULT_DIALECT
 from faultlab.vocabulary import FrameLogged
 from faultlab.vocabulary.server import (
     EmulatorForgot,
@@ -84,7 +85,7 @@ class Emulator:
         """A server delay from the personality's measured range, time-scaled."""
         return self.scaled(self.rng.uniform(*span))
 
-    def connect(self, now: float, api: str = "developer",
+    def connect(self, now: float, api: str = DEFAULT_DIALECT,
                 client_port: int | None = None) -> Connection:
         """A new connection; `client_port`, the peer's, lets the run number it as the router
         saw it (faultlab.connections)."""

@@ -25,7 +25,7 @@ from faultlab.profile import Profile, parse_profile
 from faultlab.result import RunResult
 from faultlab.runner import Run
 
-from ..conftest import REPO, slack
+from ..conftest import REPO, faultlab, slack
 
 
 def run_profile(text: str, runs_dir: Path) -> RunResult:
@@ -161,3 +161,12 @@ def suite_table(runs_dir: Path) -> dict[str, dict[str, str]]:
     header = [c.strip() for c in lines[0].split("|")[1:-1]]
     return {cells[0]: dict(zip(header, cells, strict=True))
             for cells in ([c.strip() for c in line.split("|")[1:-1]] for line in lines[2:])}
+
+
+def assert_events_known(runs_dir: Path) -> None:
+    """Every event of every run folder in `runs_dir` matches a record of the vocabulary, its
+    fields of their types (`faultlab events check`)."""
+    folders = sorted(p.parent for p in runs_dir.glob("*/events.jsonl"))
+    assert folders, f"no run folder in {runs_dir}"
+    done = faultlab("events", "check", *map(str, folders))
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr

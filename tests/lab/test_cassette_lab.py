@@ -16,7 +16,7 @@ from faultlab.report.record import RESULT_FILE, RunRecord
 from faultlab.report.suite import table
 
 from ..conftest import PROFILES, faultlab
-from .helpers import failed, run_profile
+from .helpers import assert_events_known, failed, run_profile
 from .remote import remote_echo
 
 pytestmark = pytest.mark.lab
@@ -95,6 +95,8 @@ def test_recorded_sessions_replay_to_the_same_client_events_and_table_row(tmp_pa
                         str(tmp_path / "replayed"), *map(str, replays), str(from_capture),
                         str(PROFILES / "cassettes"), timeout=300)
     assert replayed.returncode == 0, replayed.stdout
+    assert_events_known(tmp_path / "recorded")
+    assert_events_known(tmp_path / "replayed")
     again = runs_of(tmp_path / "replayed")
     assert sorted(again) == sorted([f"replay-{n}" for n in originals] + [
         "replay-capture-field-R0", "cassettes-R0", "cassettes-R1", "cassettes-R0-from-pcap"])

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ..conftest import PROFILES, faultlab, slack
-from .helpers import suite_table
+from .helpers import assert_events_known, suite_table
 
 pytestmark = [pytest.mark.lab, pytest.mark.alone]
 
@@ -39,6 +39,7 @@ def test_the_field_suite_reproduces_every_scenario(tmp_path: Path) -> None:
                 if "FAIL" in line or "ERROR" in line or line.startswith("|")]
     assert done.returncode == 0 and not failed, "\n".join(problems) + done.stderr
     assert f"# faultlab suite: {len(SCENARIOS)} of {len(SCENARIOS)} runs passed" in done.stdout
+    assert_events_known(tmp_path)
     rows = suite_table(tmp_path)
     assert sorted(rows) == sorted(f"field-{s}" for s in SCENARIOS)
     # A few cells, as the field table has them.

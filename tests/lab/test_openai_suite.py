@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ..conftest import PROFILES, faultlab, slack
-from .helpers import suite_table
+from .helpers import assert_events_known, suite_table
 
 pytestmark = [pytest.mark.lab, pytest.mark.alone]
 
@@ -34,6 +34,7 @@ def test_the_openai_suite_tells_the_naive_client_from_the_recovering_one(tmp_pat
                     str(PROFILES / "openai"), timeout=SUITE_TIMEOUT_S)
     failed = re.findall(r"== (\S+): (?:FAIL|ERROR)", done.stdout)
     assert done.returncode == 0 and not failed, done.stdout[-6000:] + done.stderr
+    assert_events_known(tmp_path)
     rows = suite_table(tmp_path)
     for question in LOST:
         assert rows[f"openai-{question}-naive"]["user told"] == "never told"

@@ -13,7 +13,7 @@ import pytest
 from faultlab.capture.pcap import read_segments
 
 from ..conftest import PROFILES, faultlab, slack
-from .helpers import host_network_state
+from .helpers import assert_events_known, host_network_state
 
 pytestmark = pytest.mark.lab
 
@@ -115,6 +115,7 @@ def test_shipped_profiles_pass(tmp_path: Path) -> None:
     verdicts = dict(re.findall(r"^== (\S+): (\w+)", done.stdout, re.M))
     assert verdicts == dict.fromkeys(SHIPPED, "PASS"), done.stdout[-4000:] + done.stderr
     assert done.returncode == 0
+    assert_events_known(tmp_path)
     assert not changed, "".join(difflib.unified_diff(before.splitlines(True),
                                                      changed[0].splitlines(True)))
     assert host_state() == before

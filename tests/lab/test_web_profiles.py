@@ -13,7 +13,7 @@ import pytest
 from faultlab.browser.chromium import unavailable
 
 from ..conftest import PROFILES, faultlab, slack
-from .helpers import suite_table
+from .helpers import assert_events_known, suite_table
 
 pytestmark = [pytest.mark.lab, pytest.mark.alone,
               pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))]
@@ -38,6 +38,7 @@ def test_web_and_node_clients_recover_from_each_loss_and_tell_the_truth(tmp_path
                     timeout=SUITE_TIMEOUT_S)
     failed = re.findall(r"== (\S+): (?:FAIL|ERROR)", done.stdout)
     assert done.returncode == 0 and not failed, done.stdout[-6000:] + done.stderr
+    assert_events_known(tmp_path)
     rows = suite_table(tmp_path)
     assert sorted(rows) == sorted(f"web-{name}" for name in names)
     assert all((row["bookings"], row["user told"]) == ("1", "truth") for row in rows.values())
