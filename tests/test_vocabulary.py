@@ -36,7 +36,8 @@ from faultlab.vocabulary import (
     fault_spans,
 )
 
-from .faults.conftest import FakeServer, Proxy, build
+from .faults.conftest import build
+from .faults.fake_proxy import FakeServer, Proxy
 
 RECORDS: list[Record] = [
     FaultApplied("cut", "drop", "packet", "at 2s", 1.9, details={"direction": "both"}),

@@ -1,7 +1,7 @@
 """A real openai-agents RealtimeAgent against the emulator, run by the interpreter of its own venv
 (`make install` makes `.venv-agents`: openai-agents pins websockets below 17, which faultlab's
-emulator needs). It imports nothing of faultlab; tests/emulator/test_openai_frameworks.py runs it
-and reads what it writes.
+emulator needs). It imports nothing of faultlab; tests/emulator/openai_clients/test_openai_agents.py
+runs it and reads what it writes.
 
     agents_session.py text BASE OUT
     agents_session.py audio BASE OUT PCM   (PCM: 24 kHz 16-bit mono speech, then silence)

@@ -1,5 +1,6 @@
 """pipecat's and LiveKit Agents' OpenAI Realtime clients, the real ones, unmodified, against the
-emulator over TLS (the CA from SSL_CERT_FILE), as openai-agents runs in test_openai_frameworks.py.
+emulator over TLS (the CA from SSL_CERT_FILE), as openai-agents runs in
+openai_clients/test_openai_agents.py.
 
 Each is in a venv of its own, which `make install` makes (`.venv-pipecat`: pipecat-ai[openai]
 1.14.0; `.venv-livekit`: livekit-agents and livekit-plugins-openai 1.8.9), and is driven by a
@@ -11,8 +12,9 @@ through the server's VAD.
 The emulator records a tape (`--record`) of every frame both ways, so the traffic each client made
 is checked too: what it sent, and each server event as pipecat's parser and LiveKit's handlers
 read it and as the SDK's types take it (pipecat_problems, livekit_problems, sdk_problems of
-test_openai_frameworks.py, which also replays both clients' traffic on the SDK's connection for
-what a run does not steer: barge-in, truncation, locally driven turns, interruption).
+openai_clients/, whose test_pipecat.py and test_livekit.py also replay both clients' traffic on
+the SDK's connection for what a run does not steer: barge-in, truncation, locally driven turns,
+interruption).
 """
 
 from __future__ import annotations
@@ -29,17 +31,17 @@ import pytest
 from faultlab.cassette.tape import Message, Opened, read_tape
 
 from .conftest import BOOKING, RunningEmulator
-from .test_openai_frameworks import (
+from .openai_clients.events import (
     BOOKED,
     RATE,
     Event,
     Findings,
-    livekit_problems,
     of,
-    pipecat_problems,
     sdk_problems,
     silence,
 )
+from .openai_clients.livekit_model import livekit_problems
+from .openai_clients.pipecat_service import pipecat_problems
 from .test_openai_sdk import speech_24k
 
 REPO = Path(__file__).resolve().parents[2]

@@ -9,7 +9,8 @@ from mitmproxy import http
 
 from faultlab.proxy import internals
 
-from .conftest import Proxy, assert_lives_in_the_proxy, assert_run_side, params_of, refusal
+from .conftest import assert_lives_in_the_proxy, assert_run_side, params_of, refusal
+from .fake_proxy import Proxy
 
 
 @pytest.fixture

@@ -7,7 +7,8 @@ import pytest
 
 from faultlab.proxy.internals import CloseInjected
 
-from .conftest import Proxy, assert_lives_in_the_proxy, assert_run_side, params_of, refusal
+from .conftest import assert_lives_in_the_proxy, assert_run_side, params_of, refusal
+from .fake_proxy import Proxy
 
 
 def test_defaults_close_both_ends_normally() -> None:

@@ -10,7 +10,8 @@ import time
 import pytest
 
 from ..conftest import slack
-from .conftest import Injected, Proxy, assert_lives_in_the_proxy, assert_run_side, params_of, refusal
+from .conftest import assert_lives_in_the_proxy, assert_run_side, params_of, refusal
+from .fake_proxy import Injected, Proxy
 
 AUDIO = {"realtimeInput": {"audio": {"data": "AAAA", "mimeType": "audio/pcm;rate=16000"}}}
 TURN_DONE = {"serverContent": {"turnComplete": True}}

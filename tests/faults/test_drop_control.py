@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import wsproto.events
 
-from .conftest import Proxy, assert_lives_in_the_proxy, assert_run_side, params_of, refusal
+from .conftest import assert_lives_in_the_proxy, assert_run_side, params_of, refusal
+from .fake_proxy import Proxy
 
 PING, PONG = wsproto.events.Ping(b"p"), wsproto.events.Pong(b"p")
 

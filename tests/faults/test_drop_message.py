@@ -13,15 +13,8 @@ from faultlab.frames import FrameMatch
 from faultlab.protocols import OPENAI
 from faultlab.proxy.control import Arm, ArmedStep
 
-from .conftest import (
-    ENGAGE_MS,
-    Proxy,
-    assert_lives_in_the_proxy,
-    assert_run_side,
-    params_of,
-    refusal,
-    slow_engage,
-)
+from .conftest import ENGAGE_MS, assert_lives_in_the_proxy, assert_run_side, params_of, refusal, slow_engage
+from .fake_proxy import Proxy
 
 TOOL_CALL = {"toolCall": {"functionCalls": [{"id": "c1", "name": "book", "args": {}}]}}
 TURN_DONE = {"serverContent": {"turnComplete": True}}

@@ -10,7 +10,8 @@ from faultlab.frames import FrameMatch
 from faultlab.proxy.control import Arm, ArmedStep
 from faultlab.proxy.internals import WakeInjected
 
-from .conftest import Injected, Proxy, assert_lives_in_the_proxy, assert_run_side, params_of, refusal
+from .conftest import assert_lives_in_the_proxy, assert_run_side, params_of, refusal
+from .fake_proxy import Injected, Proxy
 
 TOOL_CALL = {"toolCall": {"functionCalls": [{"id": "c1", "name": "book", "args": {}}]}}
 TURN_DONE = {"serverContent": {"turnComplete": True}}

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import Injected, Proxy, assert_lives_in_the_proxy, assert_run_side, params_of, refusal
+from .conftest import assert_lives_in_the_proxy, assert_run_side, params_of, refusal
+from .fake_proxy import Injected, Proxy
 
 GO_AWAY = {"goAway": {"timeLeft": "1s"}}
 

@@ -31,11 +31,11 @@ from .conftest import (
     FakeContext,
     FakeNamespace,
     FakeProxyChannel,
-    Proxy,
     apply_and_revert,
     build,
     with_connections,
 )
+from .fake_proxy import Proxy
 
 ROUTER_IP = "10.0.2.1"
 ALL_CLIENT_LEG = "-p tcp -m conntrack --ctorigdstport 443 --ctstate DNAT"

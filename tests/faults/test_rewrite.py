@@ -12,15 +12,8 @@ from faultlab.faults.rewrite import Rewrite
 from faultlab.frames import FrameMatch
 from faultlab.proxy.control import Arm, ArmedStep
 
-from .conftest import (
-    ENGAGE_MS,
-    Proxy,
-    assert_lives_in_the_proxy,
-    assert_run_side,
-    params_of,
-    refusal,
-    slow_engage,
-)
+from .conftest import ENGAGE_MS, assert_lives_in_the_proxy, assert_run_side, params_of, refusal, slow_engage
+from .fake_proxy import Proxy
 
 SETUP = {"setup": {"model": "m", "sessionResumption": {}}}
 TRANSPARENT = {"setup.sessionResumption.transparent": True}

@@ -7,7 +7,8 @@ import pytest
 
 from faultlab.proxy.internals import WakeInjected
 
-from .conftest import Injected, Proxy, assert_lives_in_the_proxy, assert_run_side, params_of, refusal
+from .conftest import assert_lives_in_the_proxy, assert_run_side, params_of, refusal
+from .fake_proxy import Injected, Proxy
 
 
 def test_defaults_thaw_every_freeze_and_deliver() -> None:
