@@ -24,7 +24,7 @@ class PluginError(FaultlabError):
     """A plugin cannot be loaded, is not what its group holds, or is named twice."""
 
 
-# faultlab's own, as its pyproject.toml declares them (tests/test_plugins.py holds them equal).
+# faultlab's own, as its pyproject.toml declares them (tests/plugins/test_toy.py holds them equal).
 BUILTINS: dict[str, tuple[str, ...]] = {
     "faultlab.apis": ("gemini = faultlab.protocols.gemini:API",
                       "openai = faultlab.protocols.openai:API"),

@@ -25,10 +25,9 @@ import json
 import os
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal, overload
-
-from faultlab.protocols import PROTOCOLS
 
 PRIVATE_FILE = 0o600
 PRIVATE_DIR = 0o700
@@ -38,47 +37,84 @@ PRIVATE_DIR = 0o700
 # `access_token`).
 SECRET_FIELDS = frozenset({"key", "authorization"})
 SECRET_ENDINGS = ("handle", "token", "apikey", "secret", "password")
-# Where a request carries its credentials: query parameters and headers (every protocol's names).
-CREDENTIAL_PARAMS = tuple(dict.fromkeys(n for p in PROTOCOLS.values() for n in p.credential_params))
-CREDENTIAL_HEADERS = tuple(dict.fromkeys(n for p in PROTOCOLS.values()
-                                         for n in p.credential_headers))
-CREDENTIAL_SUBPROTOCOLS = tuple(dict.fromkeys(n for p in PROTOCOLS.values()
-                                              for n in p.credential_subprotocols))
-# The environment variables that give a client its API key.
-SECRET_ENV = tuple(dict.fromkeys(n for p in PROTOCOLS.values() for n in p.secret_env))
 # Shorter values are not redacted where they appear in text: a key of "x" would erase every x.
 # Real API keys are 39 characters; the tests' stand-ins ("not-a-real-key") are 14.
 MIN_SECRET_CHARS = 8
 
 _PLACEHOLDER = r"<redacted len=\d+ sha256=[0-9a-f]{8}>"
 _VALUE = r"[^\s&#,;\"'<>\\]+"
-_SHAPES = (
-    # An existing placeholder first: it is kept as it is, so redacting twice changes nothing.
-    # Names and UUIDs in any case; values as they are.
-    rf"(?i:(?P<done>{_PLACEHOLDER})"
-    rf"|(?P<param>[?&;](?:{'|'.join(CREDENTIAL_PARAMS)})=)(?P<pvalue>{_VALUE})"
-    rf"|(?P<header>\b(?:{'|'.join(CREDENTIAL_HEADERS)})[\"']?\s*[:=]\s*[\"']?"
-    rf"(?:(?:bearer|basic)\s+)?)(?P<hvalue>{_VALUE})"
-    rf"|(?P<subprotocol>\b(?:{'|'.join(map(re.escape, CREDENTIAL_SUBPROTOCOLS))}))"
-    rf"(?P<svalue>{_VALUE})"
-    r"|(?P<uuid>\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b))"
-)
-# Substrings one of which text holds if a shape may match (a UUID's start is checked whole), and
-# a JSON line if one of its fields may be a secret's.
+# Substrings one of which text holds if a UUID may match (its start is checked whole), and a
+# JSON line if one of its fields may be a secret's.
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-")
-_NAMES = (*(f"{p}=" for p in CREDENTIAL_PARAMS), *CREDENTIAL_HEADERS, *CREDENTIAL_SUBPROTOCOLS)
 _FIELD_HINTS = ("key", "authorization", *SECRET_ENDINGS)
 
 
+@dataclass(frozen=True)
+class CredentialPlaces:
+    """Where a request carries its credentials (every installed API's query parameters, headers
+    and WebSocket subprotocols) and the environment variables that give a client its API key;
+    `shapes`: the pattern of them all, `names`: substrings one of which text holds if a place may
+    match."""
+
+    params: tuple[str, ...]
+    headers: tuple[str, ...]
+    subprotocols: tuple[str, ...]
+    env: tuple[str, ...]
+
+    @functools.cached_property
+    def shapes(self) -> str:
+        # An existing placeholder first: it is kept as it is, so redacting twice changes nothing.
+        # Names and UUIDs in any case; values as they are.
+        return (rf"(?i:(?P<done>{_PLACEHOLDER})"
+                rf"|(?P<param>[?&;](?:{'|'.join(self.params)})=)(?P<pvalue>{_VALUE})"
+                rf"|(?P<header>\b(?:{'|'.join(self.headers)})[\"']?\s*[:=]\s*[\"']?"
+                rf"(?:(?:bearer|basic)\s+)?)(?P<hvalue>{_VALUE})"
+                rf"|(?P<subprotocol>\b(?:{'|'.join(map(re.escape, self.subprotocols))}))"
+                rf"(?P<svalue>{_VALUE})"
+                r"|(?P<uuid>\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b))")
+
+    @functools.cached_property
+    def names(self) -> tuple[str, ...]:
+        return (*(f"{p}=" for p in self.params), *self.headers, *self.subprotocols)
+
+
+@functools.cache
+def credential_places() -> CredentialPlaces:
+    """Every installed API's places of credentials, asked of the APIs when first needed, not at
+    import: every process imports this module (through the event bus), and an API plugin's own
+    module may import the bus."""
+    from faultlab.protocols import PROTOCOLS
+
+    def each(names: Iterable[Iterable[str]]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(n for some in names for n in some))
+
+    apis = list(PROTOCOLS.values())
+    return CredentialPlaces(params=each(p.credential_params for p in apis),
+                            headers=each(p.credential_headers for p in apis),
+                            subprotocols=each(p.credential_subprotocols for p in apis),
+                            env=each(p.secret_env for p in apis))
+
+
 def _compile(known: tuple[str, ...]) -> re.Pattern[str]:
-    return re.compile(_SHAPES + "".join(f"|{re.escape(v)}" for v in known))
+    return re.compile(credential_places().shapes + "".join(f"|{re.escape(v)}" for v in known))
 
 
 # The values redacted wherever they appear (remember_secrets), longest first, and the pattern
-# that finds them and the shapes.
+# that finds them and the shapes (compiled when first used, and again when the values change).
 _known: tuple[str, ...] = ()
-_pattern = _compile(_known)
+_compiled: re.Pattern[str] | None = None
 _generation = 0  # how many times the secrets changed
+_env_remembered = False  # this process's own API keys, remembered at the first redaction
+
+
+def _pattern() -> re.Pattern[str]:
+    global _compiled, _env_remembered
+    if not _env_remembered:
+        _env_remembered = True
+        remember_env_secrets()
+    if _compiled is None:
+        _compiled = _compile(_known)
+    return _compiled
 
 
 # Short strings recur (field names, message kinds, roles): their redaction is remembered until
@@ -88,6 +124,7 @@ SHORT_TEXT_CHARS = 64
 
 
 def _redact_short(text: str) -> str:
+    _pattern()  # this process's keys remembered before the memo is keyed by the generation
     return _redact_short_as_of(text, _generation)
 
 
@@ -97,7 +134,7 @@ def _redact_short_as_of(text: str, generation: int) -> str:
     secrets changed is never served for the new ones)."""
     if not _may_hold_secret(text):
         return text
-    return _pattern.sub(_replace, text)
+    return _pattern().sub(_replace, text)
 
 
 def redact_value(value: str) -> str:
@@ -117,42 +154,39 @@ def is_secret_field(name: str) -> bool:
 
 def secrets_in_env(env: Mapping[str, str]) -> list[str]:
     """The API keys an environment gives a client."""
-    return [env[name] for name in SECRET_ENV if env.get(name)]
+    return [env[name] for name in credential_places().env if env.get(name)]
 
 
 def credentials(path: str, headers: Mapping[str, str]) -> list[str]:
     """The credentials a request carries, in its query or its headers (without `Bearer `);
     header names in any case (a capture keeps them as they were sent)."""
-    found = [m.group("pvalue") for m in _pattern.finditer(path) if m.group("pvalue")]
+    found = [m.group("pvalue") for m in _pattern().finditer(path) if m.group("pvalue")]
     named = {str(name).lower(): str(value) for name, value in headers.items()}
-    for name in CREDENTIAL_HEADERS:
+    for name in credential_places().headers:
         value = named.get(name)
         if value:
             found.append(value.split()[-1])
     offered = named.get("sec-websocket-protocol") or ""
-    found += [m.group("svalue") for m in _pattern.finditer(offered) if m.group("svalue")]
+    found += [m.group("svalue") for m in _pattern().finditer(offered) if m.group("svalue")]
     return found
 
 
 def remember_secrets(values: Iterable[str]) -> None:
     """Redact these values wherever they appear from now on, in this process."""
-    global _known, _pattern, _generation
+    global _known, _compiled, _generation
     new = {v for v in values if len(v) >= MIN_SECRET_CHARS} - set(_known)
     if new:
         # Longest first: a key that contains another is replaced whole.
         _known = tuple(sorted({*_known, *new}, key=lambda v: (-len(v), v)))
-        _pattern = _compile(_known)
+        _compiled = None
         _generation += 1
         _redact_short_as_of.cache_clear()
 
 
 def remember_env_secrets(env: Mapping[str, str] = os.environ) -> None:
-    """Redact the API keys this environment gives: this process's at import, and a writer's
-    when it is made (a test may set a key later)."""
+    """Redact the API keys this environment gives: this process's at its first redaction, and a
+    writer's when it is made (a test may set a key later)."""
     remember_secrets(secrets_in_env(env))
-
-
-remember_env_secrets()
 
 
 def _replace(match: re.Match[str]) -> str:
@@ -171,9 +205,10 @@ def redact_text(text: str) -> str:
     """`text` with every secret in it redacted where it stands."""
     if len(text) <= SHORT_TEXT_CHARS:
         return _redact_short(text)
+    pattern = _pattern()  # first: it remembers this process's keys, which _may_hold_secret reads
     if not _may_hold_secret(text):
         return text
-    return _pattern.sub(_replace, text)
+    return pattern.sub(_replace, text)
 
 
 
@@ -184,11 +219,12 @@ def _may_hold_secret(text: str) -> bool:
     event)."""
     if "-" in text and text.count("-") >= 4 and _UUID.search(text):
         return True
-    if any(prefix in text for prefix in CREDENTIAL_SUBPROTOCOLS):
+    places = credential_places()
+    if any(prefix in text for prefix in places.subprotocols):
         return True
     if "=" in text or ":" in text:
         lower = text.lower()
-        for name in _NAMES:
+        for name in places.names:
             if name in lower:
                 return True
     return any(value in text for value in _known)

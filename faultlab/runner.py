@@ -36,6 +36,8 @@ from faultlab.result import RunResult
 from faultlab.sources import EventTails, FrameSource
 from faultlab.timeline import Due, Timeline
 from faultlab.vocabulary import (
+    CassetteFailed,
+    CassetteWritten,
     LabReady,
     RunEnd,
     RunError,
@@ -247,10 +249,10 @@ class Run:
             path = cassette_of_run(self.run_dir, p.protocol.name,
                                    emulator.personality if emulator is not None else None)
         except (OSError, ValueError) as exc:
-            self.bus.emit("faultlab", "cassette.failed", error=str(exc))
+            self.bus.announce("faultlab", CassetteFailed(str(exc)))
             return
         if path is not None:
-            self.bus.emit("faultlab", "cassette.written", path=path.name)
+            self.bus.announce("faultlab", CassetteWritten(path.name))
 
 
 async def _cancelled(task: asyncio.Task[None]) -> None:

@@ -11,13 +11,7 @@ import sys
 import pytest
 
 from faultlab.capture.websocket import message_kind
-from faultlab.private import (
-    CREDENTIAL_HEADERS,
-    CREDENTIAL_PARAMS,
-    SECRET_ENV,
-    credentials,
-    secrets_in_env,
-)
+from faultlab.private import credential_places, credentials, secrets_in_env
 from faultlab.protocols import DEFAULT, GEMINI, OPENAI, PROTOCOLS, Protocol, recognising
 from faultlab.tls import SERVICE_NAMES
 
@@ -29,9 +23,10 @@ def test_every_protocol_names_its_service_and_its_secrets(protocol: Protocol) ->
     assert PROTOCOLS[protocol.name] is protocol
     assert protocol.service.hosts and protocol.service.base_url_variables
     assert set(protocol.service.certificate_names) <= set(SERVICE_NAMES)
-    assert set(protocol.credential_params) <= set(CREDENTIAL_PARAMS)
-    assert set(protocol.credential_headers) <= set(CREDENTIAL_HEADERS)
-    assert set(protocol.secret_env) <= set(SECRET_ENV)
+    places = credential_places()
+    assert set(protocol.credential_params) <= set(places.params)
+    assert set(protocol.credential_headers) <= set(places.headers)
+    assert set(protocol.secret_env) <= set(places.env)
     assert all(h == h.lower() for h in protocol.credential_headers)
 
 

@@ -2,7 +2,7 @@
 and the Live API's transport (google-genai) that it, field-recovery and racing-recovery run the
 conversation loop (faultlab/clients/driver.py) on.
 
-It holds the booking conversation (faultlab/scenarios/booking/conversation.py): it asks for the
+The loop runs the booking conversation (faultlab/scenarios/booking/conversation.py): it asks for the
 booking (typed with `--say`, or spoken into the lab's virtual microphone with `--mic`), hands each
 tool call to the booking backend, and answers the call (by its id, on whatever connection is up)
 when the backend commits. It notices a dead path with its own pings (faultlab/clients/liveness.py:
@@ -14,11 +14,8 @@ when the model has been quiet for `--quiet`. It never opens a new session: when 
 the user is never told. (field-recovery and racing-recovery are this client with another way to
 recover: `Recovery`.)
 
-Events: client.connected, client.tool_call, client.tool_response, client.lost (why),
-resume.attempt / resume.refused (code, latency_ms) / resume.ok (latency_ms) / resume.gave_up,
-client.ask, client.answer (text), client.audio_start / client.audio_end (per model turn),
-client.recovered (the model's first output after a loss), the backend's backend.job /
-backend.commit / backend.deduped, and with `--mic` the uplink's uplink.* events.
+Events: the session's records (faultlab/vocabulary/session.py; `faultlab events schema`), the
+backend's backend.* and, with `--mic`, the uplink's uplink.*.
 A lost connection is aborted, unless `--close-old-after` or `--close-old-on-return` keep it to
 close it cleanly later (client.old_back, client.old_close, client.old_closed with the echo).
 Exit codes: 0 answered; 2 the first connection was refused (client.refused); 3 gave up resuming,

@@ -21,19 +21,30 @@ import os
 import shutil
 from pathlib import Path
 
-from faultlab.errors import PrivilegeError
+from faultlab.clients.kind import ClientKind
+from faultlab.errors import FaultlabError, PrivilegeError
 from faultlab.lab import LABS
 from faultlab.lab.base import Leftovers
 from faultlab.lab.netns import LEASE_DIR, lab_owner, lease_path, take_lease
 from faultlab.lab.privilege import in_user_namespace
 from faultlab.lab.process import SPARE_DIR_PREFIX, leftover_dirs
-from faultlab.profile.client_kinds import client_kinds
+from faultlab.profile.client_kinds import BROWSER, BUILTIN, COMMAND, client_kinds
 
 
 def _leftovers() -> list[Leftovers]:
     """Each backend's, once: a backend built on another (after it in LABS) goes first, since what
     it adds holds on to what it builds on (a container's network is bound to a namespace's name)."""
     return list(dict.fromkeys(lab.leftovers for lab in reversed(LABS.values())))
+
+
+def _kinds(report: list[str]) -> list[ClientKind]:
+    """Every installed client kind, or faultlab's own when a plugin does not load: a broken
+    plugin does not stop the reaping of what faultlab's own kinds left."""
+    try:
+        return list(client_kinds().values())
+    except FaultlabError as exc:
+        report.append(f"client kinds of plugins not asked: {exc}")
+        return [COMMAND, BUILTIN, BROWSER]
 
 
 def collect() -> list[str]:
@@ -64,7 +75,7 @@ def collect() -> list[str]:
             if writer.isdigit() and not Path(f"/proc/{writer}").exists():
                 draft.unlink(missing_ok=True)
     for prefix in dict.fromkeys((SPARE_DIR_PREFIX, *(p for b in backends for p in b.pid_folders),
-                                 *(p for k in client_kinds().values() for p in k.pid_folders))):
+                                 *(p for k in _kinds(report) for p in k.pid_folders))):
         for folder in leftover_dirs(prefix):
             shutil.rmtree(folder, ignore_errors=True)
             report.append(f"removed {folder}")

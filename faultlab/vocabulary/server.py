@@ -18,7 +18,9 @@ __all__ = [
     "ECHO_PREFIX",
     "EMULATOR_PREFIX",
     "CassetteDiverged",
+    "CassetteFailed",
     "CassettePlay",
+    "CassetteWritten",
     "EchoClosed",
     "EchoConnected",
     "EchoListening",
@@ -340,6 +342,22 @@ class CassettePlay(Record):
     NAME: ClassVar[str] = "cassette.play"
     conn: int
     recorded: int
+
+
+@dataclass(frozen=True)
+class CassetteWritten(Record):
+    """A run with `record` wrote its sessions as the cassette `path` (in its folder)."""
+
+    NAME: ClassVar[str] = "cassette.written"
+    path: str
+
+
+@dataclass(frozen=True)
+class CassetteFailed(Record):
+    """A run with `record` could not write its cassette: why."""
+
+    NAME: ClassVar[str] = "cassette.failed"
+    error: str
 
 
 @dataclass(frozen=True)

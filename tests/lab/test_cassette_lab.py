@@ -14,6 +14,7 @@ import yaml
 from faultlab.cassette.format import RUN_CASSETTE, read_cassette
 from faultlab.report.record import RESULT_FILE, RunRecord
 from faultlab.report.suite import table
+from faultlab.vocabulary import CassetteWritten
 
 from ..conftest import PROFILES, faultlab
 from .helpers import assert_events_known, failed, run_profile
@@ -132,7 +133,7 @@ timeout: 20s
 """
         result = run_profile(remote.profile("remote-record", body), tmp_path / "runs")
     assert result.verdict == "PASS", failed(result)
-    assert any(e.name == "cassette.written" for e in result.events)
+    assert any(CassetteWritten.is_one(e) for e in result.events)
     cassette = read_cassette(result.run_dir / RUN_CASSETTE)
     assert cassette.source == "proxy"
     (conn,) = cassette.connections

@@ -2,8 +2,9 @@
 // the Node client (node.mjs) and the web page (web/page.mjs), which give it an environment (`Host`
 // below): where its events go, the backend's URL, and how a lost connection is noticed.
 //
-// It is the Python `field-recovery` client (faultlab/clients/recovery.py over naive.py, with
-// faultlab/scenarios/booking/conversation.py) in JavaScript, event for event: it asks for the
+// It is the Python `field-recovery` client (faultlab/clients/recovery.py over the loop of
+// faultlab/clients/driver.py) in JavaScript, its events the same records (./events.mjs), its
+// phrases, tool and timings the same data (./script.mjs, conversation.json): it asks for the
 // booking (typed `say`, or the environment's microphone), hands each `book_slot` call
 // (NON_BLOCKING) to the booking backend over HTTP (faultlab/scenarios/booking/service.py), answers
 // the call by its id once the backend has committed, on whatever connection of its session is up,
