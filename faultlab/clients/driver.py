@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import contextlib
 import time
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -114,23 +115,24 @@ class Transport(Protocol):
         """Leave cleanly (the close handshake)."""
 
 
-class Recovery(Protocol):
-    """What a client does about a lost connection (its command line picks one)."""
+class Recovery(ABC):
+    """What a client does about a lost connection (its command line picks one); but for
+    `recover`, each step does nothing unless a recovery says otherwise."""
 
     # Whether a new session hears the backend's status lines (only a recovery that opens one).
-    status_notes: bool
+    status_notes: bool = False
 
-    def suspect(self, client: ReferenceClient, quiet_s: float) -> None:
+    def suspect(self, client: ReferenceClient, quiet_s: float) -> None:  # noqa: B027
         """Hears, while the connection is watched, how long it has been quiet."""
 
-    async def before_drop(self, client: ReferenceClient) -> None:
+    async def before_drop(self, client: ReferenceClient) -> None:  # noqa: B027
         """Runs once a loss is noticed, before the connection is let go."""
 
+    @abstractmethod
     async def recover(self, client: ReferenceClient) -> bool:
         """After a loss: a connection installed (True), or given up (False)."""
-        ...
 
-    async def leave(self, client: ReferenceClient) -> None:
+    async def leave(self, client: ReferenceClient) -> None:  # noqa: B027
         """Runs as the client leaves."""
 
 

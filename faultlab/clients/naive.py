@@ -33,7 +33,7 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 from faultlab.clients import uplink
-from faultlab.clients.driver import Connection, Heard, ReferenceClient, Refused
+from faultlab.clients.driver import Connection, Heard, Recovery, ReferenceClient, Refused
 from faultlab.clients.options import main, parser_for
 from faultlab.events import EventWriter
 from faultlab.protocols.gemini import kind_of
@@ -165,16 +165,8 @@ def heard(message: Any) -> Heard:
     return said
 
 
-class ResumeOnly:
+class ResumeOnly(Recovery):
     """naive's recovery: resume with the last handle until `--give-up-after`, nothing else."""
-
-    status_notes = False
-
-    def suspect(self, client: ReferenceClient, quiet_s: float) -> None:
-        pass
-
-    async def before_drop(self, client: ReferenceClient) -> None:
-        pass
 
     async def recover(self, client: ReferenceClient) -> bool:
         connection = await client.resume_attempts(time.monotonic(), client.args.give_up_after)
@@ -182,9 +174,6 @@ class ResumeOnly:
             return False
         client.install(*connection)
         return True
-
-    async def leave(self, client: ReferenceClient) -> None:
-        pass
 
 
 def naive(args: argparse.Namespace, events: EventWriter) -> ReferenceClient:

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from faultlab.clients import sdk, uplink
-from faultlab.clients.driver import Connection, Heard, ReferenceClient, Refused
+from faultlab.clients.driver import Connection, Heard, Recovery, ReferenceClient, Refused
 from faultlab.clients.options import main, parser_for
 from faultlab.events import EventWriter
 from faultlab.protocols.openai import AUDIO_RATE
@@ -163,19 +163,13 @@ def heard(event: Any) -> Heard:
     return said
 
 
-class Reconnect:
+class Reconnect(Recovery):
     """openai-recovery's recovery: a new session, connected again every `--retry-after` until
     `--window`, restored with the conversation; openai-naive's (`reconnect` off): give up."""
 
     def __init__(self, reconnect: bool) -> None:
         self.reconnect = reconnect
         self.status_notes = reconnect
-
-    def suspect(self, client: ReferenceClient, quiet_s: float) -> None:
-        pass
-
-    async def before_drop(self, client: ReferenceClient) -> None:
-        pass
 
     async def recover(self, client: ReferenceClient) -> bool:
         if not self.reconnect:
@@ -186,9 +180,6 @@ class Reconnect:
             return False
         await client.restore(connection, lost_at)
         return True
-
-    async def leave(self, client: ReferenceClient) -> None:
-        pass
 
 
 def parser(doc: str | None, give_up_after_s: float) -> argparse.ArgumentParser:
