@@ -76,6 +76,8 @@ class ServerClose(Record):
     close frame's 123 bytes cut (`detail`), or an emulator bug's `error`."""
 
     NAME: ClassVar[str] = "emulator.close"
+    # The close frame's cut `detail` (a string) and a bug's `error` are the event's own fields.
+    SPREAD: ClassVar[frozenset[str]] = frozenset({"detail"})
     conn: int
     code: int
     reason: str
@@ -309,17 +311,10 @@ class EmulatorToolResponse(Record):
 
     NAME: ClassVar[str] = "emulator.tool_response"
     DRAWN: ClassVar[Drawing] = _NOTE
+    WIRE_NAMES: ClassVar[Mapping[str, str]] = {"function": "name"}
     conn: int
     id: str
     function: str
-
-    def fields(self) -> dict[str, Any]:
-        return {"conn": self.conn, "id": self.id, "name": self.function}
-
-    @classmethod
-    def parse(cls, data: Mapping[str, Any]) -> Self:
-        return cls(conn=_int(data.get("conn")) or 0, id=str(data.get("id")),
-                   function=str(data.get("name")))
 
 
 @dataclass(frozen=True)

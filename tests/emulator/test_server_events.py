@@ -17,6 +17,7 @@ from faultlab.emulator.session import Emulator
 from faultlab.events import Event, EventBus, RunClock, read_events
 from faultlab.scenarios.booking.brain import booking_assistant
 from faultlab.vocabulary import FrameLogged, Record, server
+from faultlab.vocabulary.schema import problems_of
 
 RECORDS: dict[str, type[Record]] = {
     cls.NAME: cls for cls in (getattr(server, name) for name in server.__all__) if isinstance(cls, type)}
@@ -36,14 +37,16 @@ def say(text: str) -> str:
 
 
 def unread(told: Told) -> list[tuple[str, dict[str, Any]]]:
-    """The events told that no record reads back with the same fields."""
+    """The events told that no record reads back with the same fields, or that `faultlab events
+    check` would hold to be of another shape than their record's schema says."""
     left = []
     for name, fields in told:
         event = Event(0.0, "target", name, fields)
         if FrameLogged.read(event) is not None:
             continue
         record = RECORDS[name].read(event) if name in RECORDS else None
-        if record is None or record.fields() != fields:
+        line = json.dumps({"event": name, **fields})
+        if record is None or record.fields() != fields or list(problems_of(line)):
             left.append((name, fields))
     return left
 
