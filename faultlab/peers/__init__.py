@@ -1,7 +1,7 @@
 """faultlab's own programs a profile can name as `builtin`: its WebSocket peers here, and the
-builtin clients each realtime API's plugin brings (`ApiPlugin.builtins`: Gemini Live's reference
-clients on the Python SDK and on the JavaScript one in Node, OpenAI Realtime's) and each scenario
-pack brings (`ScenarioPack.clients`)."""
+builtin clients each realtime API's plugin brings (`ApiPlugin.builtins`: Gemini Live's probe) and
+each scenario pack brings (`ScenarioPack.clients`: the booking pack's reference clients on Gemini
+Live, in Python, Node and a page, and on OpenAI Realtime)."""
 
 from __future__ import annotations
 

@@ -235,8 +235,6 @@ API = ApiPlugin(
     default_personality="gemini-dev-2026-10",
     quirks_ref="faultlab.emulator.apis.gemini_quirks:GeminiQuirks",
     probes_ref="faultlab.calibrate:GEMINI_PROBES",
-    builtins={"live-probe": "faultlab.clients.probe", "naive": "faultlab.clients.naive",
-              "field-recovery": "faultlab.clients.recovery",
-              "racing-recovery": "faultlab.clients.racing",
-              "node-booking": "faultlab.clients.node", "web-booking": "faultlab.clients.web"},
+    # Its booking clients are the booking pack's (faultlab.scenarios.booking).
+    builtins={"live-probe": "faultlab.clients.probe"},
 )

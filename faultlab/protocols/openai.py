@@ -159,6 +159,5 @@ API = ApiPlugin(
     emulated_ref="faultlab.emulator.apis.openai:OPENAI_API",
     personalities_ref="faultlab.emulator.personality:OPENAI_PERSONALITIES",
     default_personality="openai-realtime", probes_ref="faultlab.calibrate:OPENAI_PROBES",
-    builtins={"openai-naive": "faultlab.clients.openai_naive",
-              "openai-recovery": "faultlab.clients.openai_recovery"},
+    # Its booking clients are the booking pack's (faultlab.scenarios.booking).
 )

@@ -5,7 +5,8 @@ user asks "Did you book it?".
 - `brain`: the emulator's model of the assistant (a personality's `scenario: booking`, the default);
 - `backend`: the booking backend the clients hand each tool call to (the ledger, `backend.*`);
 - `conversation`: the client's side of it (book, answer the call, ask, status lines), which the
-  builtin clients `naive`, `field-recovery` and `racing-recovery` (faultlab/clients/) hold;
+  reference clients the pack brings as builtins (`CLIENTS`: on Gemini Live in Python, Node and a
+  page, and on OpenAI Realtime; faultlab/clients/) hold;
 - `expectations`: `truthful` and `bookings`, the suite columns "bookings" and "user told", and the
   backend's events in each summary;
 - `PROBE`: what `faultlab calibrate` says to make a model call `book_slot`.
@@ -26,6 +27,14 @@ PROBE = ProbeWords(
     request="Book me the 3pm slot tomorrow, please.", tool="book_slot",
     description="Book an appointment slot.", parameter="slot")
 
-PACK = ScenarioPack("booking", brain=booking_assistant, probe=PROBE)
+# The reference clients of the booking conversation, by builtin name: the module each runs.
+CLIENTS = {
+    "naive": "faultlab.clients.naive", "field-recovery": "faultlab.clients.recovery",
+    "racing-recovery": "faultlab.clients.racing", "node-booking": "faultlab.clients.node",
+    "web-booking": "faultlab.clients.web", "openai-naive": "faultlab.clients.openai_naive",
+    "openai-recovery": "faultlab.clients.openai_recovery",
+}
+
+PACK = ScenarioPack("booking", brain=booking_assistant, probe=PROBE, clients=CLIENTS)
 
 __all__ = ["PACK", "PROBE", "expectations"]
