@@ -264,15 +264,12 @@ class EmulatorAnswer(Record):
 
     NAME: ClassVar[str] = "emulator.answer"
     DRAWN: ClassVar[Drawing] = Drawing("server", "conversation")
+    ALWAYS: ClassVar[frozenset[str]] = frozenset({"speech"})
     conn: int
     parts: int
     results: int
     calls: list[str]
     speech: str | None
-
-    def fields(self) -> dict[str, Any]:
-        return {"conn": self.conn, "parts": self.parts, "results": self.results,
-                "calls": self.calls, "speech": self.speech}
 
 
 @dataclass(frozen=True)
@@ -362,15 +359,12 @@ class CassetteDiverged(Record):
     to the emulator."""
 
     NAME: ClassVar[str] = "cassette.diverged"
+    ALWAYS: ClassVar[frozenset[str]] = frozenset({"recorded"})
     conn: int
     recorded: int | None
     expected: str
     received: str
     then: str
-
-    def fields(self) -> dict[str, Any]:
-        return {"conn": self.conn, "recorded": self.recorded, "expected": self.expected,
-                "received": self.received, "then": self.then}
 
 
 # The echo/tick peer (faultlab.peers.ws_server): `n` numbers its connections.
@@ -400,15 +394,12 @@ class EchoClosed(Record):
     whether the client's close was `received_close`, and how many messages it `echoed`."""
 
     NAME: ClassVar[str] = "server.closed"
+    ALWAYS: ClassVar[frozenset[str]] = frozenset({"code"})
     n: int
     code: int | None
     reason: str
     received_close: bool
     echoed: int
-
-    def fields(self) -> dict[str, Any]:
-        return {"n": self.n, "code": self.code, "reason": self.reason,
-                "received_close": self.received_close, "echoed": self.echoed}
 
 
 @dataclass(frozen=True)

@@ -170,3 +170,5 @@ def test_a_field_written_as_null_reads_back_as_itself(record: Record, tmp_path: 
     bus.close()
     (event,) = read_events(tmp_path / "events.jsonl")
     assert type(record).read(event) == record and dict(event.fields) == record.fields()
+    assert set(event.fields) >= type(record).ALWAYS  # written, null or not
+    assert list(problems_of(json.dumps({"event": event.name, **event.fields}))) == []
