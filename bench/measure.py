@@ -11,12 +11,17 @@ measured directly, with no clock offset to estimate.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import math
+import os
+import random
 import socket
 import struct
 import subprocess
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -26,19 +31,51 @@ from faultlab.connections import ConnectionTable
 from faultlab.errors import MechanismError
 from faultlab.faults import FAULTS
 from faultlab.faults.base import Fault, FaultContext
+from faultlab.impair.core import GilbertElliott
 from faultlab.lab.base import Lab
 
 PORT = 9
+SO_RCVBUFFORCE = 33
 BULK_PORT = 19
 _STAMP = struct.Struct("!Id")
 
 
 def _udp(port: int | None) -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+    # Beyond net.core.rmem_max (208 KiB here: 270 small datagrams) as root, so that a receiver
+    # a busy core holds back loses nothing the path delivered.
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 8 << 20)
+    except PermissionError:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
     if port is not None:
         sock.bind(("0.0.0.0", port))
     return sock
+
+
+@contextlib.contextmanager
+def cpu_hog(processes: int | None = None) -> Iterator[None]:
+    """One busy process per core (or `processes`) for the block, as a suite's parallel labs
+    keep every core busy; each is ended by its pid after."""
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            for _ in range(processes or os.cpu_count() or 1)]
+    try:
+        yield
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+
+
+def loss_interval(rate: float, burst: float, packets: int, z: float) -> tuple[float, float]:
+    """The shares of `packets` a Gilbert-Elliott chain (long-run `rate`, runs of `burst`
+    packets) loses within `z` standard deviations (2.576: 99 %). The count's variance is
+    n p (1 - p) (1 + k) / (1 - k), k the chain's memory per step; a stream with pauses steps it
+    more than once a packet, which only narrows the spread, so this interval is the wider one."""
+    chain = GilbertElliott(rate, burst, random.Random())
+    p, k = chain.rate, chain.keep
+    spread = z * math.sqrt(p * (1 - p) * (1 + k) / (1 - k) / packets)
+    return p - spread, p + spread
 
 
 @dataclass

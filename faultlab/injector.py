@@ -115,7 +115,8 @@ class FaultRuntime:
                 failures.append(exc)
                 continue
             reverted.append(step_id)
-            self.bus.announce("faultlab", FaultReverted(step_id, fault.name))
+            self.bus.announce("faultlab", FaultReverted(step_id, fault.name,
+                                                        queues=fault.queue_tallies()))
         rest = None if step_ids is None else [s for s in step_ids if s not in here]
         if self.proxy is not None and rest != []:
             try:

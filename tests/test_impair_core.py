@@ -3,12 +3,22 @@ duplication, corruption, and verdicts the kernel can take in one datagram."""
 
 from __future__ import annotations
 
+import itertools
 import random
 import statistics
 
 import pytest
 
-from faultlab.impair.core import REORDER_HOLD_S, GilbertElliott, Impairer, Lane, Shape, Verdict, corrupted
+from faultlab.impair.core import (
+    FADE_STEP_S,
+    REORDER_HOLD_S,
+    GilbertElliott,
+    Impairer,
+    Lane,
+    Shape,
+    Verdict,
+    corrupted,
+)
 
 Q = 1000
 
@@ -73,6 +83,11 @@ def test_gilbert_elliott_loses_the_asked_share_in_runs_of_the_asked_length(
     packets (±10 %)."""
     chain = GilbertElliott(rate, burst, random.Random(3))
     outcomes = [chain.lost() for _ in range(200_000)]
+    assert sum(outcomes) / len(outcomes) == pytest.approx(rate, rel=0.1)
+    assert statistics.mean(loss_runs(outcomes)) == pytest.approx(burst, rel=0.1)
+
+
+def loss_runs(outcomes: list[bool]) -> list[int]:
     runs, run = [], 0
     for lost in outcomes:
         if lost:
@@ -80,8 +95,48 @@ def test_gilbert_elliott_loses_the_asked_share_in_runs_of_the_asked_length(
         elif run:
             runs.append(run)
             run = 0
-    assert sum(outcomes) / len(outcomes) == pytest.approx(rate, rel=0.1)
-    assert statistics.mean(runs) == pytest.approx(burst, rel=0.1)
+    return runs
+
+
+@pytest.mark.parametrize("spacing_ms", [0.1, 5.0])
+def test_packets_sent_back_to_back_see_the_asked_runs(spacing_ms: float) -> None:
+    """Packets closer together than a fade's step (FADE_STEP_S) see the chain stepped once
+    each: 5 % lost in runs of 4 (±10 %), as without time."""
+    chain = GilbertElliott(0.05, 4.0, random.Random(7))
+    outcomes = [chain.lost(i * spacing_ms / 1000) for i in range(200_000)]
+    assert sum(outcomes) / len(outcomes) == pytest.approx(0.05, rel=0.1)
+    assert statistics.mean(loss_runs(outcomes)) == pytest.approx(4.0, rel=0.1)
+
+
+def test_a_fade_is_forgotten_over_quiet_as_a_stalled_flow_retransmits() -> None:
+    """Packets 0.2 s apart (a stalled TCP flow's retransmissions) still lose 5 %, but each
+    independently of the one before: after a lost one the next is lost about 5 % of the time,
+    not 75 % (runs of 4 stepped per packet), so six in a row are lost about never."""
+    chain = GilbertElliott(0.05, 4.0, random.Random(11))
+    outcomes = [chain.lost(i * 0.2) for i in range(100_000)]
+    after_loss = [b for a, b in itertools.pairwise(outcomes) if a]
+    assert sum(outcomes) / len(outcomes) == pytest.approx(0.05, rel=0.1)
+    assert sum(after_loss) / len(after_loss) == pytest.approx(0.05, abs=0.02)
+    assert max(loss_runs(outcomes)) <= 4
+
+
+def test_the_chain_steps_through_the_quiet_by_fade_steps() -> None:
+    """A pause of n fade steps moves the chain as n + 1 packets would: from the bad state, the
+    chance to be bad after a pause follows the chain's n-step transition, measured."""
+    quiet_s = 3.5 * FADE_STEP_S  # three whole steps of quiet
+    stayed = 0
+    tries = 50_000
+    rng = random.Random(5)
+    for _ in range(tries):
+        chain = GilbertElliott(0.1, 5.0, rng)
+        chain.bad, chain.last = True, 0.0
+        stayed += chain.lost(quiet_s)
+    # By hand: four steps of the chain with enter 1/45, leave 1/5 from the bad state.
+    p = [[44 / 45, 1 / 45], [1 / 5, 4 / 5]]
+    bad = [0.0, 1.0]
+    for _ in range(4):
+        bad = [bad[0] * p[0][0] + bad[1] * p[1][0], bad[0] * p[0][1] + bad[1] * p[1][1]]
+    assert stayed / tries == pytest.approx(bad[1], abs=0.01)
 
 
 def test_a_lost_packet_is_dropped_at_once_before_the_batch_that_follows() -> None:

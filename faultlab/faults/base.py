@@ -98,6 +98,11 @@ class Fault[P: FaultParams](ABC):
     async def revert(self, ctx: FaultContext) -> None:
         """Undo `apply`; the network is as before the fault."""
 
+    def queue_tallies(self) -> list[dict[str, int]] | None:
+        """What its packet queues saw, for its `fault.reverted` event, once reverted (None: it
+        queues no packets)."""
+        return None
+
     @classmethod
     def proxy_problem(cls, params: FaultParams) -> str | None:
         """Why the fault cannot work with these parameters while the proxy is in the path (the

@@ -26,19 +26,18 @@ from faultlab.faults.flows import (
     iptables_matches,
 )
 from faultlab.faults.legs import LEGS, LegChain, LegMatch, leg_matches, proxied
-from faultlab.impair.core import DUPLICATE_MARK, Shape
+from faultlab.impair.core import DUPLICATE_MARK, QueueTally, Shape
 from faultlab.impair.engine import (
     QUEUE_TABLE,
-    WORKER_GRACE_S,
     Plan,
     add_tbf,
     remove_tbf,
     start_worker,
+    stop_worker,
 )
 from faultlab.lab.base import Lab
 from faultlab.lab.namespace import Namespace
 from faultlab.lab.netfilter import chain_name, install, uninstall
-from faultlab.lab.process import terminate
 from faultlab.model import Model
 
 Percent = Field(default=0.0, ge=0, le=100)
@@ -191,6 +190,8 @@ class Impairment[P: ImpairFlow](Fault[P]):
         self.path = as_path(params)
         self.plan = self.path.plan()
         self._worker: asyncio.subprocess.Process | None = None
+        # What the userspace queue saw, once reverted (fault.reverted's `queues`).
+        self.queue_tally: list[QueueTally] = []
         self._shaped: list[str] = []
         self._tables: list[str] = []
         # The proxied path's legs (faultlab.faults.legs): loss rules, queue rules.
@@ -268,6 +269,9 @@ class Impairment[P: ImpairFlow](Fault[P]):
             await self._legs[QUEUE_TABLE].install(ctx, queued, conn, target)
         return queues
 
+    def queue_tallies(self) -> list[dict[str, int]] | None:
+        return [t.to_json() for t in self.queue_tally] or None
+
     async def revert(self, ctx: FaultContext) -> None:
         router = ctx.lab.router
         # Rules first, the queue's last, so that no packet is queued to a worker that is
@@ -287,7 +291,7 @@ class Impairment[P: ImpairFlow](Fault[P]):
             try:
                 if self._worker is not None:
                     worker, self._worker = self._worker, None
-                    await terminate(worker, WORKER_GRACE_S)
+                    self.queue_tally = await stop_worker(worker)
             finally:
                 self._queued.get(router, {}).pop(self.step_id, None)
                 if self._shaped:

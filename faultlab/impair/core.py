@@ -24,6 +24,11 @@ REORDER_HOLD_S = 0.02
 # The mark of the duplicates the worker sends itself (through OUTPUT): the queue rules in OUTPUT
 # let them pass, or each would be queued, and maybe duplicated, again.
 DUPLICATE_MARK = 0xFA17
+# A Gilbert-Elliott chain's step in time (GilbertElliott): with runs of 3 packets a fade is
+# forgotten after ~100 ms of quiet (0.67 ** 11 = 1 %), the order of a walking user's Wi-Fi fades
+# (coherence time ~40 ms at 2.4 GHz and 1.4 m/s), and far below TCP's least retransmission
+# timeout (200 ms), so a stalled flow's retransmissions meet independent fades.
+FADE_STEP_S = 0.010
 
 
 @dataclass(frozen=True)
@@ -65,21 +70,41 @@ class Shape:
 
 class GilbertElliott:
     """Bursty loss: a good state that loses nothing and a bad state that loses every packet,
-    with a mean bad run of `burst` packets and a long-run loss of `rate`."""
+    with a mean bad run of `burst` packets and a long-run loss of `rate`.
+
+    A fade is a span of time, not of packets: the chain steps once per packet and once more per
+    FADE_STEP_S of quiet before it. Packets sent back to back see runs of `burst`; a packet after
+    a pause sees a chain that has moved on meanwhile, as a radio channel has. A chain stepped per
+    packet only held a stalled TCP flow's retransmissions, 0.2-1.6 s apart, in one fade: the
+    original segment and every retransmission lost with probability (1 - 1/burst) each, which
+    with bursts of 3 killed the lossy-wifi voice session's connection in 2 runs of 15.
+    """
 
     def __init__(self, rate: float, burst: float, rng: random.Random) -> None:
         self.leave_bad = 1.0 / burst
         # The stationary share of the bad state, p / (p + r), is the loss rate.
         self.enter_bad = min(1.0, rate * self.leave_bad / (1.0 - rate)) if rate < 1 else 1.0
+        self.rate = self.enter_bad / (self.enter_bad + self.leave_bad)
+        # The chain's memory: how much of its state one step keeps (its second eigenvalue).
+        self.keep = 1.0 - self.enter_bad - self.leave_bad
         self.bad = False
+        self.last: float | None = None
         self.rng = rng
 
-    def lost(self) -> bool:
-        """Step the chain by one packet; whether that packet is lost."""
-        if self.bad:
-            self.bad = self.rng.random() >= self.leave_bad
-        else:
-            self.bad = self.rng.random() < self.enter_bad
+    def lost(self, now: float | None = None) -> bool:
+        """Step the chain by one packet arriving at `now` (and by the quiet since the one
+        before); whether that packet is lost."""
+        steps = 1
+        if now is not None:
+            if self.last is not None:
+                steps += int(max(0.0, now - self.last) / FADE_STEP_S)
+            self.last = now
+        # The n-step transition of a two-state chain: its long-run share plus what is left of
+        # its present state (for one step: 1 - leave_bad from bad, enter_bad from good).
+        memory = self.keep ** steps
+        bad_next = self.rate + (1.0 - self.rate) * memory if self.bad else self.rate * (
+            1.0 - memory)
+        self.bad = self.rng.random() < bad_next
         return self.bad
 
 
@@ -95,6 +120,27 @@ class Verdict:
     payload: bytes | None = None
     copy: bytes | None = None
     through: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class QueueTally:
+    """What one kernel queue saw: its packets, and those the loss chain dropped (the queue
+    loses nothing else: what its process has not read when it leaves is let go)."""
+
+    queue: int
+    packets: int
+    dropped: int
+
+    def to_json(self) -> dict[str, int]:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        return f"{self.queue}:{self.packets}:{self.dropped}"
+
+    @classmethod
+    def parse(cls, word: str) -> QueueTally:
+        queue, packets, dropped = (int(n) for n in word.split(":"))
+        return cls(queue, packets, dropped)
 
 
 class _Packet:
@@ -124,6 +170,8 @@ class Lane:
         # Ids the kernel still holds, in arrival order; settled ones are skipped lazily.
         self.open: deque[int] = deque()
         self.settled: set[int] = set()
+        self.packets = 0  # queued to this lane
+        self.lost = 0  # dropped by the loss chain
 
     def delay(self) -> float:
         s = self.shape
@@ -136,8 +184,10 @@ class Lane:
     def receive(self, packet_id: int, now: float, payload: bytes | None) -> None:
         s, rng = self.shape, self.rng
         self.open.append(packet_id)
-        if self.burst_loss is not None and self.burst_loss.lost():
+        self.packets += 1
+        if self.burst_loss is not None and self.burst_loss.lost(now):
             self.dropped.append(packet_id)
+            self.lost += 1
             return
         due = now + self.delay()
         if s.keep_order:
@@ -230,6 +280,10 @@ class Impairer:
     def poll(self, now: float) -> list[Verdict]:
         """The verdicts due by `now`; a `copy` verdict means: send its bytes again."""
         return [v for lane in self.lanes.values() for v in lane.poll(now)]
+
+    def tally(self) -> list[QueueTally]:
+        """Each lane's packets and how many of them its loss chain dropped."""
+        return [QueueTally(q, lane.packets, lane.lost) for q, lane in self.lanes.items()]
 
     def flush(self) -> list[Verdict]:
         """Verdicts for every packet still waiting, at once (the queue is being removed)."""

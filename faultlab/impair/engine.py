@@ -23,7 +23,7 @@ from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
 from faultlab.errors import MechanismError
-from faultlab.impair.core import Shape
+from faultlab.impair.core import QueueTally, Shape
 from faultlab.impair.nfqueue import QueueSocket
 from faultlab.interrupt import uncancelled
 from faultlab.lab import netfilter
@@ -119,6 +119,20 @@ async def start_worker(lab: Lab, shape: Shape, lanes: int,
         await uncancelled(terminate(proc, WORKER_GRACE_S))
         raise
     return proc, [int(w) for w in words[1:]]
+
+
+async def stop_worker(proc: asyncio.subprocess.Process) -> list[QueueTally]:
+    """Stop the userspace queue's process (it lets what it holds go first); what each of its
+    queues saw, as it told on leaving (none when it did not: killed, or dead before)."""
+    await terminate(proc, WORKER_GRACE_S)
+    assert proc.stdout is not None
+    words = (await proc.stdout.read()).decode(errors="replace").split()
+    if words[:1] != ["done"]:
+        return []
+    try:
+        return [QueueTally.parse(word) for word in words[1:]]
+    except ValueError:
+        return []
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@
 (with `"shapes": [{...}, ...]`, each lane's own shape). It binds `lanes` free queues, prints
 `ready Q1 [Q2]` (the run installs the NFQUEUE rules only then, so no packet ever waits on
 nobody), gives each packet its verdict when due, and on SIGTERM
-lets every waiting packet go and unbinds. Duplicates leave through a raw socket: a packet this
+lets every waiting packet go, unbinds and prints `done Q:PACKETS:DROPPED ...` (a `QueueTally`
+a queue). Duplicates leave through a raw socket: a packet this
 process sends crosses OUTPUT, not FORWARD, and carries DUPLICATE_MARK, which the queue rules in
 OUTPUT (a proxied connection's legs) let pass, so it is never queued again.
 """
@@ -99,6 +100,7 @@ def serve(spec: dict[str, Any]) -> int:
             core.receive(packet.queue, packet.packet_id, now, packet.payload)
     link.deliver(core.flush())
     queue.close()
+    print("done", *core.tally(), flush=True)
     return 0
 
 

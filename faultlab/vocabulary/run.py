@@ -77,12 +77,14 @@ class FaultApplied(Record):
 
 @dataclass(frozen=True)
 class FaultReverted(Record):
-    """A step's fault is undone; `by`: the process that held it, when not the run."""
+    """A step's fault is undone; `by`: the process that held it, when not the run; `queues`:
+    what each of its packet queues saw (queue, packets, dropped), when it had any."""
 
     NAME: ClassVar[str] = "fault.reverted"
     step: str
     fault: str | None = None
     by: str | None = None
+    queues: list[dict[str, int]] | None = None
 
 
 @dataclass(frozen=True)
