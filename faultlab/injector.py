@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from faultlab.connections import ConnectionTable, Upstream
 from faultlab.errors import FaultlabError
@@ -20,7 +20,6 @@ from faultlab.events import Event, EventBus
 from faultlab.faults import FAULTS, Fault
 from faultlab.faults.base import ResolverChannel
 from faultlab.lab.base import Lab
-from faultlab.mic import VirtualMic
 from faultlab.profile import Step
 from faultlab.proxy.control import ArmedStep, ProxyControl
 from faultlab.timeline import Due
@@ -31,6 +30,9 @@ from faultlab.vocabulary import (
     FaultRevertFailed,
     ProxyUpstream,
 )
+
+if TYPE_CHECKING:
+    from faultlab.mic import VirtualMic  # numpy: only a run with a microphone imports it
 
 
 class FaultRuntime:

@@ -21,21 +21,23 @@ import functools
 import os
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from faultlab.cassette.build import TAPES
 from faultlab.connections import ConnectionTable
 from faultlab.events import EventBus
 from faultlab.lab.base import Image, Lab, Role
 from faultlab.lab.process import LabProcess, wait_listening
-from faultlab.mic import VirtualMic
 from faultlab.private import PRIVATE_DIR, create_private, remember_env_secrets
 from faultlab.profile import Profile
 from faultlab.resolver.control import ResolverControl
 from faultlab.sources import EventTails
-from faultlab.speech import RATE_IN, write_clips, write_wav
 from faultlab.targets import Runnable
 from faultlab.tls import LabCA
 from faultlab.vocabulary.lab import TargetReady
+
+if TYPE_CHECKING:
+    from faultlab.mic import VirtualMic
 
 # The client's resolver with the lab's: glibc's default (5 s, twice over) would have a lookup
 # that meets no answer take 10 s; a lab's answer comes in a millisecond, so 1 s per try, two
@@ -154,6 +156,10 @@ class Launcher:
 
     async def start_mic(self) -> VirtualMic:
         """The client's virtual microphone, serving the profile's utterances."""
+        # numpy: only a run with a microphone imports it.
+        from faultlab.mic import VirtualMic
+        from faultlab.speech import RATE_IN, write_clips, write_wav
+
         mic = self.profile.mic
         assert mic is not None
         clips = await asyncio.to_thread(write_clips, mic.utterances, self.speech_dir)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -61,3 +64,26 @@ def test_every_catalogue_heading_is_a_fault(catalogue: list[str]) -> None:
 def test_each_fault_has_one_heading(catalogue: list[str]) -> None:
     """No fault is described twice."""
     assert sorted({n for n in catalogue if catalogue.count(n) > 1}) == []
+
+
+def test_each_fault_lives_in_the_module_named_after_it() -> None:
+    """The registry finds a fault by its module's name: every registered fault is in
+    faultlab/faults/<name>.py."""
+    assert {name: cls.__module__ for name, cls in FAULTS.items()} == {
+        name: f"faultlab.faults.{name}" for name in FAULTS}
+
+
+def test_naming_a_fault_imports_its_module_alone() -> None:
+    """A process that names one fault imports that fault's module, not the other faults' (the
+    proxy imported all 27, and pyroute2 through them, to apply one); an unknown name is no
+    fault, a helper module's name neither."""
+    done = subprocess.run([sys.executable, "-c", (
+        "import json, sys\nfrom faultlab.faults import FAULTS\n"
+        "assert FAULTS['freeze'].name == 'freeze'\n"
+        "assert 'nothing' not in FAULTS and 'legs' not in FAULTS and 'a.b' not in FAULTS\n"
+        "print(json.dumps([m for m in sys.modules if m.startswith('faultlab.faults.')]))")],
+        capture_output=True, text=True, check=True)
+    imported = json.loads(done.stdout)
+    assert "faultlab.faults.freeze" in imported
+    assert not {"faultlab.faults.drop", "faultlab.faults.path", "faultlab.faults.nat_timeout",
+                "faultlab.faults.abort"} & set(imported)

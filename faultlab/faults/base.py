@@ -1,14 +1,17 @@
 """What every fault is: parameters validated by its own model, and apply/revert hooks.
 
 A fault knows its layer, what it needs and how to undo itself; the run only calls the hooks
-(faultlab.injector), so adding a fault is one module in this package (found by name at import),
-its test, and its README heading.
+(faultlab.injector), so adding a fault is one module in this package, named after the fault
+(imported when a profile names it), its test, and its README heading.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import pkgutil
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 from faultlab.model import Model
@@ -127,12 +130,51 @@ class Fault[P: FaultParams](ABC):
         return self.reversible
 
 
-FAULTS: dict[str, type[Fault[Any]]] = {}
+class FaultRegistry(Mapping[str, type[Fault[Any]]]):
+    """The faults by name, each imported when first named. A fault's module is named after it
+    (faultlab/faults/<name>.py registers `name`), so a process imports only the faults its
+    profile uses: the proxy imported all 27 (and pyroute2 through them) to apply one. Listing
+    them imports them all."""
+
+    def __init__(self, package: str) -> None:
+        self._package = package
+        self._faults: dict[str, type[Fault[Any]]] = {}
+        self._complete = False
+
+    def add(self, cls: type[Fault[Any]]) -> None:
+        if cls.name in self._faults:
+            raise RuntimeError(f"two faults are named {cls.name!r}")
+        self._faults[cls.name] = cls
+
+    def __getitem__(self, name: str) -> type[Fault[Any]]:
+        if name not in self._faults and not self._complete and name.isidentifier():
+            module = f"{self._package}.{name}"
+            if importlib.util.find_spec(module) is not None:
+                importlib.import_module(module)
+        return self._faults[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._every())
+
+    def __len__(self) -> int:
+        return len(self._every())
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self.get(name) is not None
+
+    def _every(self) -> dict[str, type[Fault[Any]]]:
+        if not self._complete:
+            package = importlib.import_module(self._package)
+            for module in pkgutil.iter_modules(package.__path__):
+                importlib.import_module(f"{self._package}.{module.name}")
+            self._complete = True
+        return self._faults
+
+
+FAULTS = FaultRegistry("faultlab.faults")
 
 
 def register[F: type[Fault[Any]]](cls: F) -> F:
-    """Class decorator: make a fault available to profiles under `cls.name`."""
-    if cls.name in FAULTS:
-        raise RuntimeError(f"two faults are named {cls.name!r}")
-    FAULTS[cls.name] = cls
+    """Class decorator: make a fault available to profiles under `cls.name` (its module's name)."""
+    FAULTS.add(cls)
     return cls
