@@ -31,6 +31,7 @@ from faultlab.private import write_private
 from faultlab.profile import Profile
 from faultlab.report.record import RESULT_FILE, RecordError, RunRecord, faultlab_version
 from faultlab.result import EXIT_LAB
+from faultlab.warm import WarmJob
 
 # Seconds a job's faultlab gets to tear its lab down after SIGTERM before it is killed.
 STOP_GRACE_S = 30.0
@@ -251,21 +252,20 @@ class Job:
     async def run(self) -> RunRecord:
         with tempfile.TemporaryDirectory(prefix="faultlab-job-") as scratch:
             told = Path(scratch) / "result-path"
-            argv = [sys.executable, "-m", "faultlab", "run", "-q", "--jobs", "1", "--runs-dir",
-                    str(self.runs_dir), "--report-to", str(told), *self.options.args()]
+            args = ["run", "-q", "--jobs", "1", "--runs-dir", str(self.runs_dir),
+                    "--report-to", str(told), *self.options.args(), str(self.profile.path)]
             started = time.monotonic()
-            proc = await asyncio.create_subprocess_exec(
-                *argv, str(self.profile.path), stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+            proc = WarmJob(args, Path(scratch) / "output")
+            await asyncio.to_thread(proc.start)  # the first starts the warm server: ~1 s
             try:
-                output, _ = await proc.communicate()
+                await proc.wait()
             except asyncio.CancelledError:
                 try:
                     await uncancelled(_stop(proc))  # raises again if cancelled meanwhile
                 finally:
                     self.record = self._recorded(told, b"", proc.returncode, started)
                 raise
-            self.record = self._recorded(told, output, proc.returncode, started)
+            self.record = self._recorded(told, proc.read_output(), proc.returncode, started)
         return self.record
 
     def _recorded(self, told: Path, output: bytes, code: int | None, started: float) -> RunRecord:
@@ -296,14 +296,12 @@ def run_job(profile: Profile, runs_dir: Path, options: RunOptions = RunOptions()
     return asyncio.run(Job(profile, runs_dir, options).run())
 
 
-async def _stop(proc: asyncio.subprocess.Process) -> None:
+async def _stop(proc: WarmJob) -> None:
     if proc.returncode is not None:
         return
-    with contextlib.suppress(ProcessLookupError):
-        proc.send_signal(signal.SIGTERM)
+    proc.send_signal(signal.SIGTERM)
     try:
         await asyncio.wait_for(proc.wait(), STOP_GRACE_S)
     except TimeoutError:
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
+        proc.send_signal(signal.SIGKILL)
         await proc.wait()

@@ -1,0 +1,107 @@
+"""Warm interpreters for a suite's jobs: each job's `faultlab run` is forked from a server that
+has imported a run's modules once (multiprocessing's forkserver), instead of a new Python that
+imports them again.
+
+A cold `faultlab run` spends ~0.7 s of CPU importing (the profile's models, the lab, pyroute2,
+the report) and ~0.45 s more importing matplotlib for timeline.png, for a run that mostly waits
+on its client's timers: 1.2 s of the 2.5 s a silent-loss run cost, measured. Forked warm, a job
+starts with all of it imported. The server is a child of this process, started by the first job
+and gone with it (it leaves when this process's end of its pipe closes, however it ends).
+
+A warm job is still a process of its own (its own lab, event loop and signals: SIGTERM tears its
+lab down as `faultlab run`'s), writing its output to a file the caller reads once it has ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import multiprocessing
+import os
+import sys
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+
+# What `faultlab run` imports before and during a run (found with `python -X importtime`); a
+# module missing here is imported by the job itself, as a cold run would.
+PRELOAD = [
+    "faultlab.cli", "faultlab.jobs", "faultlab.runner", "faultlab.profile", "faultlab.expect",
+    "faultlab.lab.netns", "faultlab.capture.live", "faultlab.report.page",
+    "faultlab.report.png", "matplotlib.figure", "matplotlib.backends.backend_agg",
+]
+_context: multiprocessing.context.ForkServerContext | None = None
+
+
+def _forkserver() -> multiprocessing.context.ForkServerContext:
+    global _context
+    if _context is None:
+        _context = multiprocessing.get_context("forkserver")
+        _context.set_forkserver_preload(PRELOAD)
+    return _context
+
+
+def _job(args: list[str], output: str, env: dict[str, str]) -> None:
+    """In the forked job: the caller's environment (the server has the one it started with),
+    stdin from /dev/null, stdout and stderr to `output`, then the `faultlab` command with
+    `args`, as `python -m faultlab ARGS` runs it."""
+    os.environ.clear()
+    os.environ.update(env)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    sink = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(sink, 1)
+    os.dup2(sink, 2)
+    os.close(sink)
+    sys.argv = ["faultlab", *args]
+    from faultlab.__main__ import main
+
+    main()
+
+
+class WarmJob:
+    """One `faultlab ARGS` forked warm; its output is in `output` once it has ended."""
+
+    def __init__(self, args: list[str], output: Path) -> None:
+        self.output = output
+        self._process: BaseProcess = _forkserver().Process(
+            target=_job, args=(args, str(output), dict(os.environ)), name="faultlab-job")
+
+    @property
+    def returncode(self) -> int | None:
+        return self._process.exitcode
+
+    def start(self) -> None:
+        self._process.start()
+
+    async def wait(self) -> int:
+        """Its exit code once it has ended (negative: killed by that signal)."""
+        loop = asyncio.get_running_loop()
+        ended: asyncio.Future[None] = loop.create_future()
+        sentinel = self._process.sentinel
+
+        def readable() -> None:
+            if not ended.done():
+                ended.set_result(None)
+
+        loop.add_reader(sentinel, readable)
+        try:
+            await ended
+        finally:
+            loop.remove_reader(sentinel)
+        self._process.join()
+        code = self._process.exitcode
+        assert code is not None
+        return code
+
+    def send_signal(self, signum: int) -> None:
+        pid = self._process.pid
+        if pid is not None and self._process.exitcode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signum)
+
+    def read_output(self) -> bytes:
+        try:
+            return self.output.read_bytes()
+        except OSError:
+            return b""
