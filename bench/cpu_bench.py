@@ -1,0 +1,240 @@
+"""CPU seconds per run, by process: `faultlab run` of a plain lab and of a proxied field run,
+beside the same runs of a fixed baseline commit, measured in the same bench run.
+
+The profiles are faultlab/profiles/silent-loss.yaml (a plain lab: the Python WebSocket peers) and
+faultlab/profiles/field/P1.yaml (a proxied field run: the mitmproxy proxy, the emulator and the
+booking client), each run as users run it (`faultlab run -q`, its timeline drawn). The baseline
+(`BASELINE`, or `--baseline REV`) is checked out into a temporary git worktree, removed after,
+and run from there by the same interpreter with its checkout on PYTHONPATH; each side runs its
+own copy of the profile. The sides alternate, `--runs` times each. Each run's process tree is
+sampled from /proc every 20 ms (process_tree.py) and its CPU split by role: faultlab (the run and
+its helpers), proxy, emulator, client, server peer, capture, other. The table has each profile's
+median total against the baseline's (goal, issue #36: at most half of it) and each role's median
+beside the baseline's, to show where the CPU goes. Needs root for the labs.
+
+    python bench/cpu_bench.py [--runs 3] [--baseline REV] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import resource
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import table
+from process_tree import ROLES, Tree, read_cmdline, read_stats
+from table import Measure, Row, skipped, versus
+
+from faultlab.jobs import STOP_GRACE_S
+
+ROOT = Path(__file__).resolve().parents[1]
+# Paths inside a checkout: each side runs its own copy.
+PROFILES = ("faultlab/profiles/silent-loss.yaml", "faultlab/profiles/field/P1.yaml")
+# The code before issue #36's CPU cuts: the "today's" CPU per run that the issue asks to halve.
+BASELINE = "05333b96c918ae5931c548ef8c612a6eb3522d5a"
+GOAL = 2.0
+INTERVAL_S = 0.02
+# `faultlab run -q`'s line for a run: "== field-P1: PASS in 3.51s; report: ...".
+VERDICT_LINE = re.compile(r"^== .+?: (\w+) in [\d.]+s", re.MULTILINE)
+
+
+@dataclass
+class Sampled:
+    """One run: its exit code, its verdict as printed, its process tree's CPU as sampled, and
+    the kernel's count of the CPU of the run and of its descendants it reaped."""
+
+    code: int
+    verdict: str
+    tree: Tree
+    reaped_s: float
+
+    @property
+    def total_s(self) -> float:
+        return sum(self.tree.cpu_s.values())
+
+    @property
+    def outcome(self) -> str:
+        return f"{self.verdict} (exit {self.code})"
+
+
+def _reaped_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    """As faultlab's jobs stop theirs: SIGTERM, so that the run tears its lab down, then kill."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def run_sampled(checkout: Path, profile: str, runs_dir: Path) -> Sampled:
+    """One `faultlab run -q` of `profile` by the code of `checkout`, its process tree sampled."""
+    argv = [sys.executable, "-m", "faultlab", "run", "-q", "--runs-dir", str(runs_dir), profile]
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    before = _reaped_cpu_s()
+    with tempfile.TemporaryFile("w+") as out:
+        proc = subprocess.Popen(argv, cwd=checkout, env=env, stdout=out,
+                                stderr=subprocess.STDOUT, text=True)
+        tree = Tree(proc.pid)
+        try:
+            while proc.poll() is None:
+                tree.update(read_stats(), read_cmdline)
+                time.sleep(INTERVAL_S)
+        finally:
+            _stop(proc)
+        out.seek(0)
+        printed = out.read()
+    verdict = VERDICT_LINE.search(printed)
+    return Sampled(proc.returncode, verdict.group(1) if verdict else "no verdict", tree,
+                   _reaped_cpu_s() - before)
+
+
+def _git(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", *argv], cwd=ROOT, capture_output=True, text=True, check=False)
+
+
+def unavailable(rev: str) -> str | None:
+    """Why `rev` cannot be checked out here, or None."""
+    if shutil.which("git") is None:
+        return "no git on PATH"
+    if _git("rev-parse", "--git-dir").returncode != 0:
+        return f"{ROOT} is not a git clone"
+    if _git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").returncode != 0:
+        return f"no commit {rev} in this clone"
+    return None
+
+
+@contextlib.contextmanager
+def checkout(rev: str) -> Iterator[Path]:
+    """`rev` in a temporary, detached git worktree, removed however the block ends."""
+    scratch = Path(tempfile.mkdtemp(prefix="faultlab-cpu-baseline-"))
+    path = scratch / "checkout"
+    try:
+        added = _git("worktree", "add", "--detach", str(path), rev)
+        if added.returncode != 0:
+            raise RuntimeError(f"git worktree add {rev}: {added.stderr.strip()}")
+        yield path
+    finally:
+        _git("worktree", "remove", "--force", str(path))
+        shutil.rmtree(scratch, ignore_errors=True)
+        _git("worktree", "prune")
+
+
+def _compile(checkout: Path) -> None:
+    # A fresh checkout has no __pycache__: its first run would compile the modules it imports and
+    # count that CPU (all of faultlab/, 242 modules, took 0.3 s here: a seventh of a plain run).
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(checkout / "faultlab")],
+                   capture_output=True, check=False)
+
+
+def _name(profile: str) -> str:
+    return profile.removeprefix("faultlab/profiles/").removesuffix(".yaml")
+
+
+def _figure(profile: str, part: str) -> str:
+    return f"CPU per run: {_name(profile)} ({part})"
+
+
+def _median(runs: list[Sampled], role: str | None = None) -> float:
+    return statistics.median(r.total_s if role is None else r.tree.by_role().get(role, 0.0)
+                             for r in runs)
+
+
+def _span(runs: list[Sampled]) -> str:
+    totals = [r.total_s for r in runs]
+    return f"{min(totals):.2f}-{max(totals):.2f} s"
+
+
+def _outcomes(runs: list[Sampled]) -> str:
+    seen = [r.outcome for r in runs]
+    return ", ".join(f"{o} x{seen.count(o)}" for o in dict.fromkeys(seen))
+
+
+def profile_rows(profile: str, now: list[Sampled], then: list[Sampled], peer: str,
+                 what: str) -> list[Row]:
+    """The total's row against the goal, then one row per role that spent CPU on either side."""
+    same = sorted(r.outcome for r in now) == sorted(r.outcome for r in then)
+    verdicts = (f"verdicts the same ({_outcomes(now)})" if same else
+                f"verdicts DIFFER: {_outcomes(now)} here, {_outcomes(then)} at the baseline")
+    out = [versus(
+        _figure(profile, "total"), Measure(_median(now), "s"), peer, Measure(_median(then), "s"),
+        "lower", at_least=GOAL,
+        note=f"cpu: `faultlab run -q` of {profile} (timeline drawn), {len(now)} runs "
+             f"alternating with the same of {peer}{what} from a temporary worktree; the CPU of "
+             f"each run's process tree, sampled from /proc every {INTERVAL_S * 1000:.0f} ms, "
+             f"median of the totals ({_span(now)}; baseline "
+             f"{_span(then)}; the kernel's count of the reaped tree "
+             f"{statistics.median(r.reaped_s for r in now):.2f} s and "
+             f"{statistics.median(r.reaped_s for r in then):.2f} s); {verdicts}")]
+    for role in ROLES:
+        if not any(r.tree.by_role().get(role, 0.0) > 0 for r in [*now, *then]):
+            continue
+        others = sorted({c for r in [*now, *then] for c in r.tree.commands(role)})
+        out.append(versus(_figure(profile, role), Measure(_median(now, role), "s"), peer,
+                          Measure(_median(then, role), "s"), "lower",
+                          note=f"cpu: {role}: {'; '.join(others)}" if role == "other" else ""))
+    return out
+
+
+def collect(runs: int = 3, baseline: str = BASELINE) -> list[Row]:
+    why = unavailable(baseline)
+    if why is not None:
+        return [skipped(_figure(p, "total"), f"baseline {baseline[:7]}", why,
+                        goal=f">= {GOAL:g}x") for p in PROFILES]
+    peer = f"baseline {_git('rev-parse', '--short', baseline).stdout.strip()}"
+    full = _git("rev-parse", f"{baseline}^{{commit}}").stdout.strip()
+    what = " (the code before issue #36's CPU cuts)" if full == BASELINE else ""
+    here: dict[str, list[Sampled]] = {p: [] for p in PROFILES}
+    there: dict[str, list[Sampled]] = {p: [] for p in PROFILES}
+    with (checkout(baseline) as old,
+          tempfile.TemporaryDirectory(prefix="faultlab-cpu-bench-") as scratch):
+        for code in (ROOT, old):
+            _compile(code)
+        for i in range(runs):
+            for profile in PROFILES:
+                for label, code, side in (("here", ROOT, here), (peer, old, there)):
+                    run = run_sampled(code, profile, Path(scratch) / label)
+                    side[profile].append(run)
+                    roles = ", ".join(f"{k} {v:.2f}" for k, v in sorted(
+                        run.tree.by_role().items(), key=lambda kv: -kv[1]))
+                    print(f"{f'{_name(profile)} {i + 1}/{runs}, {label}':<44} "
+                          f"{run.total_s:>10.2f} s   {run.outcome}; {roles}", flush=True)
+    return [row for p in PROFILES for row in profile_rows(p, here[p], there[p], peer, what)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=3, help="runs of each profile on each side")
+    parser.add_argument("--baseline", default=BASELINE, metavar="REV",
+                        help="the commit to compare with (default: the code before issue #36's "
+                             "CPU cuts)")
+    table.add_json_option(parser)
+    args = parser.parse_args()
+    started, clock, machine = datetime.now(), time.monotonic(), table.machine()
+    rows = collect(args.runs, args.baseline)
+    table.finish(rows, args.json, machine, started, time.monotonic() - clock)
+
+
+if __name__ == "__main__":
+    main()
