@@ -3,7 +3,9 @@ beside the same runs of a fixed baseline commit, measured in the same bench run.
 
 The profiles are faultlab/profiles/silent-loss.yaml (a plain lab: the Python WebSocket peers) and
 faultlab/profiles/field/P1.yaml (a proxied field run: the mitmproxy proxy, the emulator and the
-booking client), each run as users run it (`faultlab run -q`, its timeline drawn). The baseline
+booking client), each run as users run it (`faultlab run -q`, its timeline drawn): alone, and
+four at a time as a suite with `--jobs 2` (as CI and `faultlab explore` run them: each a job,
+forked warm), whose figures are the whole's over its four runs. The baseline
 (`BASELINE`, or `--baseline REV`) is checked out into a temporary git worktree, removed after,
 and run from there by the same interpreter with its checkout on PYTHONPATH; each side runs its
 own copy of the profile. The sides alternate, `--runs` times each. Each run's process tree is
@@ -41,8 +43,23 @@ from table import Measure, Row, skipped, versus
 from faultlab.jobs import STOP_GRACE_S
 
 ROOT = Path(__file__).resolve().parents[1]
-# Paths inside a checkout: each side runs its own copy.
-PROFILES = ("faultlab/profiles/silent-loss.yaml", "faultlab/profiles/field/P1.yaml")
+SILENT_LOSS, P1 = "faultlab/profiles/silent-loss.yaml", "faultlab/profiles/field/P1.yaml"
+
+
+@dataclass(frozen=True)
+class Case:
+    """What one sampled `faultlab run -q` runs (paths inside a checkout: each side runs its own
+    copy), and how many runs that is: a figure is per run."""
+
+    name: str
+    args: tuple[str, ...]
+    runs: int = 1
+
+
+CASES = (Case("silent-loss", (SILENT_LOSS,)), Case("field/P1", (P1,)),
+         # As a suite, explore and CI run them: each run a job of its own (faultlab.warm).
+         Case("silent-loss x4 --jobs 2", ("--jobs", "2", *[SILENT_LOSS] * 4), runs=4),
+         Case("field/P1 x4 --jobs 2", ("--jobs", "2", *[P1] * 4), runs=4))
 # The code before issue #36's CPU cuts: the "today's" CPU per run that the issue asks to halve.
 BASELINE = "05333b96c918ae5931c548ef8c612a6eb3522d5a"
 GOAL = 2.0
@@ -60,10 +77,16 @@ class Sampled:
     verdict: str
     tree: Tree
     reaped_s: float
+    runs: int
 
     @property
     def total_s(self) -> float:
-        return sum(self.tree.cpu_s.values())
+        """Per run."""
+        return sum(self.tree.cpu_s.values()) / self.runs
+
+    def role_s(self, role: str) -> float:
+        """Per run."""
+        return self.tree.by_role().get(role, 0.0) / self.runs
 
     @property
     def outcome(self) -> str:
@@ -87,9 +110,10 @@ def _stop(proc: subprocess.Popen[str]) -> None:
         proc.wait()
 
 
-def run_sampled(checkout: Path, profile: str, runs_dir: Path) -> Sampled:
-    """One `faultlab run -q` of `profile` by the code of `checkout`, its process tree sampled."""
-    argv = [sys.executable, "-m", "faultlab", "run", "-q", "--runs-dir", str(runs_dir), profile]
+def run_sampled(checkout: Path, case: Case, runs_dir: Path) -> Sampled:
+    """One `faultlab run -q` of `case` by the code of `checkout`, its process tree sampled."""
+    argv = [sys.executable, "-m", "faultlab", "run", "-q", "--runs-dir", str(runs_dir),
+            *case.args]
     env = {**os.environ, "PYTHONPATH": str(checkout)}
     before = _reaped_cpu_s()
     with tempfile.TemporaryFile("w+") as out:
@@ -104,9 +128,9 @@ def run_sampled(checkout: Path, profile: str, runs_dir: Path) -> Sampled:
             _stop(proc)
         out.seek(0)
         printed = out.read()
-    verdict = VERDICT_LINE.search(printed)
-    return Sampled(proc.returncode, verdict.group(1) if verdict else "no verdict", tree,
-                   _reaped_cpu_s() - before)
+    verdicts = VERDICT_LINE.findall(printed)
+    return Sampled(proc.returncode, ",".join(sorted(verdicts)) or "no verdict", tree,
+                   (_reaped_cpu_s() - before) / case.runs, case.runs)
 
 
 def _git(*argv: str) -> subprocess.CompletedProcess[str]:
@@ -147,17 +171,12 @@ def _compile(checkout: Path) -> None:
                    capture_output=True, check=False)
 
 
-def _name(profile: str) -> str:
-    return profile.removeprefix("faultlab/profiles/").removesuffix(".yaml")
-
-
-def _figure(profile: str, part: str) -> str:
-    return f"CPU per run: {_name(profile)} ({part})"
+def _figure(case: Case, part: str) -> str:
+    return f"CPU per run: {case.name} ({part})"
 
 
 def _median(runs: list[Sampled], role: str | None = None) -> float:
-    return statistics.median(r.total_s if role is None else r.tree.by_role().get(role, 0.0)
-                             for r in runs)
+    return statistics.median(r.total_s if role is None else r.role_s(role) for r in runs)
 
 
 def _span(runs: list[Sampled]) -> str:
@@ -170,16 +189,18 @@ def _outcomes(runs: list[Sampled]) -> str:
     return ", ".join(f"{o} x{seen.count(o)}" for o in dict.fromkeys(seen))
 
 
-def profile_rows(profile: str, now: list[Sampled], then: list[Sampled], peer: str,
-                 what: str) -> list[Row]:
+def case_rows(case: Case, now: list[Sampled], then: list[Sampled], peer: str,
+              what: str) -> list[Row]:
     """The total's row against the goal, then one row per role that spent CPU on either side."""
     same = sorted(r.outcome for r in now) == sorted(r.outcome for r in then)
     verdicts = (f"verdicts the same ({_outcomes(now)})" if same else
                 f"verdicts DIFFER: {_outcomes(now)} here, {_outcomes(then)} at the baseline")
     out = [versus(
-        _figure(profile, "total"), Measure(_median(now), "s"), peer, Measure(_median(then), "s"),
+        _figure(case, "total"), Measure(_median(now), "s"), peer, Measure(_median(then), "s"),
         "lower", at_least=GOAL,
-        note=f"cpu: `faultlab run -q` of {profile} (timeline drawn), {len(now)} runs "
+        note=f"cpu: `faultlab run -q {' '.join(dict.fromkeys(case.args))}` (timeline drawn"
+             f"{f'; CPU per run: the whole over {case.runs}' if case.runs > 1 else ''}), "
+             f"{len(now)} times "
              f"alternating with the same of {peer}{what} from a temporary worktree; the CPU of "
              f"each run's process tree, sampled from /proc every {INTERVAL_S * 1000:.0f} ms, "
              f"median of the totals ({_span(now)}; baseline "
@@ -187,10 +208,10 @@ def profile_rows(profile: str, now: list[Sampled], then: list[Sampled], peer: st
              f"{statistics.median(r.reaped_s for r in now):.2f} s and "
              f"{statistics.median(r.reaped_s for r in then):.2f} s); {verdicts}")]
     for role in ROLES:
-        if not any(r.tree.by_role().get(role, 0.0) > 0 for r in [*now, *then]):
+        if not any(r.role_s(role) > 0 for r in [*now, *then]):
             continue
         others = sorted({c for r in [*now, *then] for c in r.tree.commands(role)})
-        out.append(versus(_figure(profile, role), Measure(_median(now, role), "s"), peer,
+        out.append(versus(_figure(case, role), Measure(_median(now, role), "s"), peer,
                           Measure(_median(then, role), "s"), "lower",
                           note=f"cpu: {role}: {'; '.join(others)}" if role == "other" else ""))
     return out
@@ -199,27 +220,27 @@ def profile_rows(profile: str, now: list[Sampled], then: list[Sampled], peer: st
 def collect(runs: int = 3, baseline: str = BASELINE) -> list[Row]:
     why = unavailable(baseline)
     if why is not None:
-        return [skipped(_figure(p, "total"), f"baseline {baseline[:7]}", why,
-                        goal=f">= {GOAL:g}x") for p in PROFILES]
+        return [skipped(_figure(c, "total"), f"baseline {baseline[:7]}", why,
+                        goal=f">= {GOAL:g}x") for c in CASES]
     peer = f"baseline {_git('rev-parse', '--short', baseline).stdout.strip()}"
     full = _git("rev-parse", f"{baseline}^{{commit}}").stdout.strip()
     what = " (the code before issue #36's CPU cuts)" if full == BASELINE else ""
-    here: dict[str, list[Sampled]] = {p: [] for p in PROFILES}
-    there: dict[str, list[Sampled]] = {p: [] for p in PROFILES}
+    here: dict[Case, list[Sampled]] = {c: [] for c in CASES}
+    there: dict[Case, list[Sampled]] = {c: [] for c in CASES}
     with (checkout(baseline) as old,
           tempfile.TemporaryDirectory(prefix="faultlab-cpu-bench-") as scratch):
         for code in (ROOT, old):
             _compile(code)
         for i in range(runs):
-            for profile in PROFILES:
+            for case in CASES:
                 for label, code, side in (("here", ROOT, here), (peer, old, there)):
-                    run = run_sampled(code, profile, Path(scratch) / label)
-                    side[profile].append(run)
-                    roles = ", ".join(f"{k} {v:.2f}" for k, v in sorted(
+                    run = run_sampled(code, case, Path(scratch) / label)
+                    side[case].append(run)
+                    roles = ", ".join(f"{k} {v / case.runs:.2f}" for k, v in sorted(
                         run.tree.by_role().items(), key=lambda kv: -kv[1]))
-                    print(f"{f'{_name(profile)} {i + 1}/{runs}, {label}':<44} "
+                    print(f"{f'{case.name} {i + 1}/{runs}, {label}':<44} "
                           f"{run.total_s:>10.2f} s   {run.outcome}; {roles}", flush=True)
-    return [row for p in PROFILES for row in profile_rows(p, here[p], there[p], peer, what)]
+    return [row for c in CASES for row in case_rows(c, here[c], there[c], peer, what)]
 
 
 def main() -> None:

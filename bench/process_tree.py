@@ -30,10 +30,12 @@ type Key = tuple[int, int]
 
 def role(argv: Sequence[str]) -> str:
     """Whose CPU a process's is, by its command line: `python -m faultlab run` (and its helpers,
-    `faultlab.impair.worker`...), the proxy, the emulator (`faultlab emulator serve`), the client,
-    the server peer, the capture (tcpdump), or other."""
+    `faultlab.impair.worker`, a suite's warm jobs), the proxy, the emulator (`faultlab emulator
+    serve`), the client, the server peer, the capture (tcpdump), or other."""
     if argv and Path(argv[0]).name in CAPTURES:
         return "capture"
+    if "-c" in argv[:-1] and argv[argv.index("-c") + 1].startswith("from multiprocessing."):
+        return "faultlab"  # a suite's warm server (faultlab.warm), the jobs forked from it
     if "-m" not in argv[:-1]:
         return "other"
     module, *args = argv[argv.index("-m") + 1:]

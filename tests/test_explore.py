@@ -305,6 +305,39 @@ def test_an_exploration_finds_each_failure_refines_it_and_shrinks_it(tmp_path: P
     assert (tmp_path / "x" / "explore.html").read_text().count('class="fail"') >= 2
 
 
+class Slow(StandIn):
+    """A stand-in whose runs take time, so that measurements overlap: how many ran at once,
+    and which purposes were in flight together."""
+
+    def __init__(self, runs_dir: Path) -> None:
+        super().__init__(runs_dir)
+        self.running: list[str] = []
+        self.most = 0
+        self.together: set[tuple[str, ...]] = set()
+
+    async def __call__(self, profile: Profile) -> RunRecord:
+        self.running.append(profile.name)
+        self.most = max(self.most, len(self.running))
+        self.together.add(tuple(sorted(self.running)))
+        await asyncio.sleep(0.01)
+        self.running.remove(profile.name)
+        return await super().__call__(profile)
+
+
+def test_failures_are_shrunk_and_confirmed_at_once_within_the_jobs(tmp_path: Path) -> None:
+    """The two findings' shrinking and confirmations share the jobs (2): runs of both are in
+    flight together, never more than 2, no point runs twice but a confirmation, and the result
+    is that of runs that never overlap."""
+    slow = Slow(tmp_path / "x" / "runs")
+    data = explored(exploration(tmp_path / "x", stand_in=slow))
+    assert slow.most == 2
+    minimal = {f["minimal"]["id"] for f in data["failures"]}
+    assert len(minimal) == 2
+    assert any(all(m in " ".join(names) for m in minimal) for names in slow.together)
+    assert len(slow.profiles) == len(set(slow.profiles)) + 2 * 2
+    assert comparable(data) == comparable(explored(exploration(tmp_path / "y")))
+
+
 def test_two_shards_merged_give_what_one_exploration_gives(tmp_path: Path) -> None:
     whole = explored(exploration(tmp_path / "whole"))
     shards = [exploration(tmp_path / f"shard{k}", shard=(k, 2)) for k in (1, 2)]

@@ -29,6 +29,10 @@ def stat(pid: int, ppid: int, ticks: int, started: int = 1000, name: str = "pyth
     # Between enter.py's start and its exec, a lab process shows the command it will become.
     ([PY, "-I", "-S", "/x/faultlab/lab/enter.py", "1", "/run/netns/c", "-", "--", PY, "-m",
       "faultlab.clients.naive"], "client"),
+    # A suite's warm server and the jobs forked from it (faultlab.warm).
+    ([PY, "-B", "-c", "from multiprocessing.forkserver import main; main(8, 10, ...)"],
+     "faultlab"),
+    ([PY, "-c", "print(1)"], "other"),
     (["/usr/sbin/iptables-restore", "--noflush"], "other"),
     ([PY, "-m"], "other"),
     ([], "other"),
