@@ -9,7 +9,9 @@ measured with real traffic from the client's namespace to the server's, then rev
 - rate 1000 and 10000 kbps: a bulk TCP transfer's frames leaving the router (goal: within 5 %);
 - the userspace queue's throughput: a flood of 64-byte datagrams through it, metadata only and
   with packet bytes copied (goal: at least 20,000 packets/s);
-- the delay the queue adds at latency 0 ms, against no impairment (goal: under 0.3 ms median).
+- the delay the queue adds at latency 0 ms, against no impairment (goal: under 0.3 ms median);
+- bursty loss while a busy process hogs each core, 20 runs: each share within the chain's 99 %
+  interval, and nothing lost beyond what the chain dropped (the queue's own tally).
 
 No peer stands beside these: netem, the kernel's way to impair packets, is missing from kernels
 such as this machine's (`tc qdisc add ... netem`: "Specified qdisc kind is unknown"), and it is
@@ -140,10 +142,45 @@ async def queue_speed(lab: NetnsLab) -> list[Row]:
                        "queue at latency 0 ms, minus the same without it")]
 
 
+UNDER_LOAD_RUNS = 20
+
+
+async def loss_under_load(lab: NetnsLab) -> list[Row]:
+    """Bursty loss (the queue's chain) while a busy process hogs each core, 20 times: each
+    run's share within the chain's 99 % interval, and no datagram lost but those the chain
+    dropped (the queue's own tally)."""
+    count, rate, burst = 20_000, 0.05, 3.0
+    low, high = measure.loss_interval(rate, burst, count, z=2.576)
+    print(f"loss under a CPU hog (5 % in bursts of 3, {count} datagrams at 0.1 ms, "
+          f"{UNDER_LOAD_RUNS} runs)   goal: {100 * low:.2f}-{100 * high:.2f} % (99 %), "
+          "none lost beyond the chain's drops")
+    within = beyond = 0
+    for i in range(UNDER_LOAD_RUNS):
+        fault = measure.fault_of("loss", "bench", loss_percent=100 * rate,
+                                 loss_burst_packets=burst, direction="to_server")
+        with measure.cpu_hog():
+            got = await measure.while_applied(
+                lab, fault, functools.partial(measure.stream, count=count, interval_s=0.0001))
+        dropped = sum(t["dropped"] for t in fault.queue_tallies() or [])
+        share = got.lost / got.sent
+        within += low <= share <= high
+        beyond += max(0, got.lost - dropped)
+        print(f"  run {i + 1:>2}: lost {100 * share:5.2f} %, the chain dropped {dropped}, "
+              f"lost beyond it {got.lost - dropped}   {verdict(low <= share <= high)}")
+    note = (f"loss under load: 5 % in bursts of 3 through the queue, {count} datagrams at 0.1 ms "
+            f"while a busy process hogs each core, {UNDER_LOAD_RUNS} runs; the 99 % interval of "
+            f"the chain's share ({100 * low:.2f}-{100 * high:.2f} %)")
+    return [alone("loss under a CPU hog, runs within the 99 % interval",
+                  Measure(within, f"of {UNDER_LOAD_RUNS}"), "higher", f"{UNDER_LOAD_RUNS} of "
+                  f"{UNDER_LOAD_RUNS}", within == UNDER_LOAD_RUNS, note=note),
+            alone("loss under a CPU hog, datagrams lost beyond the chain's drops",
+                  Measure(beyond, "datagrams"), "lower", "0", beyond == 0, note=note)]
+
+
 async def measure_all() -> list[Row]:
     rows: list[Row] = []
     async with NetnsLab() as lab:
-        for part in (latency, loss, rate, queue_speed):
+        for part in (latency, loss, rate, queue_speed, loss_under_load):
             rows += await part(lab)
     return rows
 
