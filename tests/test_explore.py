@@ -165,6 +165,30 @@ def test_refinement_bisects_where_the_outcome_flips_down_to_its_step() -> None:
     assert refinements(measured, 0.1) == []
 
 
+def test_refinement_splits_a_gap_further_with_jobs_to_spare_on_bisection_s_points() -> None:
+    """With jobs to spare, a flip's gap is split in 4, 8, ... at once: the points bisection would
+    reach in later rounds, never finer than the step, the jobs shared among the gaps."""
+    def run(outcome: str) -> Measured:
+        return Measured("k", "grid", 0, "PASS" if outcome == "pass" else "FAIL",
+                        () if outcome == "pass" else ("truthful",))
+
+    def afters(points: list[Point]) -> list[float]:
+        return sorted(p.steps[0].after for p in points)
+
+    one_gap = {Point((Placement(1, 0.0, 0, None),)): run("fail"),
+               Point((Placement(1, 1.0, 0, None),)): run("pass")}
+    assert afters(refinements(one_gap, 0.25, jobs=1)) == [0.5]
+    assert afters(refinements(one_gap, 0.25, jobs=3)) == [0.25, 0.5, 0.75]
+    assert afters(refinements(one_gap, 0.25, jobs=16)) == [0.25, 0.5, 0.75]  # the step's limit
+    # Sixteenths (62.5 ms parts, each point to the millisecond): 15 points, one round.
+    sixteenths = afters(refinements(one_gap, 0.1, jobs=16))
+    assert len(sixteenths) == 15 and all(abs(a - i / 16) <= 0.001
+                                         for i, a in enumerate(sixteenths, 1))
+    two_gaps = {**one_gap, Point((Placement(2, 0.0, 0, None),)): run("pass"),
+                Point((Placement(2, 1.0, 0, None),)): run("fail")}
+    assert len(refinements(two_gaps, 0.1, jobs=6)) == 2 * 3  # 3 jobs each: quarters
+
+
 def test_simpler_schedules_are_one_move_away_and_simplest_first() -> None:
     point = Point((Placement(2, 1.0, 1, None), Placement(3, 0.5, 0, 4.0)))
     moments = [0.0, 0.5, 1.0, 1.5, 2.0]

@@ -169,7 +169,7 @@ class Exploration:
             return
         self.phase = "refine"
         for _ in range(MAX_ROUNDS):
-            more = refinements(self.measured(), self.space.refine)
+            more = refinements(self.measured(), self.space.refine, self.jobs)
             if not more or not await self._measure([(p, "refine", 0) for p in more]):
                 break
         self.phase = "shrink"

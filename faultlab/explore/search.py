@@ -14,12 +14,14 @@ from faultlab.explore.space import Placement, Point, _ms
 SILENT = ("error", "unfired")
 
 
-def refinements(measured: Mapping[Point, Measured], step: float) -> list[Point]:
+def refinements(measured: Mapping[Point, Measured], step: float, jobs: int = 1) -> list[Point]:
     """Between two one-step points that differ only in `after` (or only in `duration`) and whose
-    outcomes differ, the point half-way, while they are more than `step` apart."""
+    outcomes differ, while they are more than `step` apart: the point half-way, or with `jobs`
+    to spare for each such gap, the points that split it in 4, 8, ... (the next rounds'
+    halves at once, as many as the jobs allow and the step asks: the points bisection would
+    reach, in fewer rounds of runs)."""
     if step <= 0:
         return []
-    proposed: dict[str, Point] = {}
     axes: list[tuple[Callable[[Placement], float | None], Callable[[Placement], tuple[object, ...]],
                      Callable[[Placement, float], Placement]]] = [
         (lambda p: p.after, lambda p: (p.boundary, p.variant, p.duration),
@@ -27,6 +29,7 @@ def refinements(measured: Mapping[Point, Measured], step: float) -> list[Point]:
         (lambda p: p.duration, lambda p: (p.boundary, p.after, p.variant),
          lambda p, v: replace(p, duration=v)),
     ]
+    gaps: list[tuple[float, float, Placement, Callable[[Placement, float], Placement]]] = []
     for value_of, rest_of, moved in axes:
         rows: dict[tuple[object, ...], list[tuple[float, Placement, str]]] = {}
         for point, run in measured.items():
@@ -39,10 +42,21 @@ def refinements(measured: Mapping[Point, Measured], step: float) -> list[Point]:
         for row in rows.values():
             row.sort(key=lambda item: item[0])
             for (low, placed, was), (high, _, then) in itertools.pairwise(row):
-                middle = _ms((low + high) / 2)
-                if was != then and high - low > step + 1e-9 and low < middle < high:
-                    point = Point((moved(placed, middle),))
-                    proposed.setdefault(point.key, point)
+                if was != then and high - low > step + 1e-9 and low < _ms((low + high) / 2) < high:
+                    gaps.append((low, high, placed, moved))
+    # Each gap in 2**depth parts: as deep as the jobs spare for it (2**depth - 1 points) and
+    # no deeper than bisection would go before the parts are `step` or less.
+    spare = max(1, jobs // max(1, len(gaps)))
+    proposed: dict[str, Point] = {}
+    for low, high, placed, moved in gaps:
+        depth = 1
+        while 2 ** (depth + 1) - 1 <= spare and (high - low) / 2 ** depth > step + 1e-9:
+            depth += 1
+        for i in range(1, 2 ** depth):
+            value = _ms(low + (high - low) * i / 2 ** depth)
+            if low < value < high:
+                point = Point((moved(placed, value),))
+                proposed.setdefault(point.key, point)
     return [p for p in proposed.values() if p not in measured]
 
 
