@@ -256,14 +256,17 @@ class Job:
                     "--report-to", str(told), *self.options.args(), str(self.profile.path)]
             started = time.monotonic()
             proc = WarmJob(args, Path(scratch) / "output")
-            await asyncio.to_thread(proc.start)  # the first starts the warm server: ~1 s
             try:
+                # The first starts the warm server (~1 s), in a thread; cancelled meanwhile, the
+                # job it starts is still stopped below, not left to run unsupervised.
+                await uncancelled(asyncio.to_thread(proc.start))
                 await proc.wait()
             except asyncio.CancelledError:
                 try:
                     await uncancelled(_stop(proc))  # raises again if cancelled meanwhile
                 finally:
-                    self.record = self._recorded(told, b"", proc.returncode, started)
+                    self.record = self._recorded(told, proc.read_output(), proc.returncode,
+                                                 started)
                 raise
             self.record = self._recorded(told, proc.read_output(), proc.returncode, started)
         return self.record
@@ -292,12 +295,14 @@ class Job:
 
 def run_job(profile: Profile, runs_dir: Path, options: RunOptions = RunOptions()) -> RunRecord:
     """One run in a process of its own, from code that has no event loop (the pytest plugin);
-    Ctrl-C stops it as a signal stops `faultlab run`, its lab torn down."""
+    Ctrl-C stops it as a signal stops `faultlab run`, its lab torn down. The job is forked warm
+    (`faultlab.warm`): as with any multiprocessing start but fork, a script that calls this
+    keeps its own work under `if __name__ == "__main__":` (the job imports the script's module)."""
     return asyncio.run(Job(profile, runs_dir, options).run())
 
 
 async def _stop(proc: WarmJob) -> None:
-    if proc.returncode is not None:
+    if not proc.started or proc.returncode is not None:
         return
     proc.send_signal(signal.SIGTERM)
     try:

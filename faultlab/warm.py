@@ -5,8 +5,9 @@ imports them again.
 A cold `faultlab run` spends ~0.7 s of CPU importing (the profile's models, the lab, pyroute2,
 the report) and ~0.45 s more importing matplotlib for timeline.png, for a run that mostly waits
 on its client's timers: 1.2 s of the 2.5 s a silent-loss run cost, measured. Forked warm, a job
-starts with all of it imported. The server is a child of this process, started by the first job
-and gone with it (it leaves when this process's end of its pipe closes, however it ends).
+starts with all of it imported. The server is a child of this process, started by the first job;
+it stays for the next ones and leaves when this process does (when this process's end of its pipe
+closes, however it ends), its jobs then being stopped or ended already.
 
 A warm job is still a process of its own (its own lab, event loop and signals: SIGTERM tears its
 lab down as `faultlab run`'s), writing its output to a file the caller reads once it has ended.
@@ -18,6 +19,7 @@ import asyncio
 import contextlib
 import multiprocessing
 import os
+import runpy
 import sys
 from multiprocessing.process import BaseProcess
 from pathlib import Path
@@ -54,9 +56,8 @@ def _job(args: list[str], output: str, env: dict[str, str]) -> None:
     os.dup2(sink, 2)
     os.close(sink)
     sys.argv = ["faultlab", *args]
-    from faultlab.__main__ import main
-
-    main()
+    # As `python -m faultlab ARGS` runs it (whose command imports the jobs, and so this module).
+    runpy.run_module("faultlab", run_name="__main__", alter_sys=True)
 
 
 class WarmJob:
@@ -66,6 +67,10 @@ class WarmJob:
         self.output = output
         self._process: BaseProcess = _forkserver().Process(
             target=_job, args=(args, str(output), dict(os.environ)), name="faultlab-job")
+
+    @property
+    def started(self) -> bool:
+        return self._process.pid is not None
 
     @property
     def returncode(self) -> int | None:

@@ -81,6 +81,8 @@ def test_naming_a_fault_imports_its_module_alone() -> None:
         "import json, sys\nfrom faultlab.faults import FAULTS\n"
         "assert FAULTS['freeze'].name == 'freeze'\n"
         "assert 'nothing' not in FAULTS and 'legs' not in FAULTS and 'a.b' not in FAULTS\n"
+        "assert '__init__' not in FAULTS and FAULTS.get(None) is None and 3 not in FAULTS\n"
+        "assert 'faultlab.faults.__init__' not in sys.modules\n"
         "print(json.dumps([m for m in sys.modules if m.startswith('faultlab.faults.')]))")],
         capture_output=True, text=True, check=True)
     imported = json.loads(done.stdout)

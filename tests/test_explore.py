@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from faultlab.errors import ProfileError
+from faultlab.errors import LabError, ProfileError
 from faultlab.explore import result
 from faultlab.explore.exploration import BASE_PROFILE, Budget, Exploration
 from faultlab.explore.journal import JOURNAL, Journal, JournalError, Measured, merged
@@ -330,20 +330,23 @@ def test_an_exploration_finds_each_failure_refines_it_and_shrinks_it(tmp_path: P
 
 
 class Slow(StandIn):
-    """A stand-in whose runs take time, so that measurements overlap: how many ran at once,
-    and which purposes were in flight together."""
+    """A stand-in whose runs take turns of the event loop (1, 2 or 3 in rotation: no clock, so
+    the same overlaps every time), so that measurements overlap: how many ran at once, and
+    which points were in flight together."""
 
     def __init__(self, runs_dir: Path) -> None:
         super().__init__(runs_dir)
         self.running: list[str] = []
-        self.most = 0
+        self.most = self.started = 0
         self.together: set[tuple[str, ...]] = set()
 
     async def __call__(self, profile: Profile) -> RunRecord:
         self.running.append(profile.name)
         self.most = max(self.most, len(self.running))
         self.together.add(tuple(sorted(self.running)))
-        await asyncio.sleep(0.01)
+        self.started += 1
+        for _ in range(1 + self.started % 3):
+            await asyncio.sleep(0)
         self.running.remove(profile.name)
         return await super().__call__(profile)
 
@@ -360,6 +363,46 @@ def test_failures_are_shrunk_and_confirmed_at_once_within_the_jobs(tmp_path: Pat
     assert any(all(m in " ".join(names) for m in minimal) for names in slow.together)
     assert len(slow.profiles) == len(set(slow.profiles)) + 2 * 2
     assert comparable(data) == comparable(explored(exploration(tmp_path / "y")))
+
+
+def test_a_point_two_measurements_want_runs_once_and_a_cancelled_waiter_stops_nothing(
+        tmp_path: Path) -> None:
+    """A point one measurement runs is awaited by the others that want it, not run again; one
+    of those cancelled (Ctrl-C reaching one finding's shrinking) leaves the run to its owner."""
+    slow = Slow(tmp_path / "x" / "runs")
+    e = exploration(tmp_path / "x", stand_in=slow)
+
+    async def measured_at_once() -> tuple[list[Any], list[Any], bool]:
+        await e._baseline()
+        item = [(e._grid()[0], "grid", 0)]
+        owner = asyncio.create_task(e._measure(item))
+        await asyncio.sleep(0)  # the owner takes the item
+        waiter, other = (asyncio.create_task(e._measure(item)) for _ in range(2))
+        await asyncio.sleep(0)
+        waiter.cancel()
+        got, also = await owner, await other
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        return got, also, waiter.cancelled()
+
+    got, also, cancelled = asyncio.run(measured_at_once())
+    assert len(got) == 1 and also == [] and cancelled
+    assert len(slow.profiles) == 2  # the unhurt run and the point, once
+
+
+def test_an_error_while_the_failures_are_confirmed_reaches_the_command_as_itself(
+        tmp_path: Path) -> None:
+    """Confirming both failures at once (as shrinking them), one's error is raised as it is
+    (the command tells a FaultlabError in a line), not inside an ExceptionGroup."""
+    class Broken(StandIn):
+        async def __call__(self, profile: Profile) -> RunRecord:
+            if e.phase == "confirm":
+                raise LabError("the lab broke")
+            return await super().__call__(profile)
+
+    e = exploration(tmp_path / "x", stand_in=Broken(tmp_path / "x" / "runs"))
+    with pytest.raises(LabError, match="the lab broke"):
+        asyncio.run(e.run())
 
 
 def test_two_shards_merged_give_what_one_exploration_gives(tmp_path: Path) -> None:

@@ -98,10 +98,10 @@ def loss_runs(outcomes: list[bool]) -> list[int]:
     return runs
 
 
-@pytest.mark.parametrize("spacing_ms", [0.1, 5.0])
+@pytest.mark.parametrize("spacing_ms", [0.1, 0.5])
 def test_packets_sent_back_to_back_see_the_asked_runs(spacing_ms: float) -> None:
-    """Packets closer together than a fade's step (FADE_STEP_S) see the chain stepped once
-    each: 5 % lost in runs of 4 (±10 %), as without time."""
+    """Packets much closer together than a fade's step (FADE_STEP_S) see the chain stepped
+    about once each: 5 % lost in runs of 4 (±10 %), as without time."""
     chain = GilbertElliott(0.05, 4.0, random.Random(7))
     outcomes = [chain.lost(i * spacing_ms / 1000) for i in range(200_000)]
     assert sum(outcomes) / len(outcomes) == pytest.approx(0.05, rel=0.1)
@@ -137,6 +137,36 @@ def test_the_chain_steps_through_the_quiet_by_fade_steps() -> None:
     for _ in range(4):
         bad = [bad[0] * p[0][0] + bad[1] * p[1][0], bad[0] * p[0][1] + bad[1] * p[1][1]]
     assert stayed / tries == pytest.approx(bad[1], abs=0.01)
+
+
+def test_quiet_fades_an_overshooting_chain_towards_independent_losses() -> None:
+    """Half lost in runs of 1.5 makes a chain whose step overshoots (keep = -1/3). Packets
+    10.5 ms apart (one quiet step each, two on some) see runs between 1.5 (its own) and 2 (of
+    independent losses at 50 %), their share still a half: quiet fades the chain's memory, never
+    flips it (an even count of steps does not make runs longer than independence gives)."""
+    chain = GilbertElliott(0.5, 1.5, random.Random(13))
+    assert chain.keep == pytest.approx(-1 / 3)
+    outcomes = [chain.lost(i * 0.0105) for i in range(40_000)]
+    assert sum(outcomes) / len(outcomes) == pytest.approx(0.5, abs=0.02)
+    assert 1.6 < statistics.mean(loss_runs(outcomes)) < 1.95
+
+
+def test_the_quiet_counts_the_clock_s_ticks_not_each_gap_s_whole_steps() -> None:
+    """Two gaps of 6 ms: the one across a tick of the 10 ms clock steps the chain twice, the
+    one within a tick once (whole steps of each gap would step both once); measured from the bad
+    state as the one- and two-step transitions give."""
+    def stayed_bad(last: float, now: float) -> float:
+        rng, tries, stayed = random.Random(17), 50_000, 0
+        for _ in range(tries):
+            chain = GilbertElliott(0.1, 5.0, rng)
+            chain.bad, chain.last = True, last
+            stayed += chain.lost(now)
+        return stayed / tries
+
+    one = 4 / 5  # stays bad: 1 - leave
+    two = one * one + (1 / 5) * (1 / 45)  # bad-bad-bad, or bad-good-bad
+    assert stayed_bad(0.001, 0.007) == pytest.approx(one, abs=0.01)
+    assert stayed_bad(0.005, 0.011) == pytest.approx(two, abs=0.01)
 
 
 def test_a_lost_packet_is_dropped_at_once_before_the_batch_that_follows() -> None:

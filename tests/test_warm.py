@@ -5,13 +5,14 @@ environment at the job's start, SIGTERM."""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import signal
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
-from faultlab.warm import WarmJob
+from faultlab.warm import PRELOAD, WarmJob
 
 
 def run_warm(args: list[str], output: Path) -> tuple[int, str]:
@@ -71,3 +72,9 @@ def test_sigterm_ends_a_warm_job_as_it_ends_the_command(tmp_path: Path) -> None:
 
     assert asyncio.run(go()) == 0
     assert "listening on port" in (tmp_path / "out").read_text()
+
+
+def test_every_module_the_server_preloads_exists() -> None:
+    """The forkserver skips a preload it cannot import without a word: a renamed module would
+    leave every job to import it cold."""
+    assert [name for name in PRELOAD if importlib.util.find_spec(name) is None] == []

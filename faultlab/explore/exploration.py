@@ -15,7 +15,7 @@ import hashlib
 import os
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,7 +46,7 @@ from faultlab.vocabulary import FrameLogged
 BASE_PROFILE = "profile.yaml"
 # The path of the profile explored, whose folder its relative paths start from.
 ORIGIN = "origin"
-# Rounds of refinement and of shrinking at most (each halves a gap, or simplifies a schedule).
+# Rounds of refinement and of shrinking at most (each splits a gap, or simplifies a schedule).
 MAX_ROUNDS = 12
 # Points tried after a flaky minimal schedule, for one whose reruns all fail.
 FALLBACKS = 3
@@ -236,10 +236,8 @@ class Exploration:
         moments = [b.t for b in self.found]
         ordered = sorted(groups.items(),
                          key=lambda g: simplest(g[1], moments).simplicity(moments))
-        async with asyncio.TaskGroup() as group:
-            shrinking = [group.create_task(self._shrunk(outcome, points))
-                         for outcome, points in ordered]
-        self.findings.extend(task.result() for task in shrinking)
+        self.findings.extend(await _at_once([self._shrunk(outcome, points)
+                                             for outcome, points in ordered]))
 
     async def _shrunk(self, outcome: str, points: list[Point]) -> Finding:
         _, durations = self.space.axes()
@@ -271,9 +269,7 @@ class Exploration:
         (a window's edge, where timing decides) gives way to the next simplest point that
         failed so and does, of up to `FALLBACKS`; else the first stays, reported as flaky. The
         findings at once, sharing the jobs."""
-        async with asyncio.TaskGroup() as group:
-            for finding in self.findings:
-                group.create_task(self._confirmed(finding))
+        await _at_once([self._confirmed(finding) for finding in self.findings])
 
     async def _confirmed(self, finding: Finding) -> None:
         first = finding.minimal
@@ -313,7 +309,7 @@ class Exploration:
         elsewhere = [self._running[i] for i in todo if i in self._running]
         todo = [item for item in todo if item not in self._running]
         if not todo:
-            await asyncio.gather(*elsewhere)
+            await _ended(elsewhere)
             return []
         progress = Progress(len(todo), self.jobs, live=sys.stderr.isatty() and not self.quiet,
                             label=f"explore: {self.phase}")
@@ -343,7 +339,7 @@ class Exploration:
             for item in todo:
                 self._running.pop(item, None)
             running.set_result(None)
-        await asyncio.gather(*elsewhere)
+        await _ended(elsewhere)
         return got
 
     async def _job(self, profile: Profile) -> RunRecord:
@@ -392,6 +388,25 @@ class Exploration:
         except ProfileError as exc:
             raise SpaceError("a point's profile is not valid (the space gives a fault what it "
                              "cannot take):\n" + "\n".join(exc.problems)) from None
+
+
+async def _at_once[T](work: Sequence[Coroutine[Any, Any, T]]) -> list[T]:
+    """Await `work` at once, each result in its order; the first to fail cancels the others and
+    its error is raised as it is (not in the ExceptionGroup a TaskGroup raises: a SpaceError
+    reaches the command as one)."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(one) for one in work]
+    except BaseExceptionGroup as failed:
+        raise failed.exceptions[0] from None
+    return [task.result() for task in tasks]
+
+
+async def _ended(measuring: Sequence[asyncio.Future[None]]) -> None:
+    """Wait for other calls' measurements to end, without cancelling them when this is
+    cancelled (as gather would: they are their callers' to end)."""
+    if measuring:
+        await asyncio.wait(measuring)
 
 
 def _anchored(data: dict[str, Any], base: Profile) -> dict[str, Any]:

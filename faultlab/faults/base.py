@@ -147,7 +147,10 @@ class FaultRegistry(Mapping[str, type[Fault[Any]]]):
         self._faults[cls.name] = cls
 
     def __getitem__(self, name: str) -> type[Fault[Any]]:
-        if name not in self._faults and not self._complete and name.isidentifier():
+        # A name that could be a fault's module; not a private one (`__init__` would be
+        # imported a second time, as a module of its own).
+        if (isinstance(name, str) and name not in self._faults and not self._complete
+                and name.isidentifier() and not name.startswith("_")):
             module = f"{self._package}.{name}"
             if importlib.util.find_spec(module) is not None:
                 importlib.import_module(module)

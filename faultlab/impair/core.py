@@ -73,8 +73,9 @@ class GilbertElliott:
     with a mean bad run of `burst` packets and a long-run loss of `rate`.
 
     A fade is a span of time, not of packets: the chain steps once per packet and once more per
-    FADE_STEP_S of quiet before it. Packets sent back to back see runs of `burst`; a packet after
-    a pause sees a chain that has moved on meanwhile, as a radio channel has. A chain stepped per
+    tick of a FADE_STEP_S clock passed since the packet before. Packets sent back to back see
+    runs of `burst`; a packet after a pause sees a chain that has moved on meanwhile, as a radio
+    channel has. A chain stepped per
     packet only held a stalled TCP flow's retransmissions, 0.2-1.6 s apart, in one fade: the
     original segment and every retransmission lost with probability (1 - 1/burst) each, which
     with bursts of 3 killed the lossy-wifi voice session's connection in 2 runs of 15.
@@ -97,11 +98,16 @@ class GilbertElliott:
         steps = 1
         if now is not None:
             if self.last is not None:
-                steps += int(max(0.0, now - self.last) / FADE_STEP_S)
+                # Ticks of the clock, not whole steps of each gap: packets 5 ms apart see a
+                # quiet step every other packet, as the time that passed has it.
+                steps += max(0, math.floor(now / FADE_STEP_S) - math.floor(self.last / FADE_STEP_S))
             self.last = now
         # The n-step transition of a two-state chain: its long-run share plus what is left of
-        # its present state (for one step: 1 - leave_bad from bad, enter_bad from good).
-        memory = self.keep ** steps
+        # its present state (for one step: 1 - leave_bad from bad, enter_bad from good). A chain
+        # whose step overshoots (keep < 0: loss above 1 - 1/burst) keeps its one step's sign, so
+        # quiet only fades it towards the long-run share: keep ** steps would flip back and lengthen
+        # its runs after an even count of steps.
+        memory = self.keep * abs(self.keep) ** (steps - 1)
         bad_next = self.rate + (1.0 - self.rate) * memory if self.bad else self.rate * (
             1.0 - memory)
         self.bad = self.rng.random() < bad_next

@@ -10,6 +10,10 @@ without a hook). So this module:
   understand `CloseInjected`: a close frame with a chosen code sent to one or both ends through
   the layer's own wsproto (so it is encrypted like any frame on a TLS leg);
 - aborts a leg by its transport, with SO_LINGER (1, 0), so the peer gets a RST.
+
+One more patch is not here because it must come before this module is imported: the proxy
+process's entry (`faultlab.proxy.__main__`, `bare_addons_package`) makes `mitmproxy.addons` a
+package that imports no addon of itself.
 """
 
 from __future__ import annotations

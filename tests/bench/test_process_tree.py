@@ -7,7 +7,7 @@ import pytest
 from .conftest import bench_module
 
 process_tree = bench_module("process_tree")
-PY = "/work/.venv/bin/python"
+PY = "/srv/faultlab/.venv/bin/python"
 
 
 def stat(pid: int, ppid: int, ticks: int, started: int = 1000, name: str = "python") -> str:
