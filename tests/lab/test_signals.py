@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,10 +95,14 @@ def processes_under(root: int) -> dict[int, str]:
     return found
 
 
-def live_processes_left() -> list[str]:
-    """This test's descendants still running; zombies (ours as subreaper) are reaped."""
+def live_processes_left(before: Collection[int] = ()) -> list[str]:
+    """This test's descendants still running but those `before` (another test's in this
+    worker: a warm jobs' server lives as long as the process that started it); zombies (ours
+    as subreaper) are reaped."""
     left = []
     for pid, state in processes_under(os.getpid()).items():
+        if pid in before:
+            continue
         if state == "Z":
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, os.WNOHANG)
@@ -148,6 +152,7 @@ class Trial:
     signal_wall: float | None = None  # when the first signal was sent
     exited_wall: float = 0.0
     _watcher: threading.Thread | None = None
+    before: frozenset[int] = frozenset()  # this process's descendants when it started
 
     @property
     def tmp(self) -> Path:
@@ -159,11 +164,12 @@ class Trial:
         """`faultlab run PROFILE`, the command being `python COMMAND...`."""
         (work / "tmp").mkdir(parents=True)
         env = dict(os.environ, TMPDIR=str(work / "tmp"))
+        before = frozenset(processes_under(os.getpid()))
         with (work / "out").open("wb") as out, (work / "err").open("wb") as err:
             proc = subprocess.Popen(
                 [sys.executable, *command, "run", "--runs-dir", str(work / "runs"),
                  str(profile)], cwd=REPO, env=env, stdout=out, stderr=err)
-        trial = cls(profile, work, proc)
+        trial = cls(profile, work, proc, before=before)
         trial._watcher = threading.Thread(target=trial._watch_leases, daemon=True)
         trial._watcher.start()
         deadline = time.monotonic() + slack(10)
@@ -274,7 +280,7 @@ class Trial:
                       if p.read_text().split()[:1] == [str(pid)]]
             found += [str(p) for p in LEASE_DIR.glob(f".lab-*.{pid}.*")]
         found += [str(p) for p in self.tmp.iterdir()]
-        found += live_processes_left()
+        found += live_processes_left(self.before)
         # A namespace of a slot never seen leased: a new one without any lease, that stays.
         strays = {n for n in faultlab_namespaces() - namespaces_before if unleased(n)}
         if strays:
