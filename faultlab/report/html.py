@@ -25,7 +25,7 @@ def environment() -> jinja2.Environment:
 
 
 def asset(name: str) -> str:
-    """The text of an asset, for a template to inline (`{{ asset("report.js") | safe }}`)."""
+    """The text of an asset, for a template to inline (`{{ asset("timeline.js") | safe }}`)."""
     return files("faultlab.report").joinpath("assets", name).read_text()
 
 

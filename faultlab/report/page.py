@@ -1,6 +1,7 @@
 """report.html: one run as a page that needs nothing but itself, its verdict and expectations
 at the top, each linked to the moment it was judged on, over a swimlane view of the run (drawn
-in the browser by assets/report.js from the view's data, embedded as JSON)."""
+in the browser by assets/timeline.js, moved by assets/controls.js, from the view's data embedded
+as JSON)."""
 
 from __future__ import annotations
 

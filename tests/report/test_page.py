@@ -70,7 +70,8 @@ def test_the_page_needs_nothing_but_itself() -> None:
     assert not re.search(r"<script[^>]*\bsrc=", page)
     assert not re.search(r"<link[^>]*stylesheet", page)
     assert "default-src 'none'" in page
-    assert "#timeline" in page and "function render()" in page  # report.css and report.js
+    # report.css, timeline.js (the drawing) and controls.js (what moves it)
+    assert "#timeline" in page and "function drawTimeline(" in page and "tl.render()" in page
 
 
 def test_the_view_s_data_round_trips_and_a_closing_tag_in_a_field_cannot_end_it() -> None:
@@ -78,7 +79,7 @@ def test_the_view_s_data_round_trips_and_a_closing_tag_in_a_field_cannot_end_it(
     view = a_view()
     page = render_run_page(view)
     assert embedded(page) == json.loads(json.dumps(view.to_dict()))
-    assert page.count("</script>") == 2  # the data's and the script's own
+    assert page.count("</script>") == 3  # the data's and the two scripts' own
     assert EVIL not in page
 
 
