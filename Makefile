@@ -17,16 +17,18 @@ NODE_PACKAGES := nodejs npm
 # bundle; both again when the lock file or a source changes.
 JS := faultlab/clients/js
 JS_SOURCES := $(JS)/package.json $(JS)/package-lock.json $(wildcard $(JS)/*.mjs $(JS)/web/*.mjs $(JS)/web/*.html) faultlab/scenarios/booking/conversation.json
+# What an editor says of a profile (yaml-language-server), for tests/test_profile_editor.py.
+EDITOR := tests/editor
 # The Docker engine, for container members and `make images`: Debian's, unless an engine is
 # installed already (Docker CE's packages conflict with docker.io's).
 ENGINE_PACKAGE := docker.io
 PROFILE ?= profiles/silent-loss.yaml
 
-.PHONY: install demo test test-pure lint bench images clean
+.PHONY: install demo test test-pure lint schema bench images clean
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml Makefile $(JS_SOURCES)
+$(STAMP): pyproject.toml Makefile $(JS_SOURCES) $(EDITOR)/package-lock.json
 	@if [ "$$(id -u)" = 0 ]; then \
 	  missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	  { command -v node && command -v npm; } >/dev/null || missing="$$missing $(NODE_PACKAGES)"; \
@@ -59,6 +61,7 @@ $(STAMP): pyproject.toml Makefile $(JS_SOURCES)
 	  { echo "make install: the JavaScript clients need Node.js >= 20; node is $$(node --version)" >&2; exit 1; }
 	@# No package's install script runs (none is needed: esbuild's binary comes as a package).
 	npm ci --prefix $(JS) --no-audit --no-fund --ignore-scripts
+	npm ci --prefix $(EDITOR) --no-audit --no-fund --ignore-scripts
 	node $(JS)/build.mjs
 	@touch $(STAMP)
 
@@ -82,6 +85,11 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
+# The profile's JSON Schema beside the shipped profiles, written anew from the models (a test
+# fails when the file and the models differ).
+schema: install
+	$(BIN)/faultlab schema > faultlab/profiles/profile.schema.json
+
 # Every figure beside the tool a user would otherwise pick, in one run and one table
 # (bench/all.py); BENCH_JSON=FILE also writes it as JSON for bench/compare.py. The pcap peers
 # are dpkt and scapy (the `bench` extra); tshark comes with `install`.
@@ -97,4 +105,4 @@ images: install
 
 clean:
 	rm -rf $(VENV) $(AGENTS_VENV) $(PIPECAT_VENV) $(LIVEKIT_VENV) runs build .mypy_cache .ruff_cache .pytest_cache \
-	  $(JS)/node_modules $(JS)/web/dist
+	  $(JS)/node_modules $(JS)/web/dist $(EDITOR)/node_modules

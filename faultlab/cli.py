@@ -217,6 +217,20 @@ def profiles() -> None:
 
 
 @cli.command()
+def schema() -> None:
+    """Print the profile's JSON Schema (faultlab's and every installed plugin's faults, client
+    kinds, personalities and expectations), for an editor: `# yaml-language-server: $schema=FILE`
+    on a profile's first line."""
+    from faultlab.errors import FaultlabError
+    from faultlab.profile.schema import schema_text
+
+    try:
+        click.echo(schema_text(), nl=False)
+    except FaultlabError as exc:  # a plugin that does not load
+        fail(str(exc), 2)
+
+
+@cli.command()
 def doctor() -> None:
     """Show what faultlab can use on this machine, and how to fix what is missing."""
     from faultlab.doctor import diagnose, fault_catalogue

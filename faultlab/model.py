@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, WithJsonSchema
 
-from faultlab.units import parse_duration, parse_duration_range
+from faultlab.units import (
+    DURATION_PATTERN,
+    DURATION_RANGE_PATTERN,
+    parse_duration,
+    parse_duration_range,
+)
 
 if TYPE_CHECKING:
     from faultlab.events import Event, KindMatch
@@ -26,13 +32,35 @@ def format_seconds(seconds: float) -> str:
 
 
 # Seconds, written in a profile with a unit: `1.5s`, `200ms`, `2m` (and written back so in JSON).
+DURATION_SCHEMA = {"type": "string", "pattern": DURATION_PATTERN, "examples": ["1.5s", "200ms"]}
 Duration = Annotated[float, BeforeValidator(parse_duration), Field(ge=0),
-                     PlainSerializer(format_seconds, return_type=str, when_used="json")]
-# Seconds from low to high: `1.8-1.9s`, `500ms-2s`.
-DurationRange = Annotated[tuple[float, float], BeforeValidator(parse_duration_range)]
+                     PlainSerializer(format_seconds, return_type=str, when_used="json"),
+                     WithJsonSchema(DURATION_SCHEMA)]
+# Seconds from low to high: `1.8-1.9s`, `500ms-2s`, `[1.8s, 1.9s]`.
+DurationRange = Annotated[tuple[float, float], BeforeValidator(parse_duration_range),
+                          WithJsonSchema({"anyOf": [
+                              {"type": "string", "pattern": DURATION_RANGE_PATTERN},
+                              {"type": "array", "items": DURATION_SCHEMA, "minItems": 2,
+                               "maxItems": 2}]})]
 # A Docker image reference: [registry[:port]/]name[/name...][:tag][@sha256:digest].
 IMAGE_REF = re.compile(r"^([A-Za-z0-9.-]+(:\d+)?/)?[a-z0-9]+([._-]+[a-z0-9]+)*(/[a-z0-9]+([._-]+[a-z0-9]+)*)*"
                        r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$")
+
+
+def validate_plain[M: BaseModel](model: type[M], data: Any) -> M:
+    """`data` (a profile's plain YAML values) as `model`, read as the profile's JSON Schema reads
+    it: strictly as JSON is, so that no string is taken for a number or a boolean (`port: "80"`,
+    `proxy: "yes"`), which an editor would flag and a lax pydantic would let through."""
+    return model.model_validate_json(json.dumps(data), strict=True)
+
+
+def enum_of(known: Collection[str]) -> Callable[[dict[str, Any]], None]:
+    """A field's JSON Schema `enum`: the names of `known`, a registry read when the schema is made
+    (not when the model is defined: a registry may load plugins). A nullable field keeps null."""
+    def extra(schema: dict[str, Any]) -> None:
+        nullable = any(branch.get("type") == "null" for branch in schema.get("anyOf", ()))
+        schema["enum"] = [*sorted(known), *([None] if nullable else [])]
+    return extra
 
 
 def one_of(what: str, name: str, known: Collection[str]) -> str:

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import re
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*(ms|s|m|h)\s*$")
+_NUMBER, _UNIT = r"(\d+(?:\.\d+)?|\.\d+)", r"(ms|s|m|h)"
+_DURATION = re.compile(rf"^\s*{_NUMBER}\s*{_UNIT}\s*$")
+# The same shapes as JSON Schema patterns (ECMA-262 reads these as Python does): what an editor
+# checks a profile's durations and ranges by.
+DURATION_PATTERN = _DURATION.pattern
+DURATION_RANGE_PATTERN = rf"^\s*{_NUMBER}\s*{_UNIT}?\s*-\s*{_NUMBER}\s*{_UNIT}\s*$"
 _SECONDS_PER_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 MAX_SECONDS = 365 * 24 * 3600.0
 

@@ -52,6 +52,11 @@ class ClientKind(ABC):
         """Why the rest of `client:` does not go with this kind, if it does not."""
         return None
 
+    def schema(self) -> dict[str, Any] | None:
+        """The JSON Schema of its setting where its type says less than `misfit` checks (a
+        closed set of names), for the profile schema; None: its type's."""
+        return None
+
     @abstractmethod
     def argv(self, setting: Any, client: Declared, folder: Path) -> list[str]:
         """Its command line in the client's namespace (in a container with `client.image`);

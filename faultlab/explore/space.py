@@ -24,7 +24,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from faultlab.faults import FAULTS
-from faultlab.model import Duration, Model, format_seconds
+from faultlab.model import Duration, Model, format_seconds, validate_plain
 from faultlab.problems import Loc, Problems
 from faultlab.units import parse_duration
 
@@ -159,7 +159,7 @@ def variants(templates: Sequence[dict[str, Any]], problems: Problems,
         else:
             for combo in itertools.product(*choices):
                 try:
-                    FAULTS[name].Params.model_validate(dict(combo))
+                    validate_plain(FAULTS[name].Params, dict(combo))
                 except ValidationError as exc:
                     problems.add_validation((*loc, i), exc)
                     break

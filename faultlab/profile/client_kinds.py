@@ -45,6 +45,9 @@ class Builtin(ClientKind):
             return str(exc)
         return None
 
+    def schema(self) -> dict[str, Any]:
+        return {"type": "string", "enum": sorted(BUILTINS)}
+
     def argv(self, setting: Any, client: Declared, folder: Path) -> list[str]:
         return [*builtin_command(setting, in_image=client.image is not None), *client.args]
 

@@ -15,7 +15,7 @@ from faultlab.expect import Expectation, expectation_kinds
 from faultlab.explore.space import Space, variants
 from faultlab.faults import FAULTS, Need
 from faultlab.lab import LABS, backend_for
-from faultlab.model import Duration, Model, host_name, image_ref
+from faultlab.model import Duration, Model, host_name, image_ref, validate_plain
 from faultlab.plainyaml import load_mapping, read_bounded
 from faultlab.problems import Problems
 from faultlab.profile.sections import Capture, Client, FieldRanges, Mic, Network
@@ -119,7 +119,7 @@ def parse_profile(text: str | bytes, source: str = "<profile>", path: Path | Non
     data, problems = load_mapping(text, source,
                                   "a profile is a YAML mapping with at least 'name' and 'client'")
     try:
-        raw = RawProfile.model_validate(data)
+        raw = validate_plain(RawProfile, data)
     except ValidationError as exc:
         problems.add_validation((), exc)
         _check_parts(data, problems)
@@ -247,7 +247,7 @@ def _check_expectations(raw: list[dict[str, Any]], problems: Problems) -> list[E
             problems.add(("expect", i), f"an expectation starts with one of: {', '.join(kinds)}")
             continue
         try:
-            out.append(kinds[kind].model_validate(item))
+            out.append(validate_plain(kinds[kind], item))
         except ValidationError as exc:
             problems.add_validation(("expect", i), exc)
     return out

@@ -6,13 +6,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from faultlab.faults import FAULTS, FaultParams, Need
 from faultlab.frames import FrameMatch
-from faultlab.model import Duration, Model
+from faultlab.model import Duration, Model, validate_plain
 from faultlab.problems import Loc, Problems
 
 STEP_ID = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,23}$")
@@ -28,11 +28,14 @@ class Trigger(Model):
     where: dict[str, Any] = Field(default_factory=dict)
     connection: int | None = Field(default=None, ge=1)
     frame: FrameMatch | None = None
+    KINDS: ClassVar[tuple[str, ...]] = ("at", "step", "event", "connection", "frame")
+    model_config = ConfigDict(json_schema_extra={
+        "oneOf": [{"required": [kind]} for kind in KINDS],
+        "dependentRequired": {"where": ["event"]}})
 
     @model_validator(mode="after")
     def _one_kind(self) -> Trigger:
-        kinds = [k for k in ("at", "step", "event", "connection", "frame")
-                 if getattr(self, k) is not None]
+        kinds = [k for k in self.KINDS if getattr(self, k) is not None]
         if len(kinds) != 1:
             raise ValueError("give exactly one of 'at', 'step', 'event', 'connection' or 'frame'")
         if self.where and self.event is None:
@@ -55,7 +58,7 @@ class Trigger(Model):
 class RawStep(Model):
     """A timeline step as written; `do` is checked by the fault it names."""
 
-    id: str | None = None
+    id: str | None = Field(default=None, json_schema_extra={"pattern": STEP_ID.pattern})
     when: Trigger
     after: Duration = 0.0
     do: dict[str, Any]
@@ -95,7 +98,7 @@ def check_fault(index: int, do: dict[str, Any], problems: Problems) -> tuple[str
         problems.add((*loc, "fault"), f"unknown fault {name!r}; known: {', '.join(sorted(FAULTS))}")
         return None
     try:
-        params = fault.Params.model_validate({k: v for k, v in do.items() if k != "fault"})
+        params = validate_plain(fault.Params, {k: v for k, v in do.items() if k != "fault"})
     except ValidationError as exc:
         problems.add_validation(loc, exc)
         return None

@@ -14,11 +14,12 @@ from ipaddress import IPv4Network
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, GetJsonSchemaHandler, field_validator, model_validator
+from pydantic.json_schema import JsonSchemaValue
 
 from faultlab.cassette.format import CassetteError, Divergence, read_cassette, read_header
 from faultlab.emulator.personality import PERSONALITIES
-from faultlab.model import Model, one_of
+from faultlab.model import Model, enum_of, one_of
 from faultlab.protocols import DEFAULT, PROTOCOLS, Protocol
 from faultlab.targets.base import Surroundings
 from faultlab.targets.emulator import Emulator, EmulatorTarget
@@ -35,12 +36,19 @@ class CassetteTarget(Model):
     time_scale: float = Field(default=1.0, gt=0)
     # The personality that takes over under `fallback` (default: the one it was recorded with,
     # or its API's).
-    personality: str | None = None
+    personality: str | None = Field(default=None, json_schema_extra=enum_of(PERSONALITIES))
 
     @model_validator(mode="before")
     @classmethod
     def _file_alone(cls, value: Any) -> Any:
         return {"file": value} if isinstance(value, str | Path) else value
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core: Any,  # pydantic_core's CoreSchema
+                                     handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        """What a profile may write: the file alone, or the fields."""
+        fields = handler.resolve_ref_schema(handler(core))
+        return {"anyOf": [{"type": "string", "description": "The cassette's file alone."}, fields]}
 
     @field_validator("personality")
     @classmethod

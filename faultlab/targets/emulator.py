@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from faultlab.emulator.personality import DEFAULT_PERSONALITY, PERSONALITIES, personality_with
-from faultlab.model import Model, one_of
+from faultlab.model import Model, enum_of, one_of
 from faultlab.private import create_private
 from faultlab.problems import message_of
 from faultlab.protocols import PROTOCOLS, Protocol
@@ -30,7 +30,7 @@ DEFAULT_PORT = 443
 class EmulatorTarget(Model):
     """faultlab's Live API emulator as the target (`faultlab emulator serve` in the server ns)."""
 
-    personality: str = DEFAULT_PERSONALITY
+    personality: str = Field(default=DEFAULT_PERSONALITY, json_schema_extra=enum_of(PERSONALITIES))
     time_scale: float = Field(default=1.0, gt=0)
     utterances: Path | None = None
     seed: int | None = None

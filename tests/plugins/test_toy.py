@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -94,6 +95,24 @@ def test_a_bad_setting_of_a_plugin_kind_is_placed_under_its_key(tmp_path: Path) 
     done = run("-m", "faultlab", "validate", str(bad))
     assert done.returncode == 2
     assert "bad.yaml:3: client.toy.loud: unknown field" in done.stderr, done.stderr
+
+
+def test_the_profile_schema_holds_the_toy_kind_and_personality() -> None:
+    """`faultlab schema` with the toy package installed: a client may be of the toy kind, with
+    the kind's own fields, and the emulator may serve the toy personality; without it, neither."""
+    def schema(toy: bool) -> dict[str, Any]:
+        done = run("-m", "faultlab", "schema", toy=toy)
+        assert done.returncode == 0, done.stderr
+        defs: dict[str, Any] = json.loads(done.stdout)["$defs"]
+        return defs
+
+    defs = schema(toy=True)
+    toy = defs["Client"]["properties"]["toy"]
+    assert {"say", "model"} <= defs[toy["$ref"].rsplit("/", 1)[1]]["properties"].keys()
+    assert "toy-1" in defs["EmulatorTarget"]["properties"]["personality"]["enum"]
+    without = schema(toy=False)
+    assert "toy" not in without["Client"]["properties"]
+    assert "toy-1" not in without["EmulatorTarget"]["properties"]["personality"]["enum"]
 
 
 def test_a_personality_of_an_api_not_installed_is_refused() -> None:
