@@ -25,8 +25,6 @@ from faultlab.capture.pcap import (
 )
 from faultlab.capture.websocket import WsFrame
 
-from .conftest import slack
-
 C, S = "198.18.0.2", "198.18.0.6"
 REQUEST = b"GET / HTTP/1.1\r\nUpgrade: websocket\r\n\r\n"
 RESPONSE = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n"
@@ -169,23 +167,33 @@ def behind_a_hole(port: int, segments: int, frame: bytes, seed: int = 0) -> list
     return packets
 
 
-@pytest.mark.parametrize(("connections", "limit_s"), [(1, 1.0), (20, 4.0)])
+@pytest.mark.parametrize(("connections", "segments"), [((1, 1), (2000, 16000)),
+                                                     ((1, 8), (2000, 2000))],
+                         ids=["segments", "connections"])
 def test_a_hole_that_never_fills_costs_time_linear_in_segments(
-    tmp_path: Path, connections: int, limit_s: float
+    tmp_path: Path, connections: tuple[int, int], segments: tuple[int, int]
 ) -> None:
-    """4,000 shuffled segments (0.96 MB) behind a hole that never fills are inspected in well under
-    a second, and 20 such connections in a few (rescanning them took 2 s and 39 s: issue 17)."""
+    """Shuffled segments behind a hole that never fills cost CPU linear in their number, on one
+    connection and across several: 8 times as many cost well under 64 times the CPU (rescanning
+    them at each arrival did: 4,000 took 2 s, 20 such connections 39 s, issue 17). A ratio of
+    CPU times, each the least of three, in one process: neither a busy nor a slow machine moves it
+    (how fast inspection is, is `make bench`'s)."""
     frame = ws_frame(2, b"x" * 236, masked=False)
     assert len(frame) == 240
-    path = tmp_path / "hole.pcap"
-    write_capture(path, [p for k in range(connections)
-                         for p in behind_a_hole(40000 + k, 4000, frame, seed=k)])
-    started = time.process_time()  # CPU time: a busy machine does not stretch it
-    report = analyse(path)
-    elapsed = time.process_time() - started
-    assert elapsed < slack(limit_s), f"{elapsed:.2f} s of CPU"
-    assert len(report.flows) == connections
-    assert all(f.frames == [] and f.up.abandoned is None for f in report.flows)
+    costs = []
+    for conns, count in zip(connections, segments, strict=True):
+        path = tmp_path / f"hole-{conns}x{count}.pcap"
+        write_capture(path, [p for k in range(conns)
+                             for p in behind_a_hole(40000 + k, count, frame, seed=k)])
+        cpu = []
+        for _ in range(3):
+            started = time.process_time()
+            report = analyse(path)
+            cpu.append(time.process_time() - started)
+        costs.append(min(cpu))
+        assert len(report.flows) == conns
+        assert all(f.frames == [] and f.up.abandoned is None for f in report.flows)
+    assert costs[1] < 24 * costs[0], f"8x the segments cost {costs[1] / costs[0]:.1f}x the CPU"
 
 
 def test_a_hole_filled_late_releases_every_frame_in_order(tmp_path: Path) -> None:

