@@ -19,16 +19,18 @@ JS := faultlab/clients/js
 JS_SOURCES := $(JS)/package.json $(JS)/package-lock.json $(wildcard $(JS)/*.mjs $(JS)/web/*.mjs $(JS)/web/*.html) faultlab/scenarios/booking/conversation.json
 # What an editor says of a profile (yaml-language-server), for tests/test_profile_editor.py.
 EDITOR := tests/editor
+# What the documentation site's build takes from npm (make docs).
+DOCS_NPM := docs-build
 # The Docker engine, for container members and `make images`: Debian's, unless an engine is
 # installed already (Docker CE's packages conflict with docker.io's).
 ENGINE_PACKAGE := docker.io
 PROFILE ?= profiles/silent-loss.yaml
 
-.PHONY: install demo test test-pure lint schema bench images clean
+.PHONY: install demo test test-pure lint schema docs docs-serve bench images clean
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml Makefile $(JS_SOURCES) $(EDITOR)/package-lock.json
+$(STAMP): pyproject.toml Makefile $(JS_SOURCES) $(EDITOR)/package-lock.json $(DOCS_NPM)/package-lock.json
 	@if [ "$$(id -u)" = 0 ]; then \
 	  missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	  { command -v node && command -v npm; } >/dev/null || missing="$$missing $(NODE_PACKAGES)"; \
@@ -48,7 +50,7 @@ $(STAMP): pyproject.toml Makefile $(JS_SOURCES) $(EDITOR)/package-lock.json
 	@# ~500 and LiveKit ~420: numba, onnxruntime; PyAV, livekit's native SDK; each moves its pins
 	@# as it will).
 	$(PYTHON) -m venv $(VENV) && $(PYTHON) -m venv $(AGENTS_VENV) && $(PYTHON) -m venv $(PIPECAT_VENV) && $(PYTHON) -m venv $(LIVEKIT_VENV)
-	$(BIN)/pip install -q --disable-pip-version-check -e '.[dev]' & f=$$!; \
+	$(BIN)/pip install -q --disable-pip-version-check -e '.[dev,docs]' & f=$$!; \
 	$(AGENTS_VENV)/bin/pip install -q --disable-pip-version-check 'openai-agents==$(OPENAI_AGENTS)' & a=$$!; \
 	$(PIPECAT_VENV)/bin/pip install -q --disable-pip-version-check 'pipecat-ai[openai]==$(PIPECAT)' & p=$$!; \
 	$(LIVEKIT_VENV)/bin/pip install -q --disable-pip-version-check \
@@ -62,6 +64,7 @@ $(STAMP): pyproject.toml Makefile $(JS_SOURCES) $(EDITOR)/package-lock.json
 	@# No package's install script runs (none is needed: esbuild's binary comes as a package).
 	npm ci --prefix $(JS) --no-audit --no-fund --ignore-scripts
 	npm ci --prefix $(EDITOR) --no-audit --no-fund --ignore-scripts
+	npm ci --prefix $(DOCS_NPM) --no-audit --no-fund --ignore-scripts
 	node $(JS)/build.mjs
 	@touch $(STAMP)
 
@@ -90,6 +93,13 @@ lint: install
 schema: install
 	$(BIN)/faultlab schema > faultlab/profiles/profile.schema.json
 
+# The documentation site (mkdocs.yml): built offline into site/, every link checked (--strict);
+# its reference pages are written from the code at each build. docs-serve: on localhost:8000.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+docs-serve: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
+
 # Every figure beside the tool a user would otherwise pick, in one run and one table
 # (bench/all.py); BENCH_JSON=FILE also writes it as JSON for bench/compare.py. The pcap peers
 # are dpkt and scapy (the `bench` extra); tshark comes with `install`.
@@ -104,5 +114,5 @@ images: install
 	$(BIN)/python containers/build.py $(if $(filter 1 yes true,$(FORCE)),--force-base)
 
 clean:
-	rm -rf $(VENV) $(AGENTS_VENV) $(PIPECAT_VENV) $(LIVEKIT_VENV) runs build .mypy_cache .ruff_cache .pytest_cache \
-	  $(JS)/node_modules $(JS)/web/dist $(EDITOR)/node_modules
+	rm -rf $(VENV) $(AGENTS_VENV) $(PIPECAT_VENV) $(LIVEKIT_VENV) runs build site .mypy_cache .ruff_cache .pytest_cache \
+	  $(JS)/node_modules $(JS)/web/dist $(EDITOR)/node_modules $(DOCS_NPM)/node_modules

@@ -1,0 +1,87 @@
+"""The documentation site (mkdocs.yml, `make docs`): it builds with every link checked, and its
+reference pages, written from the code, list every fault, command, option and profile field the
+code has, each fault and option with a description."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+
+from faultlab.cli import cli
+from faultlab.faults import FAULTS
+from faultlab.profile.schema import profile_schema
+from faultlab.reference import faults_page, profile_page
+
+from .conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("site")
+    built = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)],
+                           cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
+                           env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert built.returncode == 0, built.stderr
+    return out
+
+
+def commands(group: click.Command, path: str = "faultlab") -> list[tuple[str, click.Command]]:
+    """Every command under the group, by its full name."""
+    found = [(path, group)]
+    if isinstance(group, click.Group):
+        for name, command in sorted(group.commands.items()):
+            if not command.hidden:
+                found += commands(command, f"{path} {name}")
+    return found
+
+
+def test_the_site_builds_strictly_with_its_reference_pages(site: Path) -> None:
+    for page in ("index.html", "design.html", "reference/cli.html", "reference/faults.html",
+                 "reference/profile.html", "reference/events.html", "search/search_index.js"):
+        assert (site / page).is_file(), page
+    assert "fonts.googleapis" not in (site / "index.html").read_text()  # it reads offline
+
+
+def test_the_cli_page_lists_every_command_and_option_each_with_help(site: Path) -> None:
+    page = (site / "reference" / "cli.html").read_text()
+    for name, command in commands(cli):
+        assert name in page, f"{name} is not on the command line's page"
+        assert (command.help or "").strip(), f"{name} has no help"
+        for option in command.params:
+            if isinstance(option, click.Option) and not option.hidden:
+                assert (option.help or "").strip(), f"{name} {option.opts[0]} has no help"
+                assert all(flag in page for flag in option.opts), f"{name} {option.opts}"
+
+
+def test_the_faults_page_lists_every_fault_and_parameter_each_fault_described() -> None:
+    page = faults_page()
+    for name in FAULTS:
+        fault = FAULTS[name]
+        section = page.split(f"\n## {name}\n", 1)[1].split("\n## ", 1)[0]
+        assert (fault.__doc__ or "").strip() and fault.mechanism, f"{name} is not described"
+        for field in fault.Params.model_json_schema(by_alias=True).get("properties", {}):
+            assert f"| `{field}` |" in section, f"{name}.{field} is not on the faults page"
+
+
+def test_the_profile_page_lists_every_field_of_every_section() -> None:
+    schema = profile_schema()
+    page = profile_page()
+    sections = re.split(r"\n## ", page)
+    tables = {s.split("\n", 1)[0]: s for s in sections[1:]}
+
+    def listed(title: str, node: dict[str, Any]) -> None:
+        for field in node.get("properties", {}):
+            assert f"| `{field}` |" in tables[title], f"{title}.{field} is not on the page"
+
+    listed("The profile", schema)
+    reached = [title for title in tables if title != "The profile"]
+    assert {"Network", "Target", "Client", "RawStep", "Trigger", "Space"} <= set(reached)
+    for title in reached:
+        listed(title, schema["$defs"][title])
