@@ -79,12 +79,23 @@ class FrameMatch(Model):
     can) or after it."""
 
     sender: Literal["client", "server", "either"] = Field(default="either", alias="from")
+    """Who sent the message: `client`, `server` or `either`."""
     kind: str | None = None
+    """The message's kind in the run's protocol, in either spelling (`toolCall`, `tool_call`) or
+    by one of its parts (`serverContent.turnComplete`); absent: any kind."""
     equals: dict[str, Any] = Field(default_factory=dict)
+    """Fields the message must have, by dotted snake_case path, each equal to its value:
+    `{tool_call.function_calls.0.name: book_slot}` (only the proxy fires on these)."""
     regex: dict[str, str] = Field(default_factory=dict)
+    """Fields by dotted snake_case path, each matching its regular expression (searched, at most
+    1,000 characters; only the proxy fires on these)."""
     nth: int = Field(default=1, ge=1)
+    """Fire on the n-th matching message of the run (`2`: the second), counted from 1."""
     connection: int | None = Field(default=None, ge=1)
+    """Only messages on the client's k-th connection toward the target (counted from 1)."""
     forward: Literal["before", "after"] = "after"
+    """Whether the step's fault acts `before` the matching message is relayed (it holds that
+    message itself back; only faults that live in the proxy) or `after` it."""
 
     @field_validator("regex")
     @classmethod

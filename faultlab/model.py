@@ -21,9 +21,11 @@ if TYPE_CHECKING:
 
 
 class Model(BaseModel):
-    """A profile section: unknown fields are errors and a validated value never changes."""
+    """A profile section: unknown fields are errors and a validated value never changes. A
+    field's docstring (the string right below it) is its description in the profile's JSON
+    Schema and the site's reference."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 def format_seconds(seconds: float) -> str:
@@ -89,7 +91,9 @@ class EventMatch(Model):
     """Events with this name whose fields equal every value in `where`."""
 
     event: str = Field(min_length=1)
+    """The event's name, e.g. `fault.applied` or `client.connected`."""
     where: dict[str, Any] = Field(default_factory=dict)
+    """Fields the event must have with these values; empty: any event of that name."""
 
     def describe(self) -> str:
         fields = ", ".join(f"{k}={v!r}" for k, v in self.where.items())

@@ -1,4 +1,4 @@
-"""The README's fault catalogue names exactly the registered faults."""
+"""The fault catalogue (docs/guide/faults.md) names exactly the registered faults."""
 
 from __future__ import annotations
 
@@ -14,51 +14,45 @@ from faultlab.faults import FAULTS
 from .conftest import REPO
 
 HEADING = re.compile(r"^(#{2,4}) (.+?)\s*$")
+PAGE = REPO / "docs" / "guide" / "faults.md"
 
 
-def catalogue_headings(readme: str) -> list[str]:
-    """The one-word `###` and `####` headings between `## Fault catalogue` and the next `## `
-    heading; headings of several words (`### App-level faults (through the proxy)`) group faults
-    and name none."""
+def catalogue_headings(page: str) -> list[str]:
+    """The one-word `##`, `###` and `####` headings of the page, outside code blocks; headings of
+    several words (`## App-level faults (through the proxy)`) group faults and name none."""
     names: list[str] = []
-    inside = False
     fenced = False
-    for line in readme.splitlines():
+    for line in page.splitlines():
         if line.startswith("```"):
             fenced = not fenced
         match = None if fenced else HEADING.match(line)
-        if match is None:
-            continue
-        level, text = match.groups()
-        if level == "##":
-            inside = text == "Fault catalogue"
-        elif inside and " " not in text:
-            names.append(text.strip("`"))
+        if match is not None and " " not in match.group(2):
+            names.append(match.group(2).strip("`"))
     return names
 
 
-def test_the_parser_reads_only_the_catalogue() -> None:
-    """Only one-word headings inside the catalogue count; code blocks and other sections do not."""
-    readme = ("## Profiles\n### drop\n## Fault catalogue\n### drop\n### Client-side faults\n"
-              "```\n## not a heading\n### inside_code\n```\n#### `mic_stall`\n## Next\n### reject\n")
-    assert catalogue_headings(readme) == ["drop", "mic_stall"]
+def test_the_parser_reads_only_fault_headings() -> None:
+    """Only one-word headings count; code blocks, the title and group headings do not."""
+    page = ("# Fault catalogue\n## drop\n## Client-side faults\n"
+            "```\n## not_a_heading\n### inside_code\n```\n### `mic_stall`\n")
+    assert catalogue_headings(page) == ["drop", "mic_stall"]
 
 
 @pytest.fixture(scope="module")
 def catalogue() -> list[str]:
-    names = catalogue_headings((REPO / "README.md").read_text(encoding="utf-8"))
-    assert names, "the README has no '## Fault catalogue' with fault headings"
+    names = catalogue_headings(PAGE.read_text(encoding="utf-8"))
+    assert names, f"{PAGE} has no fault headings"
     return names
 
 
 def test_every_fault_is_in_the_catalogue(catalogue: list[str]) -> None:
-    """Every registered fault has its heading in the README's catalogue."""
-    assert sorted(set(FAULTS) - set(catalogue)) == [], "faults missing from the README catalogue"
+    """Every registered fault has its heading in the catalogue."""
+    assert sorted(set(FAULTS) - set(catalogue)) == [], "faults missing from the catalogue"
 
 
 def test_every_catalogue_heading_is_a_fault(catalogue: list[str]) -> None:
     """Every fault heading in the catalogue names a registered fault."""
-    assert sorted(set(catalogue) - set(FAULTS)) == [], "README catalogue headings that are no fault"
+    assert sorted(set(catalogue) - set(FAULTS)) == [], "catalogue headings that are no fault"
 
 
 def test_each_fault_has_one_heading(catalogue: list[str]) -> None:

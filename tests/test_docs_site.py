@@ -1,6 +1,6 @@
 """The documentation site (mkdocs.yml, `make docs`): it builds with every link checked, and its
 reference pages, written from the code, list every fault, command, option and profile field the
-code has, each fault and option with a description."""
+code has, each with a description."""
 
 from __future__ import annotations
 
@@ -68,6 +68,16 @@ def test_the_faults_page_lists_every_fault_and_parameter_each_fault_described() 
         assert (fault.__doc__ or "").strip() and fault.mechanism, f"{name} is not described"
         for field in fault.Params.model_json_schema(by_alias=True).get("properties", {}):
             assert f"| `{field}` |" in section, f"{name}.{field} is not on the faults page"
+
+
+def test_every_profile_field_and_fault_parameter_has_a_description() -> None:
+    """Each field a profile may write (a fault's parameters and an expectation's fields too) says
+    what it is: the schema's `description`, from the field's docstring, is the reference's."""
+    schema = profile_schema()
+    sections = {"the profile": schema, **schema["$defs"]}
+    bare = [f"{section}.{field}" for section, node in sections.items()
+            for field, spec in node.get("properties", {}).items() if not spec.get("description")]
+    assert not bare, f"fields without a docstring: {bare}"
 
 
 def test_the_profile_page_lists_every_field_of_every_section() -> None:

@@ -23,14 +23,27 @@ class BrowserPage(Model):
     true (exit 0), or at `timeout` (exit `timeout_exit`)."""
 
     url: str | None = None
+    """The page to open, an `http://` or `https://` URL the lab resolves (the profile's `hosts`);
+    or give `serve`."""
     serve: Path | None = None
+    """A folder faultlab serves on the client's own loopback (`http://127.0.0.1:PORT/`, a secure
+    context), relative to the profile's folder; or give `url`."""
     path: str = "/"
+    """The page to open in the served folder, with its query (`/?mode=voice`)."""
     start: list[str] = Field(default_factory=list)
+    """JavaScript run in order once the page has loaded:
+    `document.querySelector("button.connect").click()`."""
     done: str = DONE_EVENT
+    """The event the page logs (a console line of one JSON object) to say it is done; its `code`
+    is the exit code (absent: 0)."""
     until: str | None = None
+    """A JavaScript expression, polled after `start`: the page ends, exit 0, when it is true."""
     timeout: Duration = 60.0
+    """When the page ends if nothing else ended it, counted from opening (load included)."""
     timeout_exit: int = Field(default=0, ge=0, le=255)
+    """The exit code when `timeout` ends the page."""
     viewport: tuple[int, int] = (1280, 800)
+    """The browser window's size in pixels: `[width, height]`."""
 
     SCHEMES: ClassVar[tuple[str, ...]] = ("http://", "https://")
 

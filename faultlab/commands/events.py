@@ -1,5 +1,5 @@
 """`faultlab events`: the event vocabulary as a JSON Schema, and a run folder's events held to it
-(README, "Write your own client")."""
+(docs/guide/own-client.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """`faultlab explore`: search a profile's fault space, shrink each failure to a minimal profile
-(faultlab.explore; README "Exploring")."""
+(faultlab.explore; docs/guide/exploring.md)."""
 
 from __future__ import annotations
 
@@ -63,14 +63,15 @@ def explore(items: tuple[str, ...], space_text: str | None, seed: int | None,
     from faultlab.explore.exploration import SpaceError, exploring_jobs
     from faultlab.jobs import RunOptions, parse_jobs, parse_shard
     from faultlab.lab.privilege import reexec_in_user_namespace
+    from faultlab.units import parse_duration
 
     try:
         jobs = exploring_jobs() if jobs_text == "auto" else parse_jobs(jobs_text)
         part = None if shard is None else parse_shard(shard)
-        budget = _budget(max_runs, max_time)
+        limit = None if max_time is None else parse_duration(max_time)
         exploration = _exploration(items, space_text, seed, confirm, runs_dir, out, jobs,
-                                   RunOptions(client_image, timeline=False), quiet, budget,
-                                   part)
+                                   RunOptions(client_image, timeline=False), quiet,
+                                   (max_runs, limit), part)
     except (ValueError, SpaceError) as exc:
         fail(str(exc), 2)
     except ProfileError as exc:
@@ -98,19 +99,21 @@ def explore(items: tuple[str, ...], space_text: str | None, seed: int | None,
     sys.exit(code or _tell(exploration, data))
 
 
-def _budget(max_runs: int | None, max_time: str | None) -> Budget:
+def _budget(given: tuple[int | None, float | None], space: Space) -> Budget:
+    """The command line's budget (`--runs`, `--time` in seconds), else the block's."""
     import time
 
     from faultlab.explore.exploration import Budget
-    from faultlab.units import parse_duration
 
-    limit = None if max_time is None else parse_duration(max_time)
-    return Budget(max_runs, None if limit is None else time.monotonic() + limit)
+    runs, limit = given
+    runs = space.runs if runs is None else runs
+    limit = space.time if limit is None else limit
+    return Budget(runs, None if limit is None else time.monotonic() + limit)
 
 
 def _exploration(items: tuple[str, ...], space_text: str | None, seed: int | None,
                  confirm: int | None, runs_dir: Path, out: Path | None, jobs: int,
-                 options: Any, quiet: bool, budget: Budget,
+                 options: Any, quiet: bool, budget: tuple[int | None, float | None],
                  shard: tuple[int, int] | None) -> Exploration:
     """The exploration the command line names: a new one of a profile, one to go on with, or
     the merge of shards."""
@@ -140,7 +143,8 @@ def _exploration(items: tuple[str, ...], space_text: str | None, seed: int | Non
             if (folders[0] / ORIGIN).exists():
                 (folder / ORIGIN).write_text((folders[0] / ORIGIN).read_text())
             merged(journals, folder / JOURNAL)
-        return Exploration(folder, base_text, space, jobs, options, click.echo, quiet, budget)
+        return Exploration(folder, base_text, space, jobs, options, click.echo, quiet,
+                           _budget(budget, space))
     if len(items) != 1:
         raise ValueError("explore one profile at a time")
     from faultlab.catalogue import resolve_profiles
@@ -167,18 +171,20 @@ def _exploration(items: tuple[str, ...], space_text: str | None, seed: int | Non
     folder.mkdir(parents=True, exist_ok=False)
     (folder / BASE_PROFILE).write_text(base_text)
     (folder / ORIGIN).write_text(f"{path.absolute()}\n")
-    return Exploration(folder, base_text, space, jobs, options, click.echo, quiet, budget, shard)
+    return Exploration(folder, base_text, space, jobs, options, click.echo, quiet,
+                       _budget(budget, space), shard)
 
 
 def _space(block: dict[str, Any], source: str) -> Space:
     from pydantic import ValidationError
 
     from faultlab.explore.space import Space, variants
+    from faultlab.model import validate_plain
     from faultlab.problems import Problems
 
     problems = Problems(source, {})
     try:
-        space = Space.model_validate(block)
+        space = validate_plain(Space, block)
     except ValidationError as exc:
         problems.add_validation(("explore",), exc)
         problems.fail()

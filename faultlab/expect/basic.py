@@ -19,7 +19,10 @@ class ExitCode(Expectation):
     """The client (or target) exited with this code."""
 
     exit_code: int
+    """The exit code the process must end with; a process still running at the end, or never
+    started, fails."""
     process: ProcessRole = "client"
+    """Whose exit code: `client` or `target`."""
 
     def describe(self) -> str:
         return f"{self.process} exits with {self.exit_code}"
@@ -38,9 +41,13 @@ class Count(Expectation):
     """The number of matching events compares as stated."""
 
     count: EventMatch
+    """The events to count: `{event: NAME, where: {...}}`."""
     equals: int | None = Field(default=None, ge=0)
+    """The count must be exactly this."""
     at_least: int | None = Field(default=None, ge=0)
+    """The count must be this or more."""
     at_most: int | None = Field(default=None, ge=0)
+    """The count must be this or fewer. Give at least one of `equals`, `at_least`, `at_most`."""
 
     @model_validator(mode="after")
     def _some_bound(self) -> Count:
@@ -69,10 +76,18 @@ class Occurs(Expectation):
     """A matching event happens, within a deadline counted from the client's start or from another event."""
 
     event: str = Field(min_length=1)
+    """The name of the event that must occur, e.g. `client.lost`."""
     where: dict[str, Any] = Field(default_factory=dict)
+    """Fields the event must have with these values (a message's `kind` matches as in a frame
+    trigger); empty: any event of that name."""
     after: EventMatch | None = None
+    """Count from the first event matching this (`{event: NAME, where: {...}}`; a `fault.applied`
+    from when its application began), and only events from then on; absent: the client's start."""
     not_before: Duration | None = None
+    """The first matching event must come at least this long after the reference, e.g. `2s`."""
     within: Duration | None = None
+    """The first matching event must come at most this long after the reference, e.g. `3.5s`;
+    absent: any time before the run ends."""
 
     def describe(self) -> str:
         what = EventMatch(event=self.event, where=self.where).describe()
@@ -110,6 +125,7 @@ class Alive(Expectation):
     """The process is still running when the run ends."""
 
     alive: ProcessRole
+    """The process that must still be running when the run ends: `client` or `target`."""
 
     def describe(self) -> str:
         return f"{self.alive} alive at the end"

@@ -38,8 +38,13 @@ class ResumesRefused(Expectation):
     `every`, every attempt before the first successful one."""
 
     resumes_refused: int = Field(ge=1000, le=4999)
+    """The WebSocket close code (1000-4999) the refusals must carry, e.g. `1011`."""
     at_least: int = Field(default=1, ge=1)
+    """At least this many resume attempts before the first successful one must be refused with
+    that code."""
     every: bool = False
+    """`true`: every refusal before the first successful resume must carry that code, none
+    another."""
 
     def describe(self) -> str:
         scope = "every resume attempt before one works" if self.every else (
@@ -64,7 +69,10 @@ class Recovered(Expectation):
     this long of the reference event (by default the first fault applied)."""
 
     recovered_within: Duration
+    """The longest the client may take to recover after the reference event, e.g. `8s`."""
     after: EventMatch = EventMatch(event=FaultApplied.NAME)
+    """The reference: the first event matching this (`{event: NAME, where: {...}}`), from when it
+    began; by default the first fault applied (`fault.applied`)."""
 
     def describe(self) -> str:
         return f"recovered within {self.recovered_within:g}s of {self.after.describe()}"
@@ -83,7 +91,9 @@ class Recovered(Expectation):
 
 class Bounds(Model):
     at_least: float | None = Field(default=None, ge=0)
+    """The value must be this or more."""
     at_most: float | None = Field(default=None, ge=0)
+    """The value must be this or less. Give `at_least`, `at_most` or both."""
 
     @model_validator(mode="after")
     def _some_bound(self) -> Bounds:
@@ -130,6 +140,7 @@ class DeliveredAudioRatio(Expectation):
     streaming at real-time rate; lower when it stops sending)."""
 
     delivered_audio_ratio: Bounds
+    """The bounds the ratio must lie within, e.g. `{at_least: 0.95}`."""
 
     def describe(self) -> str:
         return f"delivered-audio ratio {self.delivered_audio_ratio.describe()}"
@@ -146,7 +157,10 @@ class DeliveredAudioRatio(Expectation):
 
 class Window(Model):
     within: Duration | None = None
+    """How long after `after` the model must stay silent, e.g. `3s`; absent: until the run ends."""
     after: EventMatch | None = None
+    """The window starts at the first event matching this (`{event: NAME, where: {...}}`), which
+    must happen; absent: at the client's start."""
 
 
 def is_reply(event: Event, protocol: RealtimeApi) -> bool:
@@ -160,6 +174,8 @@ class NoReply(Expectation):
     default, never, from the client's start), as seen in the emulator's or the proxy's frames."""
 
     no_reply: Window
+    """The window of silence: `{within: 3s, after: {event: ...}}`; `{}`: from the client's start
+    to the run's end."""
 
     def describe(self) -> str:
         w = self.no_reply

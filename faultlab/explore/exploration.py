@@ -81,9 +81,9 @@ class Budget:
     def allows(self, measured: int) -> bool:
         """Whether another run may start, `measured` runs being in the journal from before."""
         if self.runs is not None and measured + self.started >= self.runs:
-            self.spent_why = f"--runs {self.runs} reached"
+            self.spent_why = f"the budget of {self.runs} runs reached"
         elif self.deadline is not None and time.monotonic() >= self.deadline:
-            self.spent_why = "--time ran out"
+            self.spent_why = "the budget's time ran out"
         return self.spent_why is None
 
 

@@ -42,9 +42,14 @@ class Span(Model):
     """Seconds from `from` to `to`: every `step`, or `draw` values drawn from the seed."""
 
     low: Duration = Field(alias="from")
+    """The first value, e.g. `0s`."""
     high: Duration = Field(alias="to")
+    """The last value, e.g. `3s` (not before `from`)."""
     step: Duration | None = None
+    """Every value from `from` to `to` this far apart, e.g. `500ms` (at most 1000 values)."""
     draw: int | None = Field(default=None, ge=1, le=1000)
+    """This many values drawn between `from` and `to` from the seed (1-1000), kept to the
+    millisecond. Give exactly one of `step` and `draw`."""
 
     @model_validator(mode="after")
     def _shape(self) -> Span:
@@ -69,8 +74,12 @@ class Boundaries(Model):
     (every kind when empty; matched as frame triggers match), the `first` n of each kind only."""
 
     sender: Literal["server", "client", "either"] = Field(default="server", alias="from")
+    """Whose messages: `server`, `client` or `either`."""
     kinds: list[str] = Field(default_factory=list)
+    """The message kinds, spelt as frame triggers spell them (`toolCall`,
+    `serverContent.turnComplete`); empty: every kind."""
     first: int | None = Field(default=None, ge=1)
+    """Only the first N messages of each kind (counted over every connection); absent: all."""
 
 
 def _to_the_end() -> list[float | Literal["end"]]:
@@ -81,21 +90,32 @@ class Space(Model):
     """A profile's `explore:` block (docs: README "Exploring")."""
 
     at: Boundaries = Boundaries()
+    """Where a step fires: after which messages of the unhurt run; by default after every message
+    the server sends."""
     after: list[Duration] | Span = Field(default_factory=lambda: [0.0])
+    """How long after the message the fault is applied: a list (`[0s, 500ms]`) or a range
+    (`{from: 0s, to: 3s, step: 1s}`, or with `draw: N` instead of `step`)."""
     faults: list[dict[str, Any]] = Field(min_length=1)
-    # How long a fault lasts before a restore ends it; `end`: to the run's end (the default).
+    """The faults to place, simplest first (shrinking prefers the earlier), each written as a
+    step's `do`; a field written `{one_of: [...]}` takes each value in turn."""
     duration: list[Duration | Literal["end"]] | Span = Field(default_factory=_to_the_end)
+    """How long a fault lasts before a `restore` step ends it: a list of durations and `end` (to
+    the run's end, the default), or a range as for `after`."""
     steps: list[Literal[1, 2]] = Field(default_factory=lambda: [1])  # type: ignore[arg-type]
-    # Two-step points are drawn (from the seed), this many.
+    """`[1]`, `[2]` or `[1, 2]`: points of one fault, or of two in sequence (drawn: see `draw`)."""
     draw: int = Field(default=20, ge=0, le=MAX_POINTS)
+    """How many two-step points to draw from the seed (when `steps` has 2)."""
     seed: int = 0
-    # Bisect an ordered field between a passing and a failing point down to this (0: never).
+    """The seed of every draw: the same seed, the same exploration."""
     refine: Duration = 0.1
-    # Runs of each minimal profile: it is confirmed when all of them fail as it did.
+    """Bisect between a passing and a failing point that differ only in `after` (or only in
+    `duration`) until they are this close, e.g. `250ms`; `0s`: never."""
     confirm: int = Field(default=3, ge=1, le=20)
-    # The budget: at most this many runs, and no run started after this long (CLI: --runs, --time).
+    """Reruns of each minimal profile (1-20): it is confirmed when every rerun fails as it did."""
     runs: int | None = Field(default=None, ge=1)
+    """The budget: at most this many runs in all (as `--runs`); absent: no limit."""
     time: Duration | None = None
+    """The budget: no run started after this long, e.g. `20m` (as `--time`); absent: no limit."""
 
     @field_validator("steps")
     @classmethod

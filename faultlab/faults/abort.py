@@ -19,6 +19,8 @@ class AbortParams(AppParams):
     """`legs`: both (default), client or server: which TCP connections get the RST."""
 
     legs: Literal["both", "client", "server"] = "both"
+    """Which TCP connections get the RST: `both` (each end sees an abnormal closure, 1006), `client`
+    or `server` (mitmproxy then closes the other end cleanly, 1000)."""
 
 
 @register

@@ -57,6 +57,8 @@ class AppParams(FaultParams):
     later, such as a client's resume, are not hurt)."""
 
     connection: ConnectionChoice | None = Field(default=None)
+    """One connection's WebSocket: `first`, `latest` or `k` (the k-th seen, from 1), live when
+    the step fires; absent: every WebSocket live then (later ones, a resume say, are not hurt)."""
 
 
 class AppFault[P: AppParams](Fault[P]):

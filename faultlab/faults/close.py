@@ -18,8 +18,13 @@ class CloseParams(AppParams):
     that gets it answers with its own close, which the proxy relays to the other end."""
 
     code: int = Field(default=1000, ge=1000, le=4999)
+    """The close code: 1000-1003, 1007-1014 or 3000-4999 (the others cannot go on the wire, or are
+    unassigned)."""
     reason: str = ""
+    """The close reason, at most 123 bytes in UTF-8."""
     to: Literal["client", "server", "both"] = "both"
+    """Which end gets the close frame: `client`, `server` or `both`; its answering close is relayed
+    to the other end."""
 
     @field_validator("code")
     @classmethod

@@ -25,8 +25,13 @@ class DelayParams(AppParams):
     delayed."""
 
     direction: Direction = "both"
+    """Which way's data messages are delayed: `both`, `to_server` or `to_client`."""
     delay: Duration
+    """How late each data message is relayed, a duration (`500ms`); control frames are not
+    delayed."""
     jitter: Duration = 0.0
+    """Up to this much more delay, drawn uniformly at random for each message, a duration; messages
+    still keep their order."""
 
 
 @register

@@ -27,8 +27,14 @@ class DnsParams(FaultParams):
     by)."""
 
     answer: Answer
+    """What the resolver answers: `nxdomain` (the name does not exist), `servfail` (the resolver
+    failed), `none` (no answer: the lookup times out) or `slow` (the right answer, `delay` late)."""
     delay: Duration | None = None
+    """With `answer: slow` only, and required there: how late the answer comes, a duration above 0
+    (`800ms`); past about 2 s the client has given up on it."""
     names: list[str] | None = Field(default=None, min_length=1)
+    """The host names answered as `answer` says; absent: the names the client looks the target up
+    by."""
 
     @field_validator("names")
     @classmethod

@@ -22,7 +22,10 @@ class DropParams(FlowParams):
     own namespace (the client's TCP sees local drops, as the field study's round 3 did)."""
 
     direction: Direction = "both"
+    """Which way's packets are dropped: `both`, `to_server` or `to_client`."""
     at: Literal["router", "client"] = "router"
+    """Where they are dropped: at the `router` (neither end is told) or in the `client`'s own
+    namespace (its TCP sees local drops)."""
 
 
 @register

@@ -20,7 +20,9 @@ class DropControlParams(AppParams):
     """`frames`: pings, pongs or both; `direction`: which way they travel."""
 
     frames: Literal["pings", "pongs", "both"] = "pongs"
+    """Which control frames vanish: `pings`, `pongs` or `both`."""
     direction: Direction = "both"
+    """Which way the frames that vanish travel: `both`, `to_server` or `to_client`."""
 
 
 @register

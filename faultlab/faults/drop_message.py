@@ -21,8 +21,12 @@ class DropMessageParams(AppParams):
     the next N matching messages (all while applied when absent)."""
 
     direction: Direction = "both"
+    """Which way's data messages are dropped: `both`, `to_server` or `to_client`."""
     kind: str | None = None
+    """Only messages of this kind in the run's protocol (`toolCall`); absent: every data message."""
     count: int | None = Field(default=None, ge=1)
+    """Only the next N matching messages, then the rest pass; absent: every one while the fault is
+    applied."""
 
 
 @register

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
-
 from faultlab.connections import Connection, ConnectionChoice
 from faultlab.errors import MechanismError
 from faultlab.faults.base import FaultContext, FaultParams
@@ -22,9 +20,9 @@ def hurt_directions(direction: Direction) -> list[OneWay]:
 class FlowParams(FaultParams):
     """Parameters shared by the faults that select packets by connection."""
 
-    connection: ConnectionChoice | None = Field(
-        default=None, description="all flows when absent; else 'first', 'latest' or k (1-based)"
-    )
+    connection: ConnectionChoice | None = None
+    """One TCP connection to hurt: `first`, `latest` or `k` (the k-th seen, from 1), chosen when
+    the step fires (it must have been seen by then); absent: all flows, later ones included."""
 
 
 def selected(ctx: FaultContext, connection: ConnectionChoice | None) -> Connection | None:

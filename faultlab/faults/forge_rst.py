@@ -215,7 +215,10 @@ class ForgeRstParams(FlowParams):
     """`toward`: which end gets the reset; `connection`: which flow (the latest by default)."""
 
     toward: Toward = "both"
+    """Which end gets a RST: `both`, `client` or `server` (with the proxy in the path, only
+    `client`)."""
     connection: ConnectionChoice = "latest"
+    """The connection to reset: `latest`, `first` or `k` (the k-th seen, from 1)."""
 
 
 @register

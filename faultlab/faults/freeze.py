@@ -26,7 +26,10 @@ class FreezeParams(AppParams):
     """`mode`: network or stall; `direction`: which way is frozen."""
 
     mode: Literal["network", "stall"] = "network"
+    """`network`: hold everything that arrives (bytes, pings, close frames, FINs), so the path looks
+    dead; `stall`: hold data messages only and let pings and pongs pass, so the peer looks hung."""
     direction: Direction = "both"
+    """Which way is frozen: `both`, `to_server` or `to_client`."""
 
 
 @register

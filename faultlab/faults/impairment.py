@@ -13,7 +13,8 @@ import asyncio
 import weakref
 from typing import Any, ClassVar, Literal, Self
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, GetJsonSchemaHandler, model_validator
+from pydantic.json_schema import JsonSchemaValue
 
 from faultlab.connections import Connection
 from faultlab.errors import MechanismError
@@ -47,7 +48,19 @@ class ImpairFlow(FlowParams):
     """`direction` and `connection`, and which of a fault's fields a step must give."""
 
     direction: Direction = "both"
+    """Which way's packets are hurt: `both` (each way by the full amount), `to_server` or
+    `to_client`."""
     required: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core: Any,  # pydantic_core's CoreSchema
+                                     handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        """The fields a step must give are required in the profile's schema too."""
+        schema = handler(core)
+        fields = handler.resolve_ref_schema(schema)
+        if cls.required:
+            fields["required"] = [*fields.get("required", ()), *cls.required]
+        return schema
 
     @model_validator(mode="after")
     def _required_given(self) -> Self:
@@ -63,9 +76,17 @@ class LatencyFields(Model):
     lets a packet with a short draw overtake one ahead of it."""
 
     latency_ms: float = Field(default=0.0, ge=0, le=60_000)
+    """The delay added to each packet at the router, in milliseconds (at most 60000); given as
+    `0`, the packets go through the queue with no delay."""
     jitter_ms: float = Field(default=0.0, ge=0)
+    """How much each packet's delay varies, in milliseconds (at most `latency_ms`), drawn as
+    `distribution` says."""
     distribution: Literal["uniform", "normal"] = "uniform"
+    """How the jitter is drawn: `uniform` (within ± `jitter_ms`) or `normal` (`jitter_ms` is the
+    standard deviation; a delay is never below 0)."""
     keep_order: bool = True
+    """`true`: a packet never leaves before the one ahead of it (delays bunch upward under dense
+    traffic); `false`: a packet with a shorter delay may overtake."""
 
     @model_validator(mode="after")
     def _jitter_within_latency(self) -> Self:
@@ -80,7 +101,10 @@ class LossFields(Model):
     length (a Gilbert-Elliott chain, as on a fading radio link)."""
 
     loss_percent: float = Percent
+    """The share of packets dropped, in percent (0-100)."""
     loss_burst_packets: float = Field(default=1.0, ge=1, le=10_000)
+    """The mean run of consecutive losses, in packets: `1` loses packets independently; b above 1,
+    in bursts (a Gilbert-Elliott chain), with `loss_percent` at most 100·b/(b+1)."""
 
     @model_validator(mode="after")
     def _burst_fits(self) -> Self:
@@ -99,7 +123,11 @@ class RateFields(Model):
     traffic at that rate; what does not fit is dropped (a whole link: no `connection`)."""
 
     rate_kbps: float | None = Field(default=None, gt=0, le=10_000_000)
+    """The bandwidth each hurt direction leaves the router at, in kilobits per second counted on
+    Ethernet frames; it shapes the whole link, so no `connection` goes with it."""
     queue_ms: float = Field(default=100.0, gt=0, le=60_000)
+    """How much traffic at `rate_kbps` the queue holds before it drops, in milliseconds (on top of
+    a bucket of at least two full frames); needs `rate_kbps`."""
 
     @model_validator(mode="after")
     def _rate_is_per_link(self) -> Self:
@@ -115,6 +143,8 @@ class DuplicateFields(Model):
     """`duplicate_percent` of packets delivered twice."""
 
     duplicate_percent: float = Percent
+    """The share of packets delivered twice, in percent (0-100): the copy right after the
+    original."""
 
 
 class ReorderFields(Model):
@@ -122,7 +152,10 @@ class ReorderFields(Model):
     20 ms past their time, on a quiet flow)."""
 
     reorder_percent: float = Percent
+    """The share of packets held back to arrive after later ones, in percent (0-100)."""
     reorder_gap: int = Field(default=3, ge=1, le=1000)
+    """How many later packets overtake a held one (on a quiet flow it leaves at most 20 ms
+    late)."""
 
 
 class CorruptFields(Model):
@@ -130,11 +163,19 @@ class CorruptFields(Model):
     discards them and TCP retransmits."""
 
     corrupt_percent: float = Percent
+    """The share of packets with one bit flipped and their checksum left stale, in percent
+    (0-100): the receiver discards them and TCP retransmits."""
 
 
 class PathParams(ImpairFlow, LatencyFields, LossFields, RateFields, DuplicateFields,
                  ReorderFields, CorruptFields):
     """Any impairments at once, on the chosen direction and flows."""
+
+    IMPAIRMENTS: ClassVar[tuple[str, ...]] = ("latency_ms", "loss_percent", "rate_kbps",
+                                              "duplicate_percent", "reorder_percent",
+                                              "corrupt_percent")
+    model_config = ConfigDict(json_schema_extra={
+        "anyOf": [{"required": [name]} for name in IMPAIRMENTS]})
 
     def plan(self) -> Plan:
         """Which mechanism does what: tbf for the rate, `statistic` for independent loss, the
@@ -155,9 +196,8 @@ class PathParams(ImpairFlow, LatencyFields, LossFields, RateFields, DuplicateFie
 
     @model_validator(mode="after")
     def _names_an_impairment(self) -> Self:
-        if not self.model_fields_set - {"direction", "connection", "distribution", "keep_order"}:
-            raise ValueError("path needs at least one impairment (latency_ms, loss_percent, "
-                             "rate_kbps, duplicate_percent, reorder_percent, corrupt_percent)")
+        if not self.model_fields_set & set(self.IMPAIRMENTS):
+            raise ValueError(f"path needs at least one impairment ({', '.join(self.IMPAIRMENTS)})")
         return self
 
 

@@ -17,7 +17,10 @@ class InjectParams(AppParams):
     or a mapping sent as JSON."""
 
     to: Literal["client", "server"]
+    """Where the message goes: to the `client` (as if from the server) or the `server` (as if from
+    the client)."""
     message: str | dict[str, Any]
+    """The message, sent as one text frame: a string as it is, or a mapping as JSON."""
 
 
 @register

@@ -15,6 +15,8 @@ class MicStallParams(FaultParams):
     """`for`: how long the lab's microphone (`mic` in the profile) delivers no audio."""
 
     duration: Duration = Field(alias="for")
+    """How long the lab's microphone (`mic` in the profile) delivers no audio, a duration (`3s`);
+    the speech of that time is lost."""
 
 
 @register

@@ -35,7 +35,10 @@ class MtuBlackholeParams(FaultParams):
     `direction`: which way the path shrinks."""
 
     mtu: int = Field(ge=576, le=1499, strict=True)
+    """The path's MTU in bytes, 576-1499: a packet larger than this on the wire vanishes, and no
+    ICMP tells its sender."""
     direction: Direction = "both"
+    """Which way the path shrinks: `both`, `to_server` or `to_client`."""
 
 
 def _shrink_route(address: str, mtu: int) -> str:

@@ -36,7 +36,10 @@ class NatRebindParams(FlowParams):
     absent); `connection`: which flows (all when absent, new ones included)."""
 
     port: int | None = Field(default=None, ge=1, le=65535)
+    """The new source port (1-65535); absent: one the NAT picks at random."""
     address: IPv4Address | None = None
+    """A new source address too (a NAT's other public address), added to the router's target-side
+    link while the fault lasts; absent: the client's own."""
 
     @field_validator("address")
     @classmethod

@@ -53,8 +53,14 @@ class NatTimeoutParams(FlowParams):
     reset toward its sender; `direction`: which way's packets meet that fate."""
 
     idle: Duration = Field(ge=1, le=432_000)
+    """How long a flow may be silent before the router forgets it: a duration in whole seconds
+    (`30s`, `2m`), at most 5 days."""
     then: Literal["drop", "reset"] = "drop"
+    """What meets a packet of a forgotten flow: `drop`, or `reset` (a TCP reset toward its
+    sender)."""
     direction: Direction = "both"
+    """Which way's packets on a forgotten flow meet `then`: `both`, `to_server` or `to_client`; the
+    router forgets idle flows whatever the direction."""
 
     @field_validator("idle")
     @classmethod

@@ -24,6 +24,7 @@ class RejectParams(FlowParams):
     """`toward`: which end gets the RST (it is sent in answer to that end's next packet)."""
 
     toward: Literal["both", "client", "server"] = "both"
+    """Which end is reset: `both`, `client` or `server`; the RST answers that end's next packet."""
 
 
 @register

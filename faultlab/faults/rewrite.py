@@ -25,9 +25,16 @@ class RewriteParams(AppParams):
     frame trigger, `forward: before` rewrites the very message that triggered the step."""
 
     fields: dict[str, Any] = Field(alias="set", min_length=1)
+    """Fields to set, by dotted path in the JSON (`setup.sessionResumption.transparent`, list
+    indexes too), and their new values; missing mappings on the way are made."""
     direction: Direction = "both"
+    """Which way's messages are rewritten: `both`, `to_server` or `to_client`."""
     kind: str | None = None
+    """Only messages of this kind in the run's protocol (`setup`); absent: every JSON object
+    message."""
     count: int | None = Field(default=None, ge=1)
+    """Only the next N matching messages, then the rest pass; absent: every one while the fault is
+    applied."""
 
 
 def set_at(data: dict[str, Any], path: str, value: Any) -> None:

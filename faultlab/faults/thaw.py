@@ -20,7 +20,9 @@ class ThawParams(AppParams):
     they held instead of delivering it."""
 
     faults: list[str] = Field(default_factory=list)
+    """The ids of the freeze steps to end; empty: every active freeze."""
     discard: bool = False
+    """`true`: drop the data messages the freezes held instead of delivering them in order."""
 
     def referenced_steps(self) -> Sequence[str]:
         return self.faults

@@ -29,21 +29,39 @@ class ProfileBase(Model):
     written (`RawProfile`) and as validated (`Profile`)."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=64)
+    """The scenario's name: a letter or digit, then letters, digits, `.`, `_` or `-` (64 at
+    most); it names the run folder."""
     description: str = ""
+    """What the scenario is, in free text, shown in the run's summary."""
     network: Network = Network()
+    """How the lab is built: its backend, the subnets of its links, sysctls per namespace."""
     target: Target | None = None
+    """The server the client talks to; absent: the client talks to nothing faultlab starts."""
     client: Client
+    """The program under test, run in the client namespace (or as a container of its `image`)."""
     hosts: list[str] = Field(default_factory=list)
+    """Host names the client resolves to the target, beside the names the target's kind brings
+    (an emulator's service names, a remote target's `host`)."""
     capture: Capture = Capture()
+    """What the packet capture on the router's links keeps."""
     mic: Mic | None = None
-    proxy: bool = False  # also started for any app-level step
-    # Record the run's sessions as a cassette (the target's own tape, else the proxy's).
+    """The client's virtual microphone (`FAULTLAB_MIC`); absent: the client has none."""
+    proxy: bool = False
+    """Put mitmproxy in the router, in front of the target; it is started anyway for any
+    app-level step (and to record the cassette of a target that records none itself)."""
     record: bool = False
+    """Record the run's sessions as a cassette (`session.cassette.jsonl`): the target's own
+    tape (the emulator's), else the proxy's."""
     timeout: Duration = 60.0
+    """How long the client may run: it is stopped this long after it started (`run.timeout`)."""
     settle: Duration = 0.3
+    """How long the run goes on after the client exits, so that the target and the capture report
+    what its end caused, before expectations are judged and the lab is torn down."""
     field_ranges: FieldRanges = Field(default=FieldRanges(), alias="field")
-    # What `faultlab explore` searches (faultlab.explore.space); a run leaves it aside.
+    """What the field study measured for this scenario: the bands the suite page draws behind each
+    run's times (not an expectation)."""
     explore: Space | None = None
+    """What `faultlab explore` searches: where to place which faults; a run leaves it aside."""
 
     @field_validator("description")
     @classmethod
@@ -61,7 +79,11 @@ class RawProfile(ProfileBase):
     expectations."""
 
     timeline: list[RawStep] = Field(default_factory=list)
+    """The steps: each fires at most once, when its trigger (`when`) does, and applies its fault
+    (`do`)."""
     expect: list[dict[str, Any]] = Field(default_factory=list)
+    """What the run must show to pass, each a mapping that starts with its kind's key
+    (`exit_code`, `event`, `count`, ...), judged on what happened before teardown began."""
 
 
 class Profile(ProfileBase):

@@ -87,7 +87,10 @@ class Subnets(Model):
     """The lab's two links; each at least a /30 (router takes the first host, the end the second)."""
 
     client: ipaddress.IPv4Network
+    """The client link's subnet (`198.19.200.0/30`): the router takes its first host, the client
+    the second."""
     server: ipaddress.IPv4Network
+    """The server link's subnet: the router takes its first host, the target the second."""
 
     @field_validator("client", "server")
     @classmethod
@@ -103,8 +106,13 @@ class Network(Model):
     image."""
 
     backend: str | None = None
+    """The lab backend: `netns` (namespaces only) or `docker` (a member runs as a container);
+    absent: `docker` where the client or the target names an `image`, else `netns`."""
     subnets: Subnets | None = None
+    """The subnets of the lab's two links; absent: picked from 198.18.0.0/15."""
     sysctl: dict[Role, dict[str, str | int]] = Field(default_factory=dict)
+    """`net.*` sysctls set in a namespace, by its role (`client`, `router`, `server`):
+    `{server: {net.ipv4.tcp_retries2: 5}}`."""
 
     @field_validator("backend")
     @classmethod
@@ -135,8 +143,12 @@ class Mic(Model):
     (no `tail`) silence for as long as the client listens."""
 
     utterances: list[str] = Field(min_length=1)
+    """What the user says, in order, each spoken by espeak-ng (16 kHz)."""
     gap: Duration = 0.5
+    """The silence before each utterance."""
     tail: Duration | None = None
+    """The silence after the last utterance, then the end of the stream; absent: silence for as
+    long as the client listens."""
 
     @field_validator("utterances")
     @classmethod
@@ -152,8 +164,14 @@ class Capture(Model):
     including what a fault on the router dropped before it reached the client)."""
 
     pcap: bool = True
+    """Keep the capture of the router's link toward the client in `capture.pcap` (`false`: it is
+    still watched, for the connections' numbers and TCP events, but not saved)."""
     server_pcap: bool = False
+    """Also capture the router's link toward the target (the uplink for a remote one) in
+    `server.pcap`: what the server sent, even where a fault on the router dropped it."""
     snaplen_bytes: int = Field(default=262144, ge=96, le=262144)
+    """How many bytes of each packet the captures keep: 96 to 262144 (the default: whole
+    packets)."""
 
 
 class FieldRanges(Model):
@@ -163,8 +181,12 @@ class FieldRanges(Model):
     its `expect`."""
 
     detected: DurationRange | None = None
+    """When the client detected the loss (`client.lost`), from the first fault: `2.0-2.5s`."""
     resumed: DurationRange | None = None
+    """When the session resumed (`resume.ok`), from the first fault: `3.1-3.4s`."""
     recovered: DurationRange | None = None
+    """When the model's first output after the loss came (`client.recovered`), from the first
+    fault: `6.1-7.1s`."""
 
     def ranges(self) -> dict[str, tuple[float, float]]:
         """Each stated range by its suite column's heading."""

@@ -23,11 +23,18 @@ class Trigger(Model):
     on the k-th connection, or on a WebSocket message (`frame`)."""
 
     at: Duration | None = None
+    """At this time since the client started (its `process.start`, when the lab, the target and
+    the proxy are ready): `1.5s`."""
     step: str | None = None
+    """When the step with this id has had its fault applied."""
     event: str | None = None
+    """On an event of this name (any source, usually the client's own): `client.connected`."""
     where: dict[str, Any] = Field(default_factory=dict)
+    """With `event`: the fields the event must have, each equal to its value (`{attempt: 2}`)."""
     connection: int | None = Field(default=None, ge=1)
+    """When the capture sees the SYN of the client's k-th connection toward the target (from 1)."""
     frame: FrameMatch | None = None
+    """On a WebSocket message, from the proxy's frame log or else the emulator's."""
     KINDS: ClassVar[tuple[str, ...]] = ("at", "step", "event", "connection", "frame")
     model_config = ConfigDict(json_schema_extra={
         "oneOf": [{"required": [kind]} for kind in KINDS],
@@ -59,9 +66,14 @@ class RawStep(Model):
     """A timeline step as written; `do` is checked by the fault it names."""
 
     id: str | None = Field(default=None, json_schema_extra={"pattern": STEP_ID.pattern})
+    """The step's name, for `when: {step: ...}` and the events: a letter, then up to 23 letters,
+    digits, `_` or `-`; absent: `step1`, `step2`, ... by its place."""
     when: Trigger
+    """When the step fires: exactly one of `at`, `step`, `event`, `connection` or `frame`."""
     after: Duration = 0.0
+    """How long after its trigger the fault is applied."""
     do: dict[str, Any]
+    """The fault to apply (`fault`) and its parameters."""
 
     @field_validator("id")
     @classmethod

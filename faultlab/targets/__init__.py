@@ -29,14 +29,20 @@ class Target(Program):
     outside the lab."""
 
     emulator: EmulatorTarget | None = None
+    """faultlab's Live API emulator as the target, with its settings (`{}`: the defaults)."""
     cassette: CassetteTarget | None = None
+    """A recorded session's server side as the target, replayed where the emulator would be:
+    the cassette's file, or its settings."""
     remote: RemoteTarget | None = None
+    """A service outside the lab (the real Live API), reached through the router's uplink."""
     port: int | None = Field(default=None, ge=1, le=65535)
-    # How long the target may take to listen. A target that exits is reported at once, so a
-    # long wait costs nothing when it works; measured: the emulator imports google-genai in
-    # 1.5 s on an idle 2-core machine and took over 5 s on a fresh CI machine with eight labs
-    # starting at once.
+    """The port the target listens on, which the client connects to: required for a `command`
+    or a `builtin`, 443 by default for the emulator and a cassette (a remote's goes in `remote`)."""
+    # A target that exits is reported at once, so a long wait costs nothing when it works;
+    # measured: the emulator imports google-genai in 1.5 s on an idle 2-core machine and took
+    # over 5 s on a fresh CI machine with eight labs starting at once.
     ready_timeout: Duration = 30.0
+    """How long the target may take to listen on its port before the run fails."""
     KINDS: ClassVar[tuple[str, ...]] = ("command", "builtin", "emulator", "cassette", "remote")
 
     @model_validator(mode="after")

@@ -32,11 +32,16 @@ class CassetteTarget(Model):
     """A cassette's recorded server side as the target: `cassette: FILE`, or its fields."""
 
     file: Path
+    """The cassette (`NAME.cassette.jsonl`), relative to the profile's folder; it names the
+    run's API."""
     divergence: Divergence = "strict"
+    """What a replay does when the client departs from the recording (after `cassette.diverged`):
+    `strict` closes the connection 1008, `fallback` hands it to the emulator's personality."""
     time_scale: float = Field(default=1.0, gt=0)
-    # The personality that takes over under `fallback` (default: the one it was recorded with,
-    # or its API's).
+    """A factor on the recorded delays, and on the fallback personality's timers."""
     personality: str | None = Field(default=None, json_schema_extra=enum_of(PERSONALITIES))
+    """The personality that takes over under `fallback`; absent: the one it was recorded with,
+    or its API's. It must speak the cassette's API."""
 
     @model_validator(mode="before")
     @classmethod

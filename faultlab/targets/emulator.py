@@ -31,10 +31,20 @@ class EmulatorTarget(Model):
     """faultlab's Live API emulator as the target (`faultlab emulator serve` in the server ns)."""
 
     personality: str = Field(default=DEFAULT_PERSONALITY, json_schema_extra=enum_of(PERSONALITIES))
+    """The service it plays: the API it speaks, its models and every timing and switch of its
+    behaviour (faultlab/emulator/personality.py); default: Gemini's Developer API."""
     time_scale: float = Field(default=1.0, gt=0)
+    """A factor on every server timer: `0.01` turns the 480 s reaping of a silent connection
+    into 4.8 s."""
     utterances: Path | None = None
+    """A folder of `NAME.wav` + `NAME.txt`: speech it recognises as those words, however it is
+    chunked (other speech is heard as `[speech 2.3s]`); relative to the profile's folder."""
     seed: int | None = None
+    """The seed of its random draws (timings within their ranges, handles); absent: a fresh
+    one each run."""
     overrides: dict[str, Any] = Field(default_factory=dict)
+    """The personality's fields to change, by name:
+    `{models: [{pattern: "my-model-*", modalities: [AUDIO]}]}`."""
 
     @field_validator("personality")
     @classmethod

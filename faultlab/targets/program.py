@@ -24,11 +24,16 @@ class Runnable(Model):
     given)."""
 
     image: str | None = None
+    """Run the program as a container of this local Docker image (faultlab does not pull), in
+    the docker lab; the image's own command runs when nothing else names a program."""
     args: list[str] = Field(default_factory=list)
+    """Arguments after the program's command; in a container with no command given, in place of
+    the image's CMD (as `docker run IMAGE ARGS`)."""
     env: dict[str, str] = Field(default_factory=dict)
-    # Variables taken from faultlab's own environment when the run starts (a container gets no
-    # other): a key such as GOOGLE_API_KEY is then never written in a profile.
+    """Variables added to the program's environment (in a container, over the image's own)."""
     pass_env: list[str] = Field(default_factory=list)
+    """Variables taken from faultlab's own environment when the run starts (a container gets no
+    other): a key such as `GOOGLE_API_KEY` is then never written in a profile."""
 
     @field_validator("image")
     @classmethod
@@ -55,7 +60,10 @@ class Program(Runnable):
     given)."""
 
     command: list[str] | None = Field(default=None, min_length=1)
+    """The command line to run (`[python, server.py]`); with `image`, it replaces the image's
+    ENTRYPOINT and CMD."""
     builtin: str | None = None
+    """A program faultlab ships, by name (`ws-echo-server`; README "Builtin programs")."""
 
     KINDS: ClassVar[tuple[str, ...]] = ("command", "builtin")
 

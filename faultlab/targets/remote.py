@@ -39,10 +39,20 @@ class RemoteTarget(Model):
     API it speaks (faultlab.protocols), which names the messages in the proxy's frame log."""
 
     host: str
+    """The service's host name (`generativelanguage.googleapis.com`), which the client resolves
+    with the uplink's DNS, or to `address`."""
     port: int = Field(default=443, ge=1, le=65535)
+    """The service's port, which the client connects to."""
     address: str | None = None
+    """Pins `host` to this IPv4 address (in the client's /etc/hosts) instead of DNS;
+    `host-loopback`: this machine's own 127.0.0.1, for a stand-in service on this machine."""
     ca: Path | None = None
+    """A CA certificate (PEM) that issued the service's certificate (a staging endpoint, a
+    stand-in), trusted by the proxy and the client beside the system's; relative to the
+    profile's folder."""
     protocol: str = DEFAULT.name
+    """The realtime API the service speaks (`gemini`, `openai`), which names the messages in the
+    proxy's frame log for frame triggers, message faults and expectations."""
 
     @field_validator("protocol")
     @classmethod

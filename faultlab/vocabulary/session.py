@@ -1,7 +1,7 @@
 """What a client says of its session, as typed records: connected, lost, recovered, refused; the
 resume attempts and a new session's recovery; the conversation (tool calls and responses, the
 question and its answer, the model's audio). Any client writes them (faultlab's reference
-clients, in Python and JavaScript, and one's own: README, "Write your own client"); the
+clients, in Python and JavaScript, and one's own: docs/guide/own-client.md); the
 expectations and the report read them.
 
 `SESSION_PREFIXES`: a client's own event of these families that no record declares is still its

@@ -214,7 +214,7 @@ def test_shards_of_different_explorations_are_not_merged(tmp_path: Path) -> None
 def test_a_budget_stops_it_and_it_goes_on_where_it_stopped(tmp_path: Path) -> None:
     stand_in = StandIn(tmp_path / "x" / "runs")
     first = explored(exploration(tmp_path / "x", budget=Budget(runs=7), stand_in=stand_in))
-    assert not first["complete"] and first["stopped"] == "--runs 7 reached"
+    assert not first["complete"] and first["stopped"] == "the budget of 7 runs reached"
     assert len(stand_in.profiles) == 7
     # Resumed: nothing measured is run again, and the result is the uninterrupted one's.
     resumed = explored(exploration(tmp_path / "x", stand_in=stand_in))

@@ -202,3 +202,21 @@ def parse_yaml(text: str) -> dict[str, Any]:
     data = yaml.safe_load(text)
     assert isinstance(data, dict)
     return data
+
+
+def test_the_block_s_budget_holds_unless_the_command_line_gives_one() -> None:
+    """`runs` and `time` in the explore block are the budget; `--runs` and `--time` override."""
+    import time
+
+    from faultlab.commands.explore import _budget
+
+    block = space(runs=5, time="10m")
+    before = time.monotonic()
+    from_block, given = _budget((None, None), block), _budget((3, 60.0), block)
+    after = time.monotonic()
+    assert from_block.runs == 5 and from_block.deadline is not None
+    assert before + 600 <= from_block.deadline <= after + 600
+    assert given.runs == 3 and given.deadline is not None
+    assert before + 60 <= given.deadline <= after + 60
+    assert _budget((None, None), space()).runs is None
+    assert _budget((None, None), space()).deadline is None

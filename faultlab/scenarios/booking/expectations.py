@@ -71,6 +71,8 @@ class Truthful(Expectation):
     at that moment (`true`), or does not, or never comes (`false`: the user is not told)."""
 
     truthful: bool
+    """`true`: the model's first answer after the user asks must agree with the backend's ledger;
+    `false`: it must not (an untrue answer, no answer, or no question)."""
 
     def describe(self) -> str:
         return "the user is told the truth" if self.truthful else "the user is not told the truth"
@@ -85,6 +87,7 @@ class Bookings(Expectation):
     """The backend made exactly this many bookings (a deduplicated call joins its booking)."""
 
     bookings: int = Field(ge=0)
+    """How many distinct bookings the backend must have made."""
 
     def describe(self) -> str:
         return f"the backend holds {self.bookings} booking(s)"
