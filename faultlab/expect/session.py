@@ -3,7 +3,7 @@ how much audio reached the server, and whether the model kept quiet.
 
 They read events through their records (faultlab.vocabulary: the session's, that faultlab's
 reference clients write, and the frames of the emulator and the proxy); a client of one's own that
-writes the same records gets the same checks (README: "Write your own client"). A scenario's own events
+writes the same records gets the same checks (docs/guide/own-client.md). A scenario's own events
 are judged by the expectations its pack registers (faultlab/scenarios/).
 """
 

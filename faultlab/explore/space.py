@@ -87,7 +87,7 @@ def _to_the_end() -> list[float | Literal["end"]]:
 
 
 class Space(Model):
-    """A profile's `explore:` block (docs: README "Exploring")."""
+    """A profile's `explore:` block (docs/guide/exploring.md)."""
 
     at: Boundaries = Boundaries()
     """Where a step fires: after which messages of the unhurt run; by default after every message

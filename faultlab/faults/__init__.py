@@ -1,4 +1,4 @@
-"""Faults, one module each, registered by name. See README's fault catalogue.
+"""Faults, one module each, registered by name. The catalogue: docs/guide/faults.md.
 
 A fault's module is named after it and registers its class with `@register`; `FAULTS` imports
 it when a profile first names it, so adding a fault touches nothing but its own module.

@@ -2,7 +2,7 @@
 
 A fault knows its layer, what it needs and how to undo itself; the run only calls the hooks
 (faultlab.injector), so adding a fault is one module in this package, named after the fault
-(imported when a profile names it), its test, and its README heading.
+(imported when a profile names it), its test, and its heading in the fault catalogue (docs/guide/faults.md).
 """
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ class Program(Runnable):
     """The command line to run (`[python, server.py]`); with `image`, it replaces the image's
     ENTRYPOINT and CMD."""
     builtin: str | None = None
-    """A program faultlab ships, by name (`ws-echo-server`; README "Builtin programs")."""
+    """A program faultlab ships, by name (`ws-echo-server`; docs/guide/builtins.md)."""
 
     KINDS: ClassVar[tuple[str, ...]] = ("command", "builtin")
 
