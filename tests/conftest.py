@@ -68,6 +68,17 @@ def runs_dir(tmp_path: Path) -> Iterator[Path]:
 
 
 @pytest.fixture(scope="session")
+def docs_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The documentation site, built as `make docs` builds it (--strict: a broken link fails)."""
+    out = tmp_path_factory.mktemp("site")
+    built = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)],
+                           cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
+                           env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert built.returncode == 0, built.stderr
+    return out
+
+
+@pytest.fixture(scope="session")
 def docker_engine() -> Iterator[DockerClient]:
     """The Docker engine; tests that need it are skipped, with the reason, where none answers
     (and fail instead where FAULTLAB_REQUIRE_DOCKER=1, as in CI)."""

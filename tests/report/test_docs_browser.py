@@ -5,32 +5,18 @@ page or file of it, and search finds a fault."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from ..conftest import REPO
 from .browser import Browser, unavailable
 
 pytestmark = [pytest.mark.lab, pytest.mark.alone]
 
 LINKS = """[...document.querySelectorAll('a[href]')].map((a) => a.href)
   .filter((href) => href.startsWith('file:'))"""
-
-
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("site")
-    built = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)],
-                           cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
-                           env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
-    assert built.returncode == 0, built.stderr
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +30,8 @@ def browser() -> Iterator[Browser]:
 
 @pytest.mark.timeout(300)
 def test_every_page_renders_without_an_error_and_its_links_reach_the_site(
-        site: Path, browser: Browser) -> None:
-    pages = sorted(p for p in site.rglob("*.html") if p.name != "404.html")
+        docs_site: Path, browser: Browser) -> None:
+    pages = sorted(p for p in docs_site.rglob("*.html") if p.name != "404.html")
     assert len(pages) >= 12
     broken = []
     for page in pages:
@@ -54,18 +40,18 @@ def test_every_page_renders_without_an_error_and_its_links_reach_the_site(
         browser.open(url)
         browser.wait_for(f"document.URL === {json.dumps(url)} && document.readyState === 'complete'"
                          " && document.querySelector('.md-content') !== null")
-        assert not browser.errors, f"{page.relative_to(site)}: {browser.errors}"
+        assert not browser.errors, f"{page.relative_to(docs_site)}: {browser.errors}"
         for href in browser.evaluate(LINKS):
             target = Path(unquote(urlsplit(href).path))
             if not (target.is_file() or (target / "index.html").is_file()):
-                broken.append(f"{page.relative_to(site)} -> {href}")
-            assert site in target.parents or target == site, f"{page}: {href} leaves the site"
+                broken.append(f"{page.relative_to(docs_site)} -> {href}")
+            assert docs_site in target.parents or target == docs_site, f"{page}: {href} leaves the site"
     assert not broken, broken
 
 
-def test_search_finds_a_fault_offline(site: Path, browser: Browser) -> None:
+def test_search_finds_a_fault_offline(docs_site: Path, browser: Browser) -> None:
     browser.errors.clear()
-    url = (site / "index.html").as_uri()
+    url = (docs_site / "index.html").as_uri()
     browser.open(url)
     browser.wait_for(f"document.URL === {json.dumps(url)} && document.readyState === 'complete'")
     browser.evaluate("""(() => {
