@@ -25,10 +25,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = REPO / "docs"
-# What cites the spec: the code, both copies of the profiles, the tests, the bench, the README
-# and the user's guide (docs/guide/), the build, and the recipes and profiles kept under docs/.
+# What cites the spec: the code, both copies of the profiles, the tests, the bench, the README,
+# the site's guide and tutorial, the build, and the recipes and profiles kept under docs/.
 CITING = ["faultlab", "profiles", "tests", "bench", "containers", "docs/ci", "docs/real",
-          "docs/guide", "README.md", "Makefile"]
+          "docs/guide", "docs/tutorial", "README.md", "Makefile"]
 TEXT_SUFFIXES = {".py", ".yaml", ".yml", ".md", ".toml", ".sh", ".cfg", ".txt", ".html", ".js",
                  ".mjs", ".css", ".j2", ""}
 # Folders of what others wrote or a build made: the JavaScript clients' packages and bundle.
@@ -79,8 +79,10 @@ def lines_of(path: Path) -> list[tuple[str, str]]:
 
 
 def in_docs(path: Path, link: str) -> bool:
-    """A guide page's link up to a docs file (`../design.md`), which stays in the repo."""
-    return path.is_relative_to(DOCS / "guide") and link.removeprefix("../") in docs_files()
+    """A site page's link to another page of docs/ (`../design.md` from docs/guide/), which
+    stays in the repo."""
+    target = (path.parent / link).resolve()
+    return path.is_relative_to(DOCS) and target.is_relative_to(DOCS) and target.is_file()
 
 
 def section_exists(doc: str, section: str, item: str | None) -> bool:
