@@ -73,7 +73,9 @@ def _profile_files(paths: tuple[str, ...]) -> list[Path]:
 @click.argument("paths", nargs=-1, required=True, metavar="PATH_OR_NAME...")
 def validate(paths: tuple[str, ...]) -> None:
     """Check profiles (files, folders, or names such as silent-loss); print every problem as
-    file:line: field: message."""
+    file:line: field: message.
+
+    Exit codes: 0 every profile is valid; 2 a problem was found."""
     from faultlab.profile import load_profile
 
     problems: list[str] = []
@@ -132,7 +134,11 @@ def run(paths: tuple[str, ...], runs_dir: Path, quiet: bool, repeat: int,
 
     With several runs, a table in the field study's style (outcomes and latency ranges per
     scenario) is printed and written to RUNS_DIR/suite-TIME.md. Every run folder gets
-    result.json; the exit code is the worst run's."""
+    result.json.
+
+    Exit codes: the worst run's: 0 every expectation held; 1 one failed; 2 a usage or profile
+    error (an unknown name too); 3 the lab or a mechanism failed; 130 interrupted by SIGINT
+    (Ctrl-C), 143 by SIGTERM (at any moment, after teardown)."""
     import asyncio
 
     jobs = _jobs(jobs_text)
@@ -201,7 +207,10 @@ def run(paths: tuple[str, ...], runs_dir: Path, quiet: bool, repeat: int,
 
 @cli.command()
 def profiles() -> None:
-    """List the profiles that run and validate take by name, each with its first sentence."""
+    """List the profiles that run and validate take by name, each with its first sentence:
+    those in ./profiles/ (when it is not the shipped folder), then the shipped ones.
+
+    Exit codes: 0."""
     from faultlab.catalogue import profile_catalogue, profile_summary
 
     shelves = profile_catalogue()
@@ -220,7 +229,9 @@ def profiles() -> None:
 def schema() -> None:
     """Print the profile's JSON Schema (faultlab's and every installed plugin's faults, client
     kinds, personalities and expectations), for an editor: `# yaml-language-server: $schema=FILE`
-    on a profile's first line."""
+    on a profile's first line.
+
+    Exit codes: 0; 2 a plugin does not load."""
     from faultlab.errors import FaultlabError
     from faultlab.profile.schema import schema_text
 
@@ -232,7 +243,10 @@ def schema() -> None:
 
 @cli.command()
 def doctor() -> None:
-    """Show what faultlab can use on this machine, and how to fix what is missing."""
+    """Show what faultlab can use on this machine, and how to fix what is missing; then every
+    fault with its layer and mechanism.
+
+    Exit codes: 0 all there; 1 something is missing."""
     from faultlab.doctor import diagnose, fault_catalogue
 
     ok = True
@@ -299,7 +313,9 @@ def inspect(path: Path, keylogs: tuple[Path, ...], as_json: bool) -> None:
 
     PATH is a pcap or a run folder (its capture.pcap). Per flow: packets, bytes, FIN/RST,
     retransmissions, keepalives, silences, and every frame each way; frames inside TLS need
-    key logs (a run's, in its folder or beside the capture, are found by themselves) and tshark."""
+    key logs (a run's, in its folder or beside the capture, are found by themselves) and tshark.
+
+    Exit codes: 0; 2 a bad file or path; 3 tshark failed."""
     _show_capture(path, keylogs, as_json, server_side=False)
 
 
@@ -312,7 +328,9 @@ def server_report(path: Path, keylogs: tuple[Path, ...], as_json: bool) -> None:
 
     PATH is a pcap or a run folder (its server.pcap when there is one, else capture.pcap). Per
     connection: the last data, the server's longest silence, its pings and keepalives, its close
-    and the client's silence before it, its retransmissions, and when its TCP gave up."""
+    and the client's silence before it, its retransmissions, and when its TCP gave up.
+
+    Exit codes: 0; 2 a bad file or path; 3 tshark failed."""
     _show_capture(path, keylogs, as_json, server_side=True)
 
 

@@ -23,6 +23,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from faultlab.reference import EVENTS_PAGE, FAULTS_PAGE, PROFILE_PAGE
+
 REPO = Path(__file__).resolve().parent.parent
 DOCS = REPO / "docs"
 # What cites the spec: the code, both copies of the profiles, the tests, the bench, the README,
@@ -80,9 +82,12 @@ def lines_of(path: Path) -> list[tuple[str, str]]:
 
 def in_docs(path: Path, link: str) -> bool:
     """A site page's link to another page of docs/ (`../design.md` from docs/guide/), which
-    stays in the repo."""
+    stays in the repo; a reference page faultlab.reference writes into the site at each build
+    (`../reference/faults.md#drop`) is such a page too."""
     target = (path.parent / link).resolve()
-    return path.is_relative_to(DOCS) and target.is_relative_to(DOCS) and target.is_file()
+    generated = {(DOCS / page).resolve() for page in (FAULTS_PAGE, PROFILE_PAGE, EVENTS_PAGE)}
+    return path.is_relative_to(DOCS) and target.is_relative_to(DOCS) and (
+        target.is_file() or target in generated)
 
 
 def section_exists(doc: str, section: str, item: str | None) -> bool:

@@ -4,6 +4,7 @@ code has, each with a description."""
 
 from __future__ import annotations
 
+import inspect
 import re
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,10 @@ def test_the_cli_page_lists_every_command_and_option_each_with_help(docs_site: P
     for name, command in commands(cli):
         assert name in page, f"{name} is not on the command line's page"
         assert (command.help or "").strip(), f"{name} has no help"
+        if not isinstance(command, click.Group):  # a command says how it ends, on the page too
+            codes = re.search(r"^Exit codes: .+", inspect.cleandoc(command.help or ""), re.M | re.S)
+            assert codes, f"{name}'s help names no exit codes"
+            assert " ".join(codes.group(0).split()[:4]) in " ".join(page.split()), name
         for option in command.params:
             if isinstance(option, click.Option) and not option.hidden:
                 assert (option.help or "").strip(), f"{name} {option.opts[0]} has no help"

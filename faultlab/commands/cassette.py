@@ -31,7 +31,9 @@ def show(path: Path) -> None:
     """Print a cassette as a conversation: each message's time, side, kind and size; runs of
     audio chunks as one line; each connection's opening and end.
 
-    FILE|RUN_DIR is a cassette (NAME.cassette.jsonl) or a run folder that recorded one."""
+    FILE|RUN_DIR is a cassette (NAME.cassette.jsonl) or a run folder that recorded one.
+
+    Exit codes: 0; 2 a bad file."""
     from faultlab.cassette.format import RUN_CASSETTE, read_cassette
     from faultlab.cassette.show import render
 
@@ -55,7 +57,9 @@ def show(path: Path) -> None:
                                    ".cassette.jsonl, in the current folder).")
 def from_pcap(capture: Path, keylogs: tuple[Path, ...], out: Path | None) -> None:
     """Make a cassette of the WebSocket sessions in a capture (a pcap and its TLS key log, as
-    tcpdump or Wireshark with SSLKEYLOGFILE make them, or a run folder's)."""
+    tcpdump or Wireshark with SSLKEYLOGFILE make them, or a run folder's).
+
+    Exit codes: 0; 2 no WebSocket in it, TLS it cannot read, or a bad file; 3 tshark failed."""
     from faultlab.capture.pcap import PcapFormatError
     from faultlab.capture.source import CaptureInputError
     from faultlab.cassette.build import build, protocol_of
@@ -88,7 +92,9 @@ def from_pcap(capture: Path, keylogs: tuple[Path, ...], out: Path | None) -> Non
               metavar="FILE", help="The cassette to write (default: TAPE's name with "
                                    ".cassette.jsonl, beside it).")
 def build_command(tape: Path, protocol: str | None, out: Path | None) -> None:
-    """Make a cassette of a tape (`faultlab emulator serve --record FILE` writes one)."""
+    """Make a cassette of a tape (`faultlab emulator serve --record FILE` writes one).
+
+    Exit codes: 0; 2 a bad tape."""
     from faultlab.cassette.build import build, protocol_of
     from faultlab.cassette.format import SUFFIX, write_cassette
     from faultlab.cassette.tape import read_tape

@@ -56,7 +56,9 @@ def serve(host: str, port: int, personality: str | None, time_scale: float, ca_d
           settings: tuple[str, ...], cassette: Path | None, divergence: str,
           tape: Path | None) -> None:
     """Serve the Live API on TLS (or replay a cassette); prints the environment an SDK client
-    needs."""
+    needs.
+
+    Exit codes: 0 stopped; 2 a bad personality file, cassette or --set; 3 it could not serve."""
     import asyncio
 
     from faultlab.cassette.format import read_cassette
@@ -143,8 +145,10 @@ def calibrate(base_url: str | None, ca: Path | None, model: str | None, personal
     T2), a text turn's reply (T7), the end of a spoken turn (T1) and the reply's audio rate (T3).
     OpenAI Realtime (an openai-realtime personality): session.created (O2), a response and a
     function output's answer (O11, O10), an in-band error (O6), no resumption (O3), the end of a
-    spoken turn (O13), an unknown model (O4). Exit 0: every measure within its range; 1: one or
-    more flagged; 2: a usage error; 3: the endpoint gave no session."""
+    spoken turn (O13), an unknown model (O4).
+
+    Exit codes: 0 every measure within its range; 1 one or more flagged; 2 a usage error;
+    3 the endpoint gave no session."""
     import asyncio
 
     from faultlab.calibrate import Endpoint, EndpointError, probes_for

@@ -32,7 +32,9 @@ def events() -> None:
 @events.command()
 def schema() -> None:
     """Print the JSON Schema of every event (one of its records, by `event`): faultlab's, and
-    every installed scenario pack's and client kind's."""
+    every installed scenario pack's and client kind's.
+
+    Exit codes: 0."""
     load_plugin_records()
     from faultlab.vocabulary.schema import event_schema
 
@@ -44,7 +46,9 @@ def schema() -> None:
                 metavar="RUN_DIR...")
 def check(run_dirs: tuple[Path, ...]) -> None:
     """Name each event of each RUN_DIR's events.jsonl (and *.events.jsonl) that no record has,
-    and each field of the wrong type, as FILE:LINE; exit 1 if there is any, 0 if none."""
+    and each field of the wrong type, as FILE:LINE.
+
+    Exit codes: 0 none; 1 some; 2 not a run folder."""
     from faultlab.vocabulary.schema import RUN_EVENTS, event_files
 
     folders: list[tuple[Path, list[Path]]] = []

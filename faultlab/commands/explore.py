@@ -54,8 +54,10 @@ def explore(items: tuple[str, ...], space_text: str | None, seed: int | None,
     flips, shrinking simplifies each failure, and each minimal profile is rerun (--confirm).
     Everything lands in the exploration's folder: explore.json, explore.html, minimal/*.yaml.
     Given an exploration's folder, it goes on where it stopped; given several shards' folders,
-    it merges them into a new one and goes on. Exit 1 when a failure was found, 0 when none, 2
-    on a bad space or profile, 3 when the lab failed."""
+    it merges them into a new one and goes on.
+
+    Exit codes: 0 no failure found; 1 a failure found (or the unhurt run fails); 2 a bad
+    space or profile; 3 the lab failed; 130 or 143 interrupted (its runs are kept)."""
     import asyncio
 
     from faultlab import interrupt

@@ -17,7 +17,9 @@ def lab() -> None:
 def gc() -> None:
     """Remove what killed runs left behind: their containers, the processes in their namespaces,
     the namespaces, their scratch folders and leases, and their folders in the temp dir; live
-    runs' are spared."""
+    runs' are spared.
+
+    Exit codes: 0; 3 something could not be removed."""
     from faultlab.lab.gc import collect
 
     try:

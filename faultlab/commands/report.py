@@ -54,7 +54,10 @@ def report() -> None:
 def build(paths: tuple[Path, ...]) -> None:
     """(Re)build report.html and timeline.png of each run folder in PATH..., and a suite's page:
     PATH is a run folder, a suite's file (suite-TIME.md, .html or .json), or a folder of runs
-    (then a suite page of all of them is written in it)."""
+    (then a suite page of all of them is written in it). Prints the files written.
+
+    Exit codes: 0; 1 a picture could not be drawn (said on stderr); 2 PATH is none of these, or
+    a result.json cannot be read."""
     from faultlab.commands.events import load_plugin_records
     from faultlab.report.build import rebuild
     from faultlab.report.record import RecordError
@@ -79,7 +82,10 @@ def build(paths: tuple[Path, ...]) -> None:
               help="Write the suite table here (default: suite-merged-TIME.md in the first DIR).")
 def merge(folders: tuple[Path, ...], junit: Path | None, out: Path | None) -> None:
     """Join the runs found under DIR... (every result.json: shards' runs folders, CI artefacts)
-    into one suite table, one JUnit file and one exit code: the worst run's."""
+    into one suite table, one JUnit file and one exit code.
+
+    Exit codes: the worst run's (as `run`'s); 2 no result found, or one that is not
+    faultlab's."""
     from faultlab.report.record import RecordError, RunRecord, find_records
 
     paths = find_records(list(folders))

@@ -34,7 +34,7 @@ class DnsParams(FaultParams):
     (`800ms`); past about 2 s the client has given up on it."""
     names: list[str] | None = Field(default=None, min_length=1)
     """The host names answered as `answer` says; absent: the names the client looks the target up
-    by."""
+    by (an emulator's service names, a remote target's `host`, the profile's `hosts`)."""
 
     @field_validator("names")
     @classmethod

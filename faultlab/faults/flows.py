@@ -22,7 +22,8 @@ class FlowParams(FaultParams):
 
     connection: ConnectionChoice | None = None
     """One TCP connection to hurt: `first`, `latest` or `k` (the k-th seen, from 1), chosen when
-    the step fires (it must have been seen by then); absent: all flows, later ones included."""
+    the step fires (it must have been seen by then: an unseen one fails the run); absent: all
+    flows, later ones included."""
 
 
 def selected(ctx: FaultContext, connection: ConnectionChoice | None) -> Connection | None:

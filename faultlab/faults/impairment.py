@@ -86,7 +86,7 @@ class LatencyFields(Model):
     standard deviation; a delay is never below 0)."""
     keep_order: bool = True
     """`true`: a packet never leaves before the one ahead of it (delays bunch upward under dense
-    traffic); `false`: a packet with a shorter delay may overtake."""
+    traffic, as queueing does); `false`: a packet with a shorter delay may overtake."""
 
     @model_validator(mode="after")
     def _jitter_within_latency(self) -> Self:
@@ -104,7 +104,9 @@ class LossFields(Model):
     """The share of packets dropped, in percent (0-100)."""
     loss_burst_packets: float = Field(default=1.0, ge=1, le=10_000)
     """The mean run of consecutive losses, in packets: `1` loses packets independently; b above 1,
-    in bursts (a Gilbert-Elliott chain), with `loss_percent` at most 100·b/(b+1)."""
+    in bursts (a Gilbert-Elliott chain, as on a fading radio link), with `loss_percent` at most
+    100·b/(b+1). The chain steps once a packet and once more per 10 ms since the packet before,
+    so packets sent back to back lose runs of about b, sparser ones shorter runs."""
 
     @model_validator(mode="after")
     def _burst_fits(self) -> Self:
@@ -127,7 +129,8 @@ class RateFields(Model):
     Ethernet frames; it shapes the whole link, so no `connection` goes with it."""
     queue_ms: float = Field(default=100.0, gt=0, le=60_000)
     """How much traffic at `rate_kbps` the queue holds before it drops, in milliseconds (on top of
-    a bucket of at least two full frames); needs `rate_kbps`."""
+    tbf's bucket of at least two full frames, 3,028 bytes: at 64 kbit/s the default queue holds
+    about 480 ms); needs `rate_kbps`."""
 
     @model_validator(mode="after")
     def _rate_is_per_link(self) -> Self:

@@ -54,13 +54,14 @@ class NatTimeoutParams(FlowParams):
 
     idle: Duration = Field(ge=1, le=432_000)
     """How long a flow may be silent before the router forgets it: a duration in whole seconds
-    (`30s`, `2m`), at most 5 days."""
+    (`30s`, `2m`; conntrack counts seconds), at most 5 days."""
     then: Literal["drop", "reset"] = "drop"
     """What meets a packet of a forgotten flow: `drop`, or `reset` (a TCP reset toward its
     sender)."""
     direction: Direction = "both"
-    """Which way's packets on a forgotten flow meet `then`: `both`, `to_server` or `to_client`; the
-    router forgets idle flows whatever the direction."""
+    """Which way's packets on a forgotten flow meet `then`: `both`, `to_server` or `to_client`.
+    It and `connection` choose only whose packets meet `then`: the router forgets every idle flow,
+    whatever its direction or connection."""
 
     @field_validator("idle")
     @classmethod

@@ -14,7 +14,7 @@ class RestoreParams(FaultParams):
     """`faults`: step ids whose faults to revert; empty or absent means all active faults."""
 
     faults: list[str] = Field(default_factory=list)
-    """The ids of the steps whose faults to revert; empty: every active fault."""
+    """The ids of the steps whose faults to revert; absent or empty: every active fault."""
 
     def referenced_steps(self) -> Sequence[str]:
         return self.faults
