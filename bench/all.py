@@ -17,9 +17,10 @@ capture: ws_capture_bench.py; the 15-minute wss:// session: pcap_bench.py), prox
 (proxy_bench.py), impair (impair_bench.py), emulator (emulator_bench.py), recovery
 (recovery_bench.py), suite (suite_bench.py), report (report.html of a 15-minute run in headless
 Chromium, and its timeline.png: report_bench.py), mtu (an MTU black hole: what size passes,
-what stalls: mtu_bench.py), explore (points per minute beside one `faultlab run` a point:
-explore_bench.py), cpu (CPU seconds per run, by process, beside a baseline commit's measured in
-the same run: cpu_bench.py).
+what stalls: mtu_bench.py), explore (points per minute beside a baseline commit's exploration
+and beside one `faultlab run` a point: explore_bench.py), cpu (CPU seconds per run, by process,
+beside a baseline commit's measured in the same run: cpu_bench.py); the baseline commit's
+checkout is bench/baseline.py's.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import traceback
 from collections.abc import Callable
 from datetime import datetime
 
+import baseline
 import cpu_bench
 import emulator_bench
 import explore_bench
@@ -80,7 +82,7 @@ PARTS: dict[str, tuple[str, Part]] = {
     "report": ("bench/report_bench.py", lambda a: report_bench.collect()),
     "mtu": ("bench/mtu_bench.py", _root_only("MTU black hole", lambda a: mtu_bench.collect())),
     "explore": ("bench/explore_bench.py", _root_only(
-        "explore points per minute", lambda a: explore_bench.collect(a.jobs))),
+        "explore points per minute", lambda a: explore_bench.collect(a.jobs, a.baseline))),
     "cpu": ("bench/cpu_bench.py", _root_only(
         "CPU per run", lambda a: cpu_bench.collect(a.runs, a.baseline))),
 }
@@ -100,9 +102,9 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=8.0, help="length of each emulator load")
     parser.add_argument("--runs", type=int, default=3,
                         help="recovery runs per client; cpu runs of each profile on each side")
-    parser.add_argument("--baseline", default=cpu_bench.BASELINE, metavar="REV",
-                        help="the commit the cpu part compares with (default: the code before "
-                             "issue #36's CPU cuts)")
+    parser.add_argument("--baseline", default=baseline.BASELINE, metavar="REV",
+                        help="the commit the cpu and explore parts compare with (default: the "
+                             "code before issue #36's cuts)")
     parser.add_argument("--jobs", default="auto", help="runs at once for the parallel suite")
     parser.add_argument("--no-full-suite", dest="full_suite", action="store_false",
                         help="skip the whole field suite against the field study")

@@ -20,29 +20,26 @@ beside the baseline's, to show where the CPU goes. Needs root for the labs.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import re
 import resource
-import shutil
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 import table
+from baseline import BASELINE, ROOT, checkout, compile_modules, describe, unavailable
 from process_tree import ROLES, Tree, read_cmdline, read_stats
 from table import Measure, Row, skipped, versus
 
 from faultlab.jobs import STOP_GRACE_S
 
-ROOT = Path(__file__).resolve().parents[1]
 SILENT_LOSS, P1 = "faultlab/profiles/silent-loss.yaml", "faultlab/profiles/field/P1.yaml"
 
 
@@ -60,8 +57,6 @@ CASES = (Case("silent-loss", (SILENT_LOSS,)), Case("field/P1", (P1,)),
          # As a suite, explore and CI run them: each run a job of its own (faultlab.warm).
          Case("silent-loss x4 --jobs 2", ("--jobs", "2", *[SILENT_LOSS] * 4), runs=4),
          Case("field/P1 x4 --jobs 2", ("--jobs", "2", *[P1] * 4), runs=4))
-# The code before issue #36's CPU cuts: the "today's" CPU per run that the issue asks to halve.
-BASELINE = "05333b96c918ae5931c548ef8c612a6eb3522d5a"
 GOAL = 2.0
 INTERVAL_S = 0.02
 # `faultlab run -q`'s line for a run: "== field-P1: PASS in 3.51s; report: ...".
@@ -133,44 +128,6 @@ def run_sampled(checkout: Path, case: Case, runs_dir: Path) -> Sampled:
                    (_reaped_cpu_s() - before) / case.runs, case.runs)
 
 
-def _git(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["git", *argv], cwd=ROOT, capture_output=True, text=True, check=False)
-
-
-def unavailable(rev: str) -> str | None:
-    """Why `rev` cannot be checked out here, or None."""
-    if shutil.which("git") is None:
-        return "no git on PATH"
-    if _git("rev-parse", "--git-dir").returncode != 0:
-        return f"{ROOT} is not a git clone"
-    if _git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").returncode != 0:
-        return f"no commit {rev} in this clone"
-    return None
-
-
-@contextlib.contextmanager
-def checkout(rev: str) -> Iterator[Path]:
-    """`rev` in a temporary, detached git worktree, removed however the block ends."""
-    scratch = Path(tempfile.mkdtemp(prefix="faultlab-cpu-baseline-"))
-    path = scratch / "checkout"
-    try:
-        added = _git("worktree", "add", "--detach", str(path), rev)
-        if added.returncode != 0:
-            raise RuntimeError(f"git worktree add {rev}: {added.stderr.strip()}")
-        yield path
-    finally:
-        _git("worktree", "remove", "--force", str(path))
-        shutil.rmtree(scratch, ignore_errors=True)
-        _git("worktree", "prune")
-
-
-def _compile(checkout: Path) -> None:
-    # A fresh checkout has no __pycache__: its first run would compile the modules it imports and
-    # count that CPU (all of faultlab/, 242 modules, took 0.3 s here: a seventh of a plain run).
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(checkout / "faultlab")],
-                   capture_output=True, check=False)
-
-
 def _figure(case: Case, part: str) -> str:
     return f"CPU per run: {case.name} ({part})"
 
@@ -225,15 +182,12 @@ def collect(runs: int = 3, baseline: str = BASELINE) -> list[Row]:
     if why is not None:
         return [skipped(_figure(c, "total"), f"baseline {baseline[:7]}", why,
                         goal=f">= {GOAL:g}x") for c in CASES]
-    peer = f"baseline {_git('rev-parse', '--short', baseline).stdout.strip()}"
-    full = _git("rev-parse", f"{baseline}^{{commit}}").stdout.strip()
-    what = " (the code before issue #36's CPU cuts)" if full == BASELINE else ""
+    peer, what = describe(baseline)
     here: dict[Case, list[Sampled]] = {c: [] for c in CASES}
     there: dict[Case, list[Sampled]] = {c: [] for c in CASES}
     with (checkout(baseline) as old,
           tempfile.TemporaryDirectory(prefix="faultlab-cpu-bench-") as scratch):
-        for code in (ROOT, old):
-            _compile(code)
+        compile_modules(ROOT)
         for i in range(runs):
             for case in CASES:
                 for label, code, side in (("here", ROOT, here), (peer, old, there)):
