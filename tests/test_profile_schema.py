@@ -82,6 +82,9 @@ HOSTILE: dict[str, tuple[Callable[[dict[str, Any]], None], bool]] = {
     "latency without its latency_ms": (step(do={"fault": "latency", "jitter_ms": 5}), False),
     "a path with no impairment": (step(do={"fault": "path", "direction": "both"}), False),
     "a path with a rate": (step(do={"fault": "path", "rate_kbps": 64}), True),
+    "a freeze of one connection": (step(do={"fault": "freeze", "connection": "first"}), True),
+    "a thaw of one connection (it ends steps)": (
+        step(do={"fault": "thaw", "connection": "first"}), False),
     "a trigger of two kinds": (step(when={"event": "client.connected", "at": "1s"}), False),
     "a trigger's where without an event": (step(when={"at": "1s", "where": {"a": 1}}), False),
     "a step id that starts with a digit": (step(id="1cut"), False),

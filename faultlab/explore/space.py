@@ -57,14 +57,17 @@ class Span(Model):
             raise ValueError("'from' is after 'to'")
         if (self.step is None) == (self.draw is None):
             raise ValueError("give exactly one of 'step' (every value) or 'draw' (sampled)")
-        if self.step is not None and (self.step <= 0 or (self.high - self.low) / self.step > 1000):
+        if self.step is not None and (self.step <= 0 or self._stepped(self.step) > 1000):
             raise ValueError("'step' must be above zero and give at most 1000 values")
         return self
 
+    def _stepped(self, step: float) -> int:
+        """How many values `step` gives: `from`, then every `step` up to `to`."""
+        return math.floor((self.high - self.low) / step + 1e-9) + 1
+
     def values(self, rng: random.Random) -> list[float]:
         if self.step is not None:
-            count = math.floor((self.high - self.low) / self.step + 1e-9)
-            return [_ms(self.low + i * self.step) for i in range(count + 1)]
+            return [_ms(self.low + i * self.step) for i in range(self._stepped(self.step))]
         assert self.draw is not None
         return sorted({_ms(rng.uniform(self.low, self.high)) for _ in range(self.draw)})
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from faultlab.faults.app import AppFault, AppParams
+from faultlab.faults.app import AppFault, WebSocketParams
 from faultlab.faults.base import register
 
 if TYPE_CHECKING:
     from faultlab.faults.app import ProxyView
 
 
-class AbortParams(AppParams):
+class AbortParams(WebSocketParams):
     """`legs`: both (default), client or server: which TCP connections get the RST."""
 
     legs: Literal["both", "client", "server"] = "both"

@@ -52,6 +52,11 @@ class ProxyView(Protocol):
 
 
 class AppParams(FaultParams):
+    """What every fault the proxy applies takes: nothing of its own (thaw, which ends freezes by
+    their steps, takes only that)."""
+
+
+class WebSocketParams(AppParams):
     """`connection`: which connection's WebSocket (`first`, `latest`, k; see
     faultlab.connections); all flows live when the fault is applied when absent (connections made
     later, such as a client's resume, are not hurt)."""

@@ -6,14 +6,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from faultlab.faults.app import AppFault, AppParams
+from faultlab.faults.app import AppFault, WebSocketParams
 from faultlab.faults.base import register
 
 if TYPE_CHECKING:
     from faultlab.faults.app import ProxyView
 
 
-class CloseParams(AppParams):
+class CloseParams(WebSocketParams):
     """`code` (1000-4999), `reason` (at most 123 bytes), `to`: client, server or both. The end
     that gets it answers with its own close, which the proxy relays to the other end."""
 

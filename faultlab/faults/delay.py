@@ -6,7 +6,7 @@ import asyncio
 import random
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from faultlab.faults.app import AppFault, AppParams, heading
+from faultlab.faults.app import AppFault, WebSocketParams, heading
 from faultlab.faults.base import register
 from faultlab.faults.flows import Direction
 from faultlab.model import Duration
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 ORDER_GAP_S = 1e-6
 
 
-class DelayParams(AppParams):
+class DelayParams(WebSocketParams):
     """`delay` per message, plus up to `jitter` at random; `direction`. Control frames are not
     delayed."""
 

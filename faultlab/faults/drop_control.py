@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import wsproto.events
 
-from faultlab.faults.app import AppFault, AppParams
+from faultlab.faults.app import AppFault, WebSocketParams
 from faultlab.faults.base import register
 from faultlab.faults.flows import Direction
 
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from faultlab.faults.app import ProxyView
 
 
-class DropControlParams(AppParams):
+class DropControlParams(WebSocketParams):
     """`frames`: pings, pongs or both; `direction`: which way they travel."""
 
     frames: Literal["pings", "pongs", "both"] = "pongs"

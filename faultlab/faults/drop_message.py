@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
 
-from faultlab.faults.app import AppFault, AppParams, heading
+from faultlab.faults.app import AppFault, WebSocketParams, heading
 from faultlab.faults.base import register
 from faultlab.faults.flows import Direction
 
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from faultlab.faults.app import ProxyView
 
 
-class DropMessageParams(AppParams):
+class DropMessageParams(WebSocketParams):
     """`direction`; `kind`: only messages of this kind in the run's protocol (e.g. toolCall); `count`: only
     the next N matching messages (all while applied when absent)."""
 

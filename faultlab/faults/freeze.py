@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from faultlab.faults.app import AppFault, AppParams, heading
+from faultlab.faults.app import AppFault, WebSocketParams, heading
 from faultlab.faults.base import register
 from faultlab.faults.flows import Direction
 
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from faultlab.faults.app import ProxyView
 
 
-class FreezeParams(AppParams):
+class FreezeParams(WebSocketParams):
     """`mode`: network or stall; `direction`: which way is frozen."""
 
     mode: Literal["network", "stall"] = "network"

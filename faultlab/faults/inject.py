@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from faultlab.faults.app import AppFault, AppParams
+from faultlab.faults.app import AppFault, WebSocketParams
 from faultlab.faults.base import register
 
 if TYPE_CHECKING:
     from faultlab.faults.app import ProxyView
 
 
-class InjectParams(AppParams):
+class InjectParams(WebSocketParams):
     """`to`: client (as if from the server) or server (as if from the client); `message`: text,
     or a mapping sent as JSON."""
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
 
-from faultlab.faults.app import AppFault, AppParams, heading
+from faultlab.faults.app import AppFault, WebSocketParams, heading
 from faultlab.faults.base import register
 from faultlab.faults.flows import Direction
 from faultlab.vocabulary.lab import ProxyRewrote
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from faultlab.faults.app import ProxyView
 
 
-class RewriteParams(AppParams):
+class RewriteParams(WebSocketParams):
     """`set`: fields by dotted path (`setup.sessionResumption.transparent`) and their new values
     (missing mappings on the way are made); `direction`; `kind`: only messages of this kind in
     the run's protocol; `count`: only the next N matching messages (all while applied when absent). With a

@@ -22,7 +22,7 @@ from wsproto.events import Event as WsEvent
 
 from faultlab.connections import ConnectionChoice, choose
 from faultlab.events import EventWriter
-from faultlab.faults.app import AppFault
+from faultlab.faults.app import AppFault, WebSocketParams
 from faultlab.frames import Frame, FrameWatch
 from faultlab.protocols import DEFAULT
 from faultlab.protocols import Protocol as RealtimeApi
@@ -101,7 +101,9 @@ class ProxyState:
         fault = order.build()
         if not isinstance(fault, AppFault):
             raise ValueError(f"{order.fault} is not a fault the proxy applies")
-        fault.chosen = self.select(fault.params.connection)
+        params = fault.params
+        fault.chosen = self.select(params.connection if isinstance(params, WebSocketParams)
+                                   else None)
         details = fault.engage(self)
         if fault.reversible:
             self.active[order.step] = fault

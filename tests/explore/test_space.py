@@ -43,9 +43,12 @@ def test_a_span_steps_or_draws_from_the_seed() -> None:
     for bad, why in (({"from": "2s", "to": "1s", "step": "1s"}, "after 'to'"),
                      ({"from": "0s", "to": "1s"}, "exactly one of"),
                      ({"from": "0s", "to": "1s", "step": "1s", "draw": 2}, "exactly one of"),
-                     ({"from": "0s", "to": "100s", "step": "1ms"}, "at most 1000")):
+                     ({"from": "0s", "to": "100s", "step": "1ms"}, "at most 1000"),
+                     ({"from": "0s", "to": "1s", "step": "1ms"}, "at most 1000")):  # 1001
         with pytest.raises(ValidationError, match=why):
             Span.model_validate(bad)
+    most = Span.model_validate({"from": "0s", "to": "999ms", "step": "1ms"})
+    assert len(most.values(random.Random(0))) == 1000
 
 
 def test_fault_variants_take_each_value_of_a_one_of_field() -> None:

@@ -14,7 +14,7 @@ from .fake_proxy import Injected, Proxy
 def test_defaults_thaw_every_freeze_and_deliver() -> None:
     """With no parameters thaw ends every active freeze and delivers what they held."""
     params = params_of("thaw")
-    assert params.model_dump() == {"connection": None, "faults": [], "discard": False}
+    assert params.model_dump() == {"faults": [], "discard": False}
     assert list(params_of("thaw", {"faults": ["frz"]}).referenced_steps()) == ["frz"]
 
 
@@ -22,10 +22,12 @@ def test_defaults_thaw_every_freeze_and_deliver() -> None:
     ({"faults": "frz"}, {"faults": "list_type"}),
     ({"discard": "maybe"}, {"discard": "bool_parsing"}),
     ({"deliver": True}, {"deliver": "extra_forbidden"}),
+    ({"connection": "first"}, {"connection": "extra_forbidden"}),  # it ends steps, not flows
 ])
 def test_bad_parameters_are_refused_by_name(params: dict[str, object],
                                             refused: dict[str, str]) -> None:
-    """`faults` is a list, `discard` a boolean; an unknown field is refused."""
+    """`faults` is a list, `discard` a boolean; an unknown field is refused, `connection` too
+    (the freezes it ends chose their connections)."""
     assert refusal("thaw", params) == refused
 
 
