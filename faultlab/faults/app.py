@@ -52,8 +52,8 @@ class ProxyView(Protocol):
 
 
 class AppParams(FaultParams):
-    """What every fault the proxy applies takes: nothing of its own (thaw, which ends freezes by
-    their steps, takes only that)."""
+    """The parameters of a fault the proxy applies. thaw's derive from these alone: it ends
+    freezes by their steps, whatever connections they chose; the others' from WebSocketParams."""
 
 
 class WebSocketParams(AppParams):
