@@ -92,7 +92,7 @@ def collect(jobs: str = "auto", baseline: str = BASELINE) -> list[Row]:
         for profile in profiles:
             _faultlab(ROOT, "run", "-q", "--jobs", "1", "--runs-dir", str(seq_dir), str(profile))
         seq_s = time.monotonic() - started
-        again = {Path(r.run_dir).name.split("-", 2)[2]: r.verdict
+        again = {_point(r.run_dir): r.verdict
                  for r in (RunRecord.load(p) for p in find_records([seq_dir]))}
     runs = len(here.verdicts)
     differ = _differ(here.verdicts, again)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from faultlab.faults import FAULTS
@@ -24,7 +24,7 @@ EVENTS_PAGE = "reference/events.md"
 
 def pages() -> dict[str, str]:
     """Every generated page's markdown, by its path in the site."""
-    return {FAULTS_PAGE: faults_page(), PROFILE_PAGE: profile_page(), EVENTS_PAGE: events_page()}
+    return {page: write() for page, write in WRITERS.items()}
 
 
 def faults_page() -> str:
@@ -151,3 +151,8 @@ def _doc(thing: object) -> str:
 
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
+
+
+# Each generated page's writer, by its path in the site.
+WRITERS: dict[str, Callable[[], str]] = {FAULTS_PAGE: faults_page, PROFILE_PAGE: profile_page,
+                                         EVENTS_PAGE: events_page}

@@ -23,10 +23,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from faultlab.reference import EVENTS_PAGE, FAULTS_PAGE, PROFILE_PAGE
+from faultlab.reference import WRITERS
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = REPO / "docs"
+# The pages faultlab.reference writes into the site at each build: no file in docs/.
+GENERATED = {(DOCS / page).resolve() for page in WRITERS}
 # What cites the spec: the code, both copies of the profiles, the tests, the bench, the README,
 # the site's guide and tutorial, the build, and the recipes and profiles kept under docs/.
 CITING = ["faultlab", "profiles", "tests", "bench", "containers", "docs/ci", "docs/real",
@@ -85,9 +87,8 @@ def in_docs(path: Path, link: str) -> bool:
     stays in the repo; a reference page faultlab.reference writes into the site at each build
     (`../reference/faults.md#drop`) is such a page too."""
     target = (path.parent / link).resolve()
-    generated = {(DOCS / page).resolve() for page in (FAULTS_PAGE, PROFILE_PAGE, EVENTS_PAGE)}
     return path.is_relative_to(DOCS) and target.is_relative_to(DOCS) and (
-        target.is_file() or target in generated)
+        target.is_file() or target in GENERATED)
 
 
 def section_exists(doc: str, section: str, item: str | None) -> bool:
