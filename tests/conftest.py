@@ -1,4 +1,4 @@
-"""Shared test set-up: lab tests need root; time tolerances scale with FAULTLAB_TEST_TIME_SCALE."""
+"""Shared test set-up: lab tests need root; waits scale with FAULTLAB_TEST_TIME_SCALE."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 REPO = Path(__file__).resolve().parents[1]
 PROFILES = REPO / "profiles"
-# Multiply every timing tolerance by this on a slow machine.
+# Multiply every wait for what should come (a process's exit, a run's end) by this on a slow machine.
 TIME_SCALE = float(os.environ.get("FAULTLAB_TEST_TIME_SCALE", "1"))
 
 
@@ -35,8 +35,11 @@ def faultlab(*args: str, cwd: Path = REPO, timeout: float = 120) -> subprocess.C
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
-def slack(seconds: float) -> float:
-    """A timing tolerance, scaled for slow machines."""
+def patience(seconds: float) -> float:
+    """How long to wait for what should come before calling the test hung, scaled for slow
+    machines. A guard, never a verdict: no test judges how fast something happened, which a busy
+    machine decides (`make bench` measures speed); tests judge the order of events, what the
+    components logged of their decisions, and bounds that only an early event could break."""
     return seconds * TIME_SCALE
 
 

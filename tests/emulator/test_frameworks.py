@@ -16,7 +16,7 @@ import pytest
 from google import genai
 from google.genai import errors, types
 
-from ..conftest import slack
+from ..conftest import patience
 from .conftest import BOOKING, HELLO, clip, silence
 from .test_sdk import Start, handle_of, stream, text_of, turn
 
@@ -54,7 +54,7 @@ async def spoken_turns(session: Any, quiet_s: float = 3.0) -> list[list[types.Li
     turns = []
     while True:
         try:
-            messages = await turn(session, timeout=slack(quiet_s))
+            messages = await turn(session, timeout=patience(quiet_s))
         except TimeoutError:
             return turns
         turns.append(messages)

@@ -17,7 +17,6 @@ from google.genai import errors, types
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from ..conftest import slack
 from .conftest import BOOKING, RunningEmulator, clip, silence
 
 MODEL = "gemini-3.8-live"
@@ -203,7 +202,8 @@ def test_idle_drop_resume_is_refused_then_accepted(start_emulator: Start) -> Non
 
     refusal, took, ok = asyncio.run(scenario())
     assert refusal.code == 1011 and "Internal error encountered." in str(refusal)
-    assert 0.2 * 0.46 <= took <= 0.2 * 0.75 + slack(0.5)
+    # Never before its window (0.472-0.704 s, scaled); when within it, test_session pins.
+    assert took >= 0.2 * 0.46
     assert ok
 
 
@@ -258,7 +258,7 @@ def test_silent_connection_is_reaped_and_its_handle_dies(start_emulator: Start,
 
     reaped, took, dead = asyncio.run(scenario())
     assert reaped.code == 1011 and "Internal error encountered." in str(reaped)
-    assert 2.3 <= took <= 2.4 + slack(3.0)
+    assert took >= 2.3  # never before the silence's end (its time: test_session's L7)
     if silent:
         assert isinstance(dead, TimeoutError)
     else:
@@ -292,7 +292,7 @@ def test_transparent_resumption_is_refused_on_the_developer_api(start_emulator: 
     assert code == 1007
     assert reason == ('Invalid JSON payload received. Unknown name "transparent" at '
                       "'setup.session_resumption': Cannot find field.")
-    assert 0.03 <= took <= slack(0.5)
+    assert took >= 0.03  # the service's own pause before it refuses
 
 
 def test_text_modality_is_refused_on_native_audio(start_emulator: Start) -> None:

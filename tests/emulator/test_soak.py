@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
-from ..conftest import slack
+from ..conftest import patience
 from .conftest import RunningEmulator
 
 PATH = "/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"
@@ -117,7 +117,7 @@ def test_memory_comes_back_once_the_handles_of_3000_sessions_with_10_mb_turns_di
     loaded = emulator.rss_kib()
     assert load.handles == CONNECTIONS + 20 and load.answered == CONNECTIONS // BIG_EVERY
 
-    deadline = time.monotonic() + HANDLE_TTL_S + slack(5.0)
+    deadline = time.monotonic() + HANDLE_TTL_S + patience(5.0)
     while forgotten_and_kept(emulator) != (CONNECTIONS + 20, 0):
         assert time.monotonic() < deadline, forgotten_and_kept(emulator)
         time.sleep(0.25)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from typing import Any
 
 import pytest
 
-from ..conftest import slack
 from .conftest import assert_lives_in_the_proxy, assert_run_side, params_of, refusal
 from .fake_proxy import Injected, Proxy
 
@@ -17,6 +17,8 @@ AUDIO = {"realtimeInput": {"audio": {"data": "AAAA", "mimeType": "audio/pcm;rate
 TURN_DONE = {"serverContent": {"turnComplete": True}}
 # asyncio may run a timer up to its clock resolution early.
 EARLY_S = 0.001
+# The tests below wait past the delays with asyncio.sleep: the loop runs timers in the order they
+# are due, so the delayed messages are out before the sleep ends, however busy the machine.
 
 
 def test_delay_is_required_and_jitter_defaults_to_none() -> None:
@@ -65,7 +67,7 @@ def test_each_message_is_relayed_late_in_order(proxy: Proxy) -> None:
             sent_at.append(time.monotonic())
             assert proxy.send(flow, content, from_client=from_client, binary=binary).dropped
         assert proxy.server.injected == []
-        await asyncio.sleep(delay_s + slack(0.2))
+        await asyncio.sleep(delay_s + 0.2)
         return sent_at
 
     sent_at = asyncio.run(go())
@@ -76,6 +78,34 @@ def test_each_message_is_relayed_late_in_order(proxy: Proxy) -> None:
         assert injected - sent >= delay_s - EARLY_S
 
 
+def test_each_message_is_held_delay_plus_at_most_jitter(proxy: Proxy) -> None:
+    """Every message's release is set `delay` plus a draw from [0, jitter] after it arrives (one
+    microsecond more per message queued ahead of it, to keep the order)."""
+    flow = proxy.open_flow()
+
+    async def go() -> list[float]:
+        loop = asyncio.get_running_loop()
+        held: list[float] = []
+        call_at = loop.call_at
+
+        def release_at(when: float, *args: Any, **kwargs: Any) -> asyncio.TimerHandle:
+            if not kwargs:  # the fault's releases (the loop's own timers pass a context)
+                held.append(when - loop.time())  # read after the fault's: never over its hold
+            return call_at(when, *args, **kwargs)
+
+        loop.call_at = release_at  # type: ignore[method-assign, assignment]
+        proxy.apply("lag", "delay", {"delay": "300ms", "jitter": "50ms"})
+        for i in range(20):
+            proxy.send(flow, str(i).encode(), from_client=bool(i % 2))
+        await asyncio.sleep(0.35 + 0.1)
+        return held
+
+    held = asyncio.run(go())
+    assert len(held) == 20
+    assert all(h <= 0.3 + 0.05 + 20 * 1e-6 for h in held), held
+    assert len(proxy.server.injected) == 20
+
+
 def test_only_its_direction_is_delayed(proxy: Proxy) -> None:
     """`direction: to_client` delays what the server sends; the client's messages pass at once."""
     flow = proxy.open_flow()
@@ -84,7 +114,7 @@ def test_only_its_direction_is_delayed(proxy: Proxy) -> None:
         proxy.apply("lag", "delay", {"delay": "10ms", "direction": "to_client"})
         dropped = [proxy.send(flow, AUDIO, from_client=True).dropped,
                    proxy.send(flow, TURN_DONE, from_client=False).dropped]
-        await asyncio.sleep(slack(0.1))
+        await asyncio.sleep(0.1)
         return dropped
 
     assert asyncio.run(go()) == [False, True]
@@ -99,7 +129,7 @@ def test_injected_messages_are_not_delayed_again(proxy: Proxy) -> None:
     async def go() -> bool:
         proxy.apply("lag", "delay", {"delay": "10ms"})
         dropped = proxy.send(flow, b"again", from_client=True, injected=True).dropped
-        await asyncio.sleep(slack(0.05))
+        await asyncio.sleep(0.05)
         return dropped
 
     assert asyncio.run(go()) is False
@@ -131,7 +161,7 @@ def test_jitter_never_reorders(proxy: Proxy, monkeypatch: pytest.MonkeyPatch) ->
         proxy.apply("lag", "delay", {"delay": "0ms", "jitter": "50ms"})
         for i in range(8):
             proxy.send(flow, str(i).encode(), from_client=True)
-        await asyncio.sleep(0.05 + slack(0.2))
+        await asyncio.sleep(0.05 + 0.2)
 
     asyncio.run(go())
     assert [i.content for i in proxy.server.injected] == [str(i).encode() for i in range(8)]
@@ -145,7 +175,7 @@ def test_a_message_dropped_by_another_fault_stays_dropped(proxy: Proxy) -> None:
         proxy.apply("mute", "drop_message", {"count": 1})
         proxy.apply("lag", "delay", {"delay": "10ms"})
         proxy.send(flow, b"gone", from_client=True)
-        await asyncio.sleep(slack(0.1))
+        await asyncio.sleep(0.1)
 
     asyncio.run(go())
     assert proxy.server.injected == []

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from faultlab.tls import LabCA
 
-from ..conftest import slack
+from ..conftest import patience
 
 HOST = "live.faultlab.test"
 
@@ -59,7 +59,7 @@ def remote_echo(folder: Path) -> Iterator[RemoteEcho]:
         env=dict(os.environ, FAULTLAB_EVENTS=str(events)), stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + slack(10)
+        deadline = time.monotonic() + patience(10)
         while "server.listening" not in (events.read_text() if events.exists() else ""):
             assert proc.poll() is None and time.monotonic() < deadline, "the echo did not start"
             time.sleep(0.05)

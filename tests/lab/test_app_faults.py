@@ -11,7 +11,6 @@ import pytest
 from faultlab.events import Event
 from faultlab.result import RunResult
 
-from ..conftest import slack
 from .helpers import failed, first, peers, run_profile
 
 pytestmark = pytest.mark.lab
@@ -61,7 +60,7 @@ def test_abort_resets_both_ends(runs_dir: Path) -> None:
     server = first(result, "server.closed")
     assert client.fields["code"] == 1006 and client.fields["by"] == "peer"
     assert server.fields["code"] == 1006 and server.fields["received_close"] is False
-    assert max(client.t, server.t) - applied.t < slack(0.5)
+    assert applied.began <= min(client.t, server.t)  # the fault's doing, not an earlier end
     assert result.exit_codes["client"] == 2
 
 
@@ -73,7 +72,7 @@ def test_close_with_a_chosen_code_reaches_the_client(runs_dir: Path) -> None:
     assert client.fields["received_close"] is True
     server = first(result, "server.closed")
     assert server.fields["received_close"] is True
-    assert client.t - first(result, "fault.applied", step="bye").t < slack(0.5)
+    assert first(result, "fault.applied", step="bye").began <= client.t
 
 
 def test_network_freeze_looks_like_a_dead_path(runs_dir: Path) -> None:
@@ -82,13 +81,15 @@ def test_network_freeze_looks_like_a_dead_path(runs_dir: Path) -> None:
     result = run(runs_dir, "freeze-net", step("ice", "fault: freeze"))
     applied = first(result, "fault.applied", step="ice")
     lost = first(result, "client.lost")
-    # The proxy acted between fired and applied: loss comes 2.0-2.5 s after that.
+    # The proxy acted between fired and applied: the client's rule (a ping unanswered for over
+    # 2 s, and nothing heard either) declares loss no sooner than 2 s after that.
     assert lost.t - fired(applied) >= 2.0
-    assert lost.t - applied.t <= 2.5 + slack(0.5)
+    assert lost.fields["unanswered_s"] > 2.0 and lost.fields["silence_s"] > 2.0
     messages = events(result, "client.message")
-    # Ticks and echoes flowed until the freeze (about 8 in its first second), none after it.
+    # Ticks and echoes flowed until the freeze (about 8 in its first second); no tick the server
+    # sent once the freeze was in place came through.
     assert len([e for e in messages if e.t < fired(applied)]) >= 4
-    assert [e for e in messages if e.t > applied.t + slack(0.05)] == []
+    assert [n for n, sent, _ in ticks(result) if sent > applied.t] == []
     assert not [e for e in events(result, "tcp.rst") if e.t < lost.t]
     assert not [e for e in events(result, "tcp.fin") if e.t < lost.t]
     assert not events(result, "server.closed")
@@ -104,12 +105,10 @@ def test_stall_holds_data_but_lets_pings_through_then_thaw_delivers(runs_dir: Pa
     assert thaw.fields["held_messages"] > 10 and thaw.fields["thawed"] == ["ice"]
     ice = first(result, "fault.applied", step="ice").t
     # The held messages may arrive before the runner hears back from the proxy: count from the
-    # moment the thaw was fired.
+    # moment the thaw was fired. Every tick sent while the freeze held arrived after that.
     thawed = fired(thaw)
-    messages = events(result, "client.message")
-    during = [e for e in messages if ice + slack(0.05) < e.t < thawed]
-    after = [e for e in messages if thawed <= e.t < thawed + slack(0.3)]
-    assert during == [] and len(after) > 10
+    held = [received for _, sent, received in ticks(result) if ice < sent < thawed]
+    assert len(held) >= 5 and min(held) >= thawed  # a tick every 200 ms
     # In order and complete: the client got ticks 1, 2, 3, ... with none missing.
     numbers = [n for n, _, _ in ticks(result)]
     assert numbers == list(range(1, len(numbers) + 1))
@@ -140,9 +139,12 @@ def test_drop_message_to_the_server(runs_dir: Path) -> None:
     applied = first(result, "fault.applied", step="d")
     texts = [(e.t, e.fields["text"]) for e in events(result, "client.message")]
     assert [t for when, t in texts if when < fired(applied) and t.startswith("hello")]
-    assert not [t for when, t in texts if when > applied.t + slack(0.1) and t.startswith("hello")]
-    assert [t for when, t in texts if when > applied.t + slack(0.1) and '"tick"' in t]
+    # The echoes stop for good: those the client got are of its first hellos, none missing, and
+    # every later hello was dropped on its way.
+    echoed = [int(t.split()[1]) for _, t in texts if t.startswith("hello")]
+    assert echoed == list(range(1, len(echoed) + 1))
     assert len(events(result, "proxy.frame", dropped=True)) > 5
+    assert [n for n, sent, _ in ticks(result) if sent > applied.t]  # the other way still flows
 
 
 def test_delay_adds_latency_and_keeps_order(runs_dir: Path) -> None:
@@ -153,13 +155,14 @@ def test_delay_adds_latency_and_keeps_order(runs_dir: Path) -> None:
     got = ticks(result)
     # None lost, in order.
     assert [n for n, _, _ in got] == list(range(1, len(got) + 1))
-    # Each tick's latency, from the server's send to the client's receipt: a few ms before the
-    # proxy began delaying, 300-350 ms for every tick sent once it had.
+    # Each tick's latency, from the server's send to the client's receipt: under the delay before
+    # the proxy began delaying, at least 300 ms for every tick sent once it had. (That the delay
+    # stays within delay + jitter is the fault's own rule: tests/faults/test_delay.py.)
     before = [received - sent for _, sent, received in got if received < fired(applied)]
     delayed = [received - sent for _, sent, received in got if sent > applied.t]
-    assert len(before) >= 3 and max(before) < 0.3 - 1e-3  # under the delay
+    assert len(before) >= 3 and min(before) < 0.3 - 1e-3
     assert len(delayed) >= 5
-    assert all(0.3 - 1e-3 <= d <= 0.35 + slack(0.5) for d in delayed), delayed
+    assert all(d >= 0.3 - 1e-3 for d in delayed), delayed
 
 
 def test_inject_a_message_to_the_client(runs_dir: Path) -> None:
@@ -177,12 +180,13 @@ def test_drop_pongs_makes_a_healthy_path_look_dead(runs_dir: Path) -> None:
     result = run(runs_dir, "nopong", step("p", "fault: drop_control, frames: pongs"))
     applied = first(result, "fault.applied", step="p")
     lost = first(result, "client.lost")
-    # The proxy acted between fired and applied: loss comes 2.0-2.5 s after that.
+    # The proxy acted between fired and applied: the client's rule (a ping unanswered for over
+    # 2 s) declares loss no sooner than 2 s after that, though it hears the server all along.
     assert lost.t - fired(applied) >= 2.0
-    assert lost.t - applied.t <= 2.5 + slack(0.5)
+    assert lost.fields["unanswered_s"] > 2.0
     # Both ways until the verdict: the server's ticks, and its echoes of the client's messages.
     texts = [e.fields["text"] for e in events(result, "client.message")
-             if applied.t + slack(0.1) < e.t < lost.t]
+             if applied.t < e.t < lost.t]
     assert [t for t in texts if t.startswith('{"tick"')] and [t for t in texts if t.startswith("hello")]
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from faultlab.browser.chromium import unavailable
 
-from ..conftest import PROFILES, REPO, faultlab, slack
+from ..conftest import PROFILES, REPO, faultlab, patience
 from .helpers import host_network_state, pid_alive, run_events
 
 pytestmark = [pytest.mark.lab,
@@ -92,16 +92,16 @@ def killed_run(tmp_path: Path, profile: Path, running: str) -> Path:
     proc = subprocess.Popen([sys.executable, "-m", "faultlab", "run", "--runs-dir", str(runs),
                              str(profile)], cwd=REPO, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + slack(30)
+    deadline = time.monotonic() + patience(30)
     while time.monotonic() < deadline:
         files = list(runs.glob("*/events.jsonl"))
         if files and f'"{running}"' in files[0].read_text():
             proc.kill()
-            proc.wait(timeout=slack(5))
+            proc.wait(timeout=patience(5))
             return files[0].parent
         time.sleep(0.1)
     proc.kill()
-    proc.wait(timeout=slack(5))
+    proc.wait(timeout=patience(5))
     raise AssertionError(f"no {running} in time")
 
 

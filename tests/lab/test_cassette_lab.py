@@ -26,11 +26,11 @@ pytestmark = pytest.mark.lab
 # resumed connection), an OpenAI one whose client reconnects, and an OpenAI one whose path drops
 # every packet after the function call (a packet fault on the replay's path).
 RECORDED = ["field/R0", "field/R1", "openai/abort-recovery", "openai/silent-loss-naive"]
-# The table's columns that a replay must give as the emulator did; the latency columns may
-# differ by the replay's tolerance (a recorded delay is served after the message it followed).
+# The table's columns that a replay must give as the emulator did; the latency columns must be
+# measured in the replay where they were in the recording (their values are the machine's: a
+# recorded delay is served after the message it followed, tests/test_cassette.py pins when).
 SAME = ("runs", "verdicts", "resumes refused", "bookings", "user told")
 LATENCY = ("detected", "resumed", "recovered")
-TOLERANCE_S = 0.5
 
 
 def runs_of(runs_dir: Path) -> dict[str, Path]:
@@ -73,9 +73,8 @@ def test_recorded_sessions_replay_to_the_same_client_events_and_table_row(tmp_pa
     its folder: the capture of the client's wss:// through the proxy and the run's TLS key logs,
     message for message the conversation the target recorded):
     every replay passes, the client's events are the recorded run's, kind for kind and in order,
-    and the suite table's row is the emulator's (latencies within the tolerance)."""
-    # Four at once (two took 97 s where four take about 60): the latencies compared below are
-    # the recorded ones, served back after the message they followed, so load moves both alike.
+    and the suite table's row is the emulator's (the same latencies measured)."""
+    # Four at once (two took 97 s where four take about 60).
     recorded = faultlab("run", "-q", "--jobs", "4", "--record", "--no-timeline", "--runs-dir",
                         str(tmp_path / "recorded"), *(str(PROFILES / f"{p}.yaml") for p in RECORDED),
                         timeout=300)
@@ -114,8 +113,6 @@ def test_recorded_sessions_replay_to_the_same_client_events_and_table_row(tmp_pa
         for column in LATENCY:
             a, b = seconds(row[column]), seconds(replay_row[column])
             assert (a is None) == (b is None), (column, row, replay_row)
-            if a is not None and b is not None:
-                assert abs(a - b) <= TOLERANCE_S, (column, row, replay_row)
 
 
 def test_the_proxy_records_a_target_that_records_nothing(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from faultlab.lab.netns import ROOT_NETNS_DIR, NetnsLab, lease_path, scratch_path
 
-from ..conftest import PROFILES, faultlab, slack
+from ..conftest import PROFILES, faultlab, patience
 from .helpers import host_network_state, lab_traces, pid_alive, run_events, run_slot, start_run
 
 pytestmark = pytest.mark.lab
@@ -23,7 +23,7 @@ def test_sigterm_tears_everything_down(tmp_path: Path) -> None:
     proc, run_dir = start_run(tmp_path)
     assert lab_traces(run_slot(run_dir), proc.pid) != []  # the run's lab, while it runs
     proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=slack(20))
+    _, err = proc.communicate(timeout=patience(20))
     assert proc.returncode == 143, err.decode()
     assert b"Traceback" not in err
     evs = run_events(run_dir)
@@ -41,7 +41,7 @@ def test_sigkill_then_gc_restores_the_host(tmp_path: Path) -> None:
     before = host_network_state()
     proc, run_dir = start_run(tmp_path)
     proc.kill()
-    proc.wait(timeout=slack(5))
+    proc.wait(timeout=patience(5))
     slot = run_slot(run_dir)
     names = [f"faultlab-{slot}-{role}" for role in ("client", "router", "server")]
     # The killed run's three namespaces, its scratch folder and its lease, naming its dead pid.

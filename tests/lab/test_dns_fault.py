@@ -17,7 +17,7 @@ import pytest
 from faultlab.lab import uplink
 from faultlab.result import RunResult
 
-from ..conftest import faultlab, slack
+from ..conftest import faultlab, patience
 from .helpers import (
     LONG,
     failed,
@@ -116,7 +116,7 @@ def test_without_a_resolver_no_lookup_leaves_the_client(runs_dir: Path) -> None:
                          + "timeout: 20s\n", runs_dir)
     assert result.error is None, failed(result)
     outside = first(result, "lookup", host="fonts.googleapis.com").fields
-    assert outside["ok"] is False and outside["ms"] < slack(1) * 1000, outside
+    assert outside["ok"] is False, outside
     assert all(x["ok"] for x in lookups(result) if x["host"] == "echo.lab")
     tshark = shutil.which("tshark")
     assert tshark, "make install brings tshark"
@@ -128,9 +128,9 @@ def test_without_a_resolver_no_lookup_leaves_the_client(runs_dir: Path) -> None:
 
 
 def assert_met(result: RunResult, error: str | None, ms: tuple[float, float]) -> None:
-    """Every lookup begun while the step held met its answer (`error`, None: resolved, in `ms`),
-    those begun before and after it resolved sooner than the step's delay, and the open WebSocket
-    lived through."""
+    """Every lookup begun while the step held met its answer (`error`, None: resolved, in `ms`:
+    never sooner), those begun before and after it resolved, the resolver decided by the step
+    only the queries that came while it held, and the open WebSocket lived through."""
     applied = first(result, "fault.applied", step="dns")
     reverted = first(result, "fault.reverted", step="dns").t
     seen = lookups(result)
@@ -139,15 +139,16 @@ def assert_met(result: RunResult, error: str | None, ms: tuple[float, float]) ->
     # time to meet it whole before the restore: a lookup whose retry comes after the restore is
     # answered (a silent first try, then the address: 1 s).
     during = [x for x in seen if applied.t < x["start"] < reverted - ms[1] / 1000]
-    after = [x for x in seen if x["start"] > reverted + slack(0.01)]
+    after = [x for x in seen if x["start"] > reverted + 0.01]  # the client's clock and the run's
     assert before and during and after, seen
     assert all(x["ok"] for x in before + after), seen
-    # Not met with the step's delay either, where it has one (a loaded machine can make a lookup
-    # slow, but not as slow as that).
-    assert all(x["ms"] < ms[0] for x in before + after) or ms[0] == 0, seen
     for x in during:
         assert x["ok"] is (error is None) and x.get("error") == error, x
-        assert ms[0] <= x["ms"] <= ms[1] + slack(0.1) * 1000, x
+        assert x["ms"] >= ms[0], x
+    # The step decided (its answer, its delay) only what came between its rule and its removal.
+    queries = [e for e in result.observed if e.name == "dns.query"]
+    decided = [e for e in queries if e.fields.get("step") == "dns"]
+    assert decided and all(applied.began <= e.t <= reverted for e in decided), queries
     assert first(result, "existing").fields["ok"] is True
     assert first(result, "dns.query", answer=applied.fields["answer"]).source == "resolver"
     assert result.exit_codes["client"] == 0
@@ -168,7 +169,7 @@ def test_sigkill_while_applied_then_gc_leaves_nothing(tmp_path: Path) -> None:
                     if e["event"] == "process.start" and e["role"] == "resolver")
     assert pid_alive(int(str(resolver["pid"])))
     proc.kill()
-    proc.wait(timeout=slack(5))
+    proc.wait(timeout=patience(5))
     done = faultlab("lab", "gc")
     assert done.returncode == 0, done.stderr
     assert not pid_alive(int(str(resolver["pid"])))

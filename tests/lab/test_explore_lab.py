@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from ..conftest import REPO, faultlab, slack
+from ..conftest import REPO, faultlab, patience
 from .helpers import host_network_state, lab_traces
 
 # The explorations of the whole space run eight labs at once (`--jobs auto`): alone. The one cut by
@@ -59,7 +59,7 @@ def base(tmp: Path, name: str, client: dict[str, str], kinds: str, after: str) -
 
 
 def explore(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    return faultlab("explore", *args, timeout=slack(timeout))
+    return faultlab("explore", *args, timeout=patience(timeout))
 
 
 def runs_of(folder: Path) -> list[dict[str, Any]]:
@@ -87,7 +87,7 @@ def leftovers(folder: Path) -> list[str]:
 
 
 @pytest.mark.alone
-@pytest.mark.timeout(slack(400))
+@pytest.mark.timeout(patience(400))
 def test_the_naive_clients_windows_are_found_shrunk_and_confirmed(tmp_path: Path) -> None:
     host = host_network_state()
     # (Lost right after set-up, this client waits for its timeout: 30 s a run, left out here.)
@@ -117,7 +117,7 @@ def test_the_naive_clients_windows_are_found_shrunk_and_confirmed(tmp_path: Path
     assert text.startswith("# Found by `faultlab explore`") and "explore:" not in text
     # The committed profile fails with `faultlab run`, as the exploration said.
     rerun = faultlab("run", "-q", "--runs-dir", str(tmp_path / "rerun"), str(minimal),
-                     timeout=slack(90))
+                     timeout=patience(90))
     assert rerun.returncode == 1, rerun.stdout
     assert "FAIL the user is told the truth" in rerun.stdout
     # Each run's report is where the map links.
@@ -130,7 +130,7 @@ def test_the_naive_clients_windows_are_found_shrunk_and_confirmed(tmp_path: Path
 
 
 @pytest.mark.alone
-@pytest.mark.timeout(slack(300))
+@pytest.mark.timeout(patience(300))
 def test_the_recovering_client_is_clean_on_the_same_space(tmp_path: Path) -> None:
     # Lost at once after set-up (no handle yet: a new session must be restored) and half a
     # second later (the request sent, its tool call lost: the restored turn must be answered):
@@ -143,7 +143,7 @@ def test_the_recovering_client_is_clean_on_the_same_space(tmp_path: Path) -> Non
     assert data["failures"] == [] and data["counts"] == {"pass": 4}
 
 
-@pytest.mark.timeout(slack(500))
+@pytest.mark.timeout(patience(500))
 def test_an_exploration_cut_by_ctrl_c_keeps_its_runs_and_goes_on(tmp_path: Path) -> None:
     host = host_network_state()
     profile = base(tmp_path, "explore-cut", NAIVE, "toolCall", "0s, 1s, 2s")
@@ -153,13 +153,13 @@ def test_an_exploration_cut_by_ctrl_c_keeps_its_runs_and_goes_on(tmp_path: Path)
          "--out", str(out), str(profile)],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     journal = out / "journal.jsonl"
-    deadline = time.monotonic() + slack(120)
+    deadline = time.monotonic() + patience(120)
     # The head, the unhurt run, and a point: another is running when the signal comes.
     while time.monotonic() < deadline and (
             not journal.exists() or len(journal.read_text().splitlines()) < 3):
         time.sleep(0.2)
     proc.send_signal(signal.SIGINT)
-    output, _ = proc.communicate(timeout=slack(60))
+    output, _ = proc.communicate(timeout=patience(60))
     assert proc.returncode == 130, output
     measured = runs_of(out)
     assert 2 <= len(measured) < 4 and all(r["verdict"] != "ERROR" for r in measured), measured

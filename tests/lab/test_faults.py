@@ -9,8 +9,7 @@ import pytest
 from faultlab.capture.pcap import read_segments
 from faultlab.result import RunResult
 
-from ..conftest import slack
-from .helpers import failed, first, peers, run_profile
+from .helpers import CLOCKS_AGREE_S, failed, first, peers, run_profile
 
 pytestmark = pytest.mark.lab
 
@@ -38,14 +37,21 @@ def run(runs_dir: Path, name: str, timeline: str, duration: str = "6s", extra: s
     return result
 
 
-def lost_after_fault(result: RunResult, step: str) -> float:
-    """From the step's `fault.applied` (stamped once the kernel has the rule, so a hair after the
-    path broke) to the client's `client.lost` (stamped by the client's clock)."""
-    return first(result, "client.lost").t - first(result, "fault.applied", step=step).t
+def lost_by_pings(result: RunResult, step: str) -> None:
+    """The client declared the session lost on its own rule (a ping unanswered for over 2 s), for a
+    ping it sent once the step's fault was in: never sooner than 2 s after it. (How much later
+    depends on the ping interval and on the machine's load: not judged.)"""
+    lost = first(result, "client.lost")
+    applied = first(result, "fault.applied", step=step)
+    assert lost.fields["unanswered_s"] > 2.0
+    # The unanswered ping left at most a round trip before the stamp: sub-millisecond here.
+    assert lost.t - applied.t >= 2.0 - CLOCKS_AGREE_S
 
 
 def after_connected(result: RunResult, step: str) -> float:
-    """How long after the client's first connection the step's fault was applied."""
+    """How long after the client's first connection the step's fault was applied: never less than
+    its `after` (how much more is the machine's load; when a step is due, tests/test_timeline.py
+    pins)."""
     return (first(result, "fault.applied", step=step).t
             - first(result, "client.connected", attempt=1).t)
 
@@ -56,13 +62,13 @@ def test_drop_silences_the_chosen_direction(runs_dir: Path, direction: str) -> N
     never told; packets of the dropped direction stop crossing the router."""
     result = run(runs_dir, f"drop-{direction}",
                  f"  - {{id: cut, {CONNECTED}, do: {{fault: drop, direction: {direction}}}}}\n")
-    assert 1.0 <= after_connected(result, "cut") <= 1.0 + slack(0.1)
-    assert 2.0 - slack(0.05) <= lost_after_fault(result, "cut") <= 2.5 + slack(0.5)
+    assert after_connected(result, "cut") >= 1.0
+    lost_by_pings(result, "cut")
     assert result.exit_codes["client"] == 1
     assert not [e for e in result.observed if e.name == "server.closed"]
     applied = first(result, "fault.applied", step="cut").t
-    assert packets_after(result, applied - slack(0.5), "server") > 0  # it did send before
-    from_server = packets_after(result, applied + slack(0.05), "server")
+    from_server = packets_after(result, applied + CLOCKS_AGREE_S, "server")
+    assert packets_after(result, 0.0, "server") > from_server  # it did send before
     if direction == "to_server":
         assert from_server > 0  # the server's ticks still reach the client's link
     else:
@@ -74,10 +80,10 @@ def test_drop_at_the_client_keeps_its_packets_home(runs_dir: Path) -> None:
     router's link, and the client still only learns through its pings."""
     result = run(runs_dir, "drop-at-client",
                  f"  - {{id: cut, {CONNECTED}, do: {{fault: drop, at: client}}}}\n")
-    assert 2.0 - slack(0.05) <= lost_after_fault(result, "cut") <= 2.5 + slack(0.5)
+    lost_by_pings(result, "cut")
     applied = first(result, "fault.applied", step="cut").t
-    assert packets_after(result, applied - slack(0.5), "client") > 0  # it did send before
-    assert packets_after(result, applied + slack(0.05), "client") == 0
+    assert packets_after(result, 0.0, "client") > 0  # it did send before
+    assert packets_after(result, applied + CLOCKS_AGREE_S, "client") == 0
 
 
 def test_drop_of_one_connection_spares_the_next(runs_dir: Path) -> None:
@@ -114,11 +120,11 @@ def test_reject_toward_the_client_resets_it(runs_dir: Path) -> None:
                  "  - {id: rst, when: {event: client.connected, where: {attempt: 1}}, after: 1s,"
                  " do: {fault: reject, toward: client}}\n")
     applied = first(result, "fault.applied", step="rst")
-    assert 1.0 - 1e-3 <= applied.t - first(result, "client.connected").t < 1.0 + slack(0.5)
+    assert applied.t - first(result, "client.connected").t >= 1.0 - 1e-3
     closed = first(result, "client.closed")
     assert closed.fields["code"] == 1006 and closed.fields["by"] == "peer"
-    assert closed.t - first(result, "fault.applied", step="rst").t < slack(0.5)
-    assert first(result, "tcp.rst", **{"from": "server"}).t < closed.t
+    # The RST, in the server's name, came once the fault was being applied, and closed the client.
+    assert applied.began <= first(result, "tcp.rst", **{"from": "server"}).t < closed.t
     assert result.exit_codes["client"] == 2
 
 
@@ -129,7 +135,7 @@ def test_reject_toward_the_server_resets_it_first(runs_dir: Path) -> None:
                  f"  - {{id: rst, {CONNECTED}, do: {{fault: reject, toward: server}}}}\n")
     server = first(result, "server.closed")
     assert server.fields["code"] == 1006 and server.fields["received_close"] is False
-    assert server.t - first(result, "fault.applied", step="rst").t < slack(0.5)
+    assert first(result, "fault.applied", step="rst").began <= server.t
     client = first(result, "client.closed")
     assert client.t >= server.t
 
@@ -141,7 +147,7 @@ def test_link_down_then_restore(runs_dir: Path) -> None:
                  f"  - {{id: pull, {CONNECTED}, do: {{fault: link_down}}}}\n"
                  "  - {id: plug, when: {step: pull}, after: 3s, do: {fault: restore}}\n",
                  duration="7s", extra=", --reconnect")
-    assert 2.0 - slack(0.05) <= lost_after_fault(result, "pull") <= 2.5 + slack(0.5)
+    lost_by_pings(result, "pull")
     reverted = first(result, "fault.reverted", step="pull")
     assert first(result, "fault.applied", step="plug").fields["reverted"] == ["pull"]
     assert first(result, "client.lost").t < reverted.t < first(result, "tcp.connect", k=2).t
@@ -156,13 +162,14 @@ def test_short_drop_is_survived_and_restore_reverts(runs_dir: Path) -> None:
                  duration="4s")
     assert not [e for e in result.observed if e.name == "client.lost"]
     gap = first(result, "fault.reverted", step="blip").t - first(result, "fault.applied", step="blip").t
-    assert 0.3 <= gap <= 0.3 + slack(0.5)
+    assert gap >= 0.3
     assert result.exit_codes["client"] == 0
 
 
-def test_faults_apply_within_milliseconds(runs_dir: Path) -> None:
+def test_faults_record_their_apply_time_and_fire_no_sooner_than_due(runs_dir: Path) -> None:
     """Each fault records how long it took from trigger to kernel commit; a time trigger
-    (`at`) fires that long after the client's start. (How few milliseconds: `make bench`.)"""
+    (`at`) fires no sooner than that long after the client's start. (How few milliseconds each
+    takes, and how late a fault fires: `make bench`.)"""
     result = run(runs_dir, "quick",
                  "  - {id: a, when: {at: 1s}, do: {fault: drop, direction: to_client}}\n"
                  "  - {id: b, when: {at: 1.2s}, do: {fault: link_down}}\n", duration="2s")
@@ -172,6 +179,7 @@ def test_faults_apply_within_milliseconds(runs_dir: Path) -> None:
         ms = applied.fields["applied_in_ms"]
         assert ms > 0
         fired = applied.t - ms / 1000
-        # Event times are rounded to the microsecond; never early, late only on a busy machine.
-        assert at - 1e-5 <= fired - client_started <= at + slack(0.5)
+        # Event times are rounded to the microsecond; never early (late only on a busy machine,
+        # by how much `make bench` measures).
+        assert fired - client_started >= at - 1e-5
         assert applied.fields["trigger"] == f"at {at:g}s"

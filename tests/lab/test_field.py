@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import PROFILES, faultlab, slack
+from ..conftest import PROFILES, faultlab, patience
 from .helpers import assert_events_known, suite_table
 
 pytestmark = [pytest.mark.lab, pytest.mark.alone]
 
 # The bound for the whole suite on a 2-core machine (about 6 minutes one run after another, 2
 # with eight at once), scaled for slower ones.
-SUITE_TIMEOUT_S = slack(600)
+SUITE_TIMEOUT_S = patience(600)
 # Every row of the field table, plus the variants the issue asks for.
 SCENARIOS = ["R0", "R1", "R2", "R3", "R4", "P1", "P2", "P3", "P4", "N1", "N2", "N3", "B1", "B2",
              "B3", "B1-reaped", "BR0", "BR1", "BR1-nonote", "BR1-racing", "BR2", "A1", "A2", "A3", "A4",
@@ -58,16 +58,18 @@ def test_the_field_suite_reproduces_every_scenario(tmp_path: Path) -> None:
     assert report.returncode == 0, report.stderr
     first_conn = json.loads(report.stdout)["connections"][0]
     close = first_conn["server_close"]
+    # The emulator reaped it by its rule (when is its unit tests' to pin: a busy machine only
+    # sends the close later).
+    reaped_at = [json.loads(line) for line in (reaped / "events.jsonl").read_text()
+                 .splitlines() if '"emulator.close"' in line and '"conn": 1,' in line]
+    assert [(e["code"], e["why"]) for e in reaped_at] == [(1011, "reaped: silent connection")]
     if close is None:
         # A pong the server sent just as the path died stays unacknowledged, and its TCP, in
         # backoff, sends nothing new behind it: the close waits in the socket (seen once under
-        # make test's load). The emulator still reaped the connection on time.
+        # make test's load).
         assert first_conn["server_retransmitting_at_end"], first_conn
-        reaped_at = [json.loads(line) for line in (reaped / "events.jsonl").read_text()
-                     .splitlines() if '"emulator.close"' in line and '"conn": 1,' in line]
-        assert [(e["code"], e["why"]) for e in reaped_at] == [(1011, "reaped: silent connection")]
     else:
         assert (close["code"], close["reason"]) == (1011, "Internal error encountered.")
-        assert 24 - slack(2) <= close["client_silent_s"] <= 24 + slack(2)
+        assert close["client_silent_s"] >= 24 - 2  # never before the client's silence
     assert float(rows["field-A4"]["audio ratio"]) >= 0.95
     assert float(rows["field-A4-no-keepalive"]["audio ratio"]) < 0.8

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import slack
+from ..conftest import patience
 
 pytestmark = [pytest.mark.lab, pytest.mark.alone]
 PARALLEL = 8
@@ -26,7 +26,7 @@ def test_eight_parallel_silent_loss_runs_all_pass(tmp_path: Path) -> None:
     outputs = []
     try:
         for proc in procs:
-            out, _ = proc.communicate(timeout=slack(120))
+            out, _ = proc.communicate(timeout=patience(120))
             outputs.append((proc.returncode, out))
     finally:
         for proc in procs:

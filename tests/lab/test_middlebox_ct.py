@@ -23,7 +23,6 @@ from faultlab.faults.base import FaultContext
 from faultlab.faults.nat_rebind import NatRebind
 from faultlab.result import RunResult
 
-from ..conftest import slack
 from .helpers import failed, first, lab_slot, lab_traces, peers, run_profile
 
 pytestmark = pytest.mark.lab
@@ -99,11 +98,11 @@ def forge_left_behind(monkeypatch: pytest.MonkeyPatch) -> LeftBehind:
 @pytest.mark.parametrize("toward", ["client", "server", "both"])
 def test_a_forged_rst_resets_the_chosen_end(runs_dir: Path, toward: str,
                                             forge_left_behind: LeftBehind) -> None:
-    """The RST leaves the router within milliseconds of the trigger (the peers talk every 200 ms;
-    a silent end is probed after 50 ms) with exactly the target's rcv_nxt: the capture shows it,
-    and the target reports an abnormal closure (1006) at once; the other end learns at its next
-    send, from the target's kernel's own RST. Its thread, its sockets and the lab are gone after
-    teardown."""
+    """The RST leaves the router (at the peers' next segment; a silent end is probed after 50 ms)
+    with exactly the target's rcv_nxt: the capture shows it, and the target reports an abnormal
+    closure (1006) first; the other end learns at its next send, from the target's kernel's own
+    RST. Its thread, its sockets and the lab are gone after teardown. (How many milliseconds the
+    RST takes: `rst_after_ms`, measured by `make bench`.)"""
     result = run(runs_dir, f"forge-{toward}", f"{{fault: forge_rst, toward: {toward}}}",
                  FORGE_DURATION)
     applied = first(result, "fault.applied", step="f")
@@ -111,7 +110,6 @@ def test_a_forged_rst_resets_the_chosen_end(runs_dir: Path, toward: str,
     rst_to = [entry for entry in sent if entry["flags"] == "R"]
     ends = ["client", "server"] if toward == "both" else [toward]
     assert sorted({entry["to"] for entry in rst_to}) == ends, sent
-    assert applied.fields["rst_after_ms"] < slack(260)
     client, server = lab_addresses(result)
     forged = {(s.src, s.seq) for s in read_segments(result.run_dir / "capture.pcap")
               if s.flags & RST}
@@ -122,7 +120,10 @@ def test_a_forged_rst_resets_the_chosen_end(runs_dir: Path, toward: str,
     code_of = {"client": first(result, "client.closed"), "server": first(result, "server.closed")}
     for end in ends:
         assert code_of[end].fields["code"] == 1006
-        assert code_of[end].t - applied.t < slack(0.1), f"{end} was not reset by the forged RST"
+        assert applied.began <= code_of[end].t
+    if toward != "both":  # the target first, by the forged RST; the other end from its kernel
+        other = "server" if toward == "client" else "client"
+        assert code_of[toward].t < code_of[other].t, f"{toward} was not reset by the forged RST"
     assert code_of["client"].fields["by"] == "peer"
     assert code_of["server"].fields["received_close"] is False
     assert result.exit_codes["client"] == 2
@@ -167,7 +168,7 @@ def test_forge_rst_toward_the_client_works_through_the_proxy(
                  FORGE_DURATION, more="proxy: true\n")
     closed = first(result, "client.closed")
     assert closed.fields["code"] == 1006
-    assert closed.t - first(result, "fault.applied", step="f").t < slack(0.1)
+    assert first(result, "fault.applied", step="f").began <= closed.t
     assert forge_left_behind(result) == []
 
 
@@ -210,7 +211,7 @@ def test_nat_rebind_resets_the_client_and_the_server_meets_a_stranger(
         runs_dir: Path, router_snapshots: list[str], address: str | None) -> None:
     """After the rebind the client's next segment reaches the server from a new port (and
     address): the server's kernel answers it with a RST, which the router maps back to the
-    client's own port, exactly at its rcv_nxt: the client sees 1006 within one send interval.
+    client's own port, exactly at its rcv_nxt: the client sees 1006 at its next send.
     The server's own connection hears nothing until the revert (at teardown: the client leaves
     once reset), which leaves the router's rules and addresses as they were."""
     extra = f", address: {address}" if address else ""
@@ -221,7 +222,7 @@ def test_nat_rebind_resets_the_client_and_the_server_meets_a_stranger(
     client, server = lab_addresses(result)
     closed = first(result, "client.closed")
     assert closed.fields["code"] == 1006 and closed.fields["by"] == "peer"
-    assert closed.t - applied.t < slack(0.3)
+    assert applied.began <= closed.t
     # The rebind holds from its rules' commit, up to applied_in_ms before `fault.applied`.
     fired = applied.t - applied.fields["applied_in_ms"] / 1000
     t0 = first(result, "run.start").fields["unix_time"]
@@ -241,8 +242,9 @@ def test_nat_rebind_resets_the_client_and_the_server_meets_a_stranger(
     # whose RST closes it.
     (teardown,) = [e.t for e in result.events if e.name == "run.teardown"]
     (restored,) = [e.t for e in result.events if e.matches("fault.reverted", {"step": "f"})]
-    (server_closed,) = [e.t for e in result.events if e.name == "server.closed"]
-    assert closed.t < teardown < server_closed < restored + slack(1.0)
+    (server_closed,) = [e for e in result.events if e.name == "server.closed"]
+    assert closed.t < teardown < server_closed.t and teardown < restored
+    assert server_closed.fields["code"] == 1006  # reset by the client's kernel, not stopped
     before, during, reverted = router_snapshots
     assert "SNAT" in during and "SNAT" not in before
     assert (address in during and address not in before) if address else True

@@ -24,7 +24,7 @@ from faultlab.lab.netns import NetnsLab
 from faultlab.tls import LabCA
 
 from ..bench.conftest import bench_module
-from ..conftest import slack
+from ..conftest import patience
 from .helpers import lab_traces
 
 pytestmark = pytest.mark.lab
@@ -115,18 +115,18 @@ def test_mtu_blackhole_passes_small_messages_and_swallows_large_ones(tmp_path: P
             hole = measure.fault_of("mtu_blackhole", "mtu", mtu=1200, direction="to_server")
             details = await hole.apply(path.ctx)
             assert details["links"] == {"to_server": "s0"}
-            assert await round_trip(conn, 1000, slack(1.0))
+            assert await round_trip(conn, 1000, patience(1.0))
             reader, writer = conn
             writer.write(b"y" * 4000)
             with pytest.raises(TimeoutError):
-                await asyncio.wait_for(reader.readexactly(4000), slack(1.5))
+                await asyncio.wait_for(reader.readexactly(4000), patience(1.5))
             dropped = path.lab.router.call(measure.chain_packets, "FL-mtu")
             assert dropped > 0, "the router sent no fragmentation-needed to filter"
             assert path.lab.client.call(_learned_mtu, str(path.lab.server_address)) is None
             await hole.revert(path.ctx)
             assert path.router_state() == before
             # The next retransmission, ~1 s of backoff later, goes through whole.
-            await asyncio.wait_for(reader.readexactly(4000), slack(8.0))
+            await asyncio.wait_for(reader.readexactly(4000), patience(8.0))
             assert path.lab.client.call(_learned_mtu, str(path.lab.server_address)) is None
 
     run(go)
@@ -148,8 +148,8 @@ def test_mtu_blackhole_to_the_client_spares_the_servers_way(tmp_path: Path) -> N
             conn = await path.connect()
             hole = measure.fault_of("mtu_blackhole", "mtu", mtu=1200, direction="to_client")
             await hole.apply(path.ctx)
-            assert await round_trip(conn, 800, slack(1.0))
-            assert not await round_trip(conn, 4000, slack(1.0))
+            assert await round_trip(conn, 800, patience(1.0))
+            assert not await round_trip(conn, 4000, patience(1.0))
             await hole.revert(path.ctx)
 
     run(go)
@@ -165,11 +165,11 @@ def test_tls_stall_hangs_new_handshakes_and_spares_an_open_connection(tmp_path: 
             stall = measure.fault_of("tls_stall", "tls")
             await stall.apply(path.ctx)
             with pytest.raises(TimeoutError):
-                await path.connect(tls=True, timeout_s=slack(1.5))
-            assert await round_trip(old, 5000, slack(1.0))
+                await path.connect(tls=True, timeout_s=patience(1.5))
+            assert await round_trip(old, 5000, patience(1.0))
             await stall.revert(path.ctx)
             assert path.router_state() == before
-            await path.connect(tls=True, timeout_s=slack(1.0))
+            await path.connect(tls=True, timeout_s=patience(1.0))
 
     run(go)
 
@@ -194,15 +194,15 @@ def test_nat_timeout_kills_an_idle_flow_and_spares_a_kept_alive_one(tmp_path: Pa
             late = await path.connect()
             assert _read_sysctls(names) == host
             for _ in range(8):
-                assert await round_trip(kept, 100, slack(0.5))
+                assert await round_trip(kept, 100, patience(0.5))
                 await asyncio.sleep(0.3)
-            assert await round_trip(kept, 100, slack(0.5))
+            assert await round_trip(kept, 100, patience(0.5))
             for conn in (idle, late):
                 if then == "drop":
-                    assert not await round_trip(conn, 100, slack(1.0))
+                    assert not await round_trip(conn, 100, patience(1.0))
                 else:
                     with pytest.raises(ConnectionResetError):
-                        await round_trip(conn, 100, slack(1.0))
+                        await round_trip(conn, 100, patience(1.0))
             await nat.revert(path.ctx)
             assert path.lab.router.call(_read_sysctls, names) == sysctls
             assert path.router_state() == before

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import PROFILES, faultlab, slack
+from ..conftest import PROFILES, faultlab, patience
 from .helpers import assert_events_known, suite_table
 
 pytestmark = [pytest.mark.lab, pytest.mark.alone]
 
-SUITE_TIMEOUT_S = slack(360)  # about 3 minutes one run after another on 2 cores
+SUITE_TIMEOUT_S = patience(360)  # about 3 minutes one run after another on 2 cores
 # Where the session is lost: the naive client leaves the user never told, the recovering one
 # tells the truth.
 LOST = ["silent-loss", "abort", "clean-close", "session-cap", "speech-loss"]

@@ -18,7 +18,7 @@ import pytest
 
 from faultlab.report.record import RunRecord
 
-from ..conftest import PROFILES, REPO, faultlab, slack
+from ..conftest import PROFILES, REPO, faultlab, patience
 from .helpers import lab_traces, run_events, run_slot
 
 # Each test that runs several labs at once is marked `alone`; the fixture's test runs one lab at a
@@ -26,7 +26,8 @@ from .helpers import lab_traces, run_events, run_slot
 pytestmark = pytest.mark.lab
 
 # Eight labs, each its own cut at its own time with its own expectations: a lab that saw another's
-# fault (or packets) would fail its own.
+# fault (or packets) would fail its own (it would lose its client before its own cut, or twice).
+# No expectation has a deadline: on two cores, eight labs are as late as the machine makes them.
 ONE_OF_EIGHT = """\
 name: eight-{i}
 target: {{builtin: ws-echo-server, port: {port}}}
@@ -40,16 +41,14 @@ timeline:
     after: {at}ms
     do: {{fault: drop, direction: both}}
 expect:
-  - {{event: client.connected, within: 5s}}
+  - {{event: client.connected}}
   - event: fault.applied
     where: {{step: cut-{i}}}
     after: {{event: client.connected}}
     not_before: {at}ms
-    within: {late}ms
   - event: client.lost
     after: {{event: fault.applied, where: {{step: cut-{i}}}}}
     not_before: 1s
-    within: 2.5s
   - {{count: {{event: fault.applied}}, equals: 1}}
   - {{count: {{event: tcp.fin, where: {{from: server}}}}, equals: 0}}
   - {{exit_code: 1}}
@@ -68,10 +67,10 @@ def test_eight_labs_at_once_never_interfere(tmp_path: Path) -> None:
         # second when eight labs start at once on two cores).
         at = 300 + 300 * i
         (folder / f"eight-{i}.yaml").write_text(ONE_OF_EIGHT.format(
-            i=i, port=8700 + i, at=at, late=at + int(slack(1.0) * 1000)))
+            i=i, port=8700 + i, at=at))
     runs = tmp_path / "runs"
     done = faultlab("run", "--jobs", "8", "-q", "--runs-dir", str(runs), str(folder),
-                    timeout=slack(120))
+                    timeout=patience(120))
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr
     assert "# faultlab suite: 8 of 8 runs passed" in done.stdout
     records = [RunRecord.load(p) for p in runs.glob("*/result.json")]
@@ -101,12 +100,12 @@ def test_two_shards_merged_equal_the_whole_suite(tmp_path: Path) -> None:
     is judged in tests/test_record.py)."""
     def whole() -> subprocess.CompletedProcess[str]:
         return faultlab("run", "--jobs", "4", "-q", "--runs-dir", str(tmp_path / "whole"), *QUICK,
-                        timeout=slack(120))
+                        timeout=patience(120))
 
     def shard(k: int) -> subprocess.CompletedProcess[str]:
         return faultlab("run", "--shard", f"{k}/2", "--jobs", "2", "-q", "--runs-dir",
                         str(tmp_path / f"shard{k}"), "--junit", str(tmp_path / f"junit{k}.xml"),
-                        *QUICK, timeout=slack(120))
+                        *QUICK, timeout=patience(120))
 
     # The shards at the same time, as two CI machines would run them, and the whole beside them.
     with ThreadPoolExecutor(3) as machines:
@@ -143,7 +142,7 @@ def test_sigterm_stops_every_job_and_their_labs(tmp_path: Path) -> None:
                              "--runs-dir", str(runs), "--junit", str(tmp_path / "junit.xml"),
                              str(folder)], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + slack(30)
+    deadline = time.monotonic() + patience(30)
     while time.monotonic() < deadline:
         ready = [f for f in runs.glob("*/events.jsonl") if "client.connected" in f.read_text()]
         if len(ready) == 3:
@@ -153,7 +152,7 @@ def test_sigterm_stops_every_job_and_their_labs(tmp_path: Path) -> None:
         proc.kill()
         pytest.fail("the three jobs never all connected")
     proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=slack(60))
+    out, _ = proc.communicate(timeout=patience(60))
     assert proc.returncode == 143
     # The reports of what ran are written all the same: three runs, interrupted.
     assert "# faultlab suite: 0 of 3 runs passed" in out.decode()
@@ -178,7 +177,7 @@ def test_pytest_collects_profiles_and_runs_them_with_xdist(tmp_path: Path) -> No
     done = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "-q", "-p",
                            "no:cacheprovider", "--faultlab-runs-dir", str(tmp_path / "runs"),
                            str(PROFILES / "clean-close.yaml"), str(PROFILES / "reset.yaml")],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=slack(180),
+                          cwd=tmp_path, capture_output=True, text=True, timeout=patience(180),
                           check=False)
     assert done.returncode == 0 and "2 passed" in done.stdout, done.stdout[-3000:]
     assert len(list((tmp_path / "runs").glob("*/result.json"))) == 2
@@ -209,7 +208,7 @@ def test_the_fixture_runs_an_inline_profile_and_a_failure_is_told(tmp_path: Path
         "expect: [{exit_code: 7}]\n")
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                            "--faultlab-runs-dir", str(tmp_path / "runs"), str(tmp_path)],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=slack(120),
+                          cwd=tmp_path, capture_output=True, text=True, timeout=patience(120),
                           check=False)
     assert "1 failed, 1 passed" in done.stdout, done.stdout[-3000:]
     assert "FAIL client exits with 7  (seen: exit code 0)" in done.stdout, done.stdout[-3000:]

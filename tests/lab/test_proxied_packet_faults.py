@@ -24,8 +24,8 @@ from faultlab.capture.pcap import ACK, RST, Segment, read_segments
 from faultlab.faults.forge_rst import seq_after
 from faultlab.result import RunResult
 
-from ..conftest import PROFILES, slack
-from .helpers import failed, first, run_profile
+from ..conftest import PROFILES
+from .helpers import CLOCKS_AGREE_S, failed, first, run_profile
 from .remote import remote_echo
 
 pytestmark = pytest.mark.lab
@@ -158,6 +158,15 @@ class Seen:
         return [s for s in segments if s.ts - self.t0 < self.began]
 
 
+def lost_on_its_own_rule(seen: Seen) -> None:
+    """The client declared the connection lost by its own keepalive rule (the naive client: no
+    sign of life for its timeout; faultlab's ws-client: a ping unanswered for over 2 s), no
+    sooner than a second after the fault. How much later is the machine's load: not judged."""
+    lost = first(seen.result, "client.lost")
+    assert lost.fields.get("why") == "pings unanswered" or lost.fields["unanswered_s"] > 2.0
+    assert lost.t - seen.applied >= 1.0
+
+
 def run(tmp_path: Path, target: str, fault: str, proxied: bool) -> Seen:
     with profile_text(target, fault, proxied, tmp_path / "remote") as text:
         result = run_profile(text, tmp_path / "runs")
@@ -218,21 +227,23 @@ def test_a_packet_fault_hurts_both_legs_as_the_direct_path(tmp_path: Path, targe
     from_server = [s for s in client_link if s.dport == seen.client_port]
     assert seen.before(from_server), "the connection was healthy before"
     if fault in SILENCING:
-        assert seen.after(from_server, slack(0.1)) == []
-        lost = first(result, "client.lost")
-        assert 1.0 <= lost.t - seen.applied <= 3.0 + slack(1.0)
+        assert seen.after(from_server, CLOCKS_AGREE_S) == []
+        lost_on_its_own_rule(seen)
         to_server = seen.to_server()
         assert seen.before(to_server), "the server heard the connection before"
-        assert seen.after(to_server, slack(0.1)) == []
+        assert seen.after(to_server, CLOCKS_AGREE_S) == []
     elif fault == "reject":
         resets = [s for s in seen.since(from_server) if s.flags & RST]
         assert resets, "the client's next packet is answered with a reset"
+        # The reset ended the connection: the client's first end is no keepalive verdict.
         ended = [e for e in result.observed if e.name in ("client.lost", "client.closed")]
-        assert ended and ended[0].t - seen.applied < 1.0 + slack(0.5)
+        assert ended and ended[0].t >= resets[0].ts - seen.t0 - CLOCKS_AGREE_S
+        assert ended[0].fields.get("why") != "pings unanswered", ended[0].fields
+        assert "unanswered_s" not in ended[0].fields, ended[0].fields
     else:
         trips = rtts(client_link, seen.client_port)
         before = [rtt for ts, rtt in trips if ts - seen.t0 < seen.applied]
-        delayed = [rtt for ts, rtt in trips if ts - seen.t0 > seen.applied + slack(0.05)]
+        delayed = [rtt for ts, rtt in trips if ts - seen.t0 > seen.applied + CLOCKS_AGREE_S]
         assert before and min(before) < LATENCY_S / 3
         assert delayed and min(delayed) >= LATENCY_S - 0.005, delayed
         assert not [e for e in result.observed if e.name == "client.lost"]
@@ -248,12 +259,11 @@ def test_a_drop_at_the_client_silences_both_legs_as_the_direct_path(tmp_path: Pa
     seen = run(tmp_path, "remote", "drop_client", proxied)
     from_client = [s for s in seen.client_link() if s.sport == seen.client_port]
     assert seen.before(from_client), "the client sent before"
-    assert seen.after(from_client, slack(0.1)) == []
+    assert seen.after(from_client, CLOCKS_AGREE_S) == []
     to_server = seen.to_server()
     assert seen.before(to_server), "the server heard the connection before"
-    assert seen.after(to_server, slack(0.1)) == []
-    lost = first(seen.result, "client.lost")
-    assert 1.0 <= lost.t - seen.applied <= 3.0 + slack(1.0)
+    assert seen.after(to_server, CLOCKS_AGREE_S) == []
+    lost_on_its_own_rule(seen)
 
 
 def losses(segments: list[Segment], sport: int) -> int:
@@ -392,9 +402,8 @@ def test_a_reject_toward_the_server_resets_the_server_on_its_own_leg(tmp_path: P
     resets = [s for s in seen.since(seen.to_server()) if s.flags & RST]
     assert resets, "the router reset the server's end"
     from_server = [s for s in seen.client_link() if s.dport == seen.client_port]
-    assert not [s for s in seen.after(from_server, slack(0.1)) if s.flags & RST]
-    lost = first(seen.result, "client.lost")
-    assert 1.0 <= lost.t - seen.applied <= 3.0 + slack(1.0)
+    assert not [s for s in seen.after(from_server, CLOCKS_AGREE_S) if s.flags & RST]
+    lost_on_its_own_rule(seen)
 
 
 @pytest.mark.parametrize("name", ["mtu-blackhole", "nat-idle-timeout", "tls-stall-on-reconnect"])
@@ -428,4 +437,4 @@ def test_a_nat_timeout_that_resets_resets_the_client_through_the_proxy(tmp_path:
     assert resets, "the client's packet on the forgotten flow was answered with a reset"
     lost = first(result, "client.lost")
     assert lost.fields["why"] != "pings unanswered", lost.fields
-    assert lost.t - (resets[0].ts - t0) < slack(0.5)
+    assert lost.t >= resets[0].ts - t0 - CLOCKS_AGREE_S  # the reset's doing

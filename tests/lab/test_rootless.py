@@ -24,7 +24,7 @@ import pytest
 
 from faultlab.lab.privilege import userns_available
 
-from ..conftest import REPO, slack
+from ..conftest import REPO, patience
 from .remote import remote_echo
 
 pytestmark = [pytest.mark.rootless, pytest.mark.alone]
@@ -83,7 +83,7 @@ def as_unprivileged_user(tmp_path: Path, *args: str) -> subprocess.CompletedProc
     script = (f"{binds} && cd {work} && exec runuser -u {USER} -- env -i {env} "
               f"{python} -m faultlab {command}")
     return subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
-                          capture_output=True, text=True, timeout=slack(60), check=False)
+                          capture_output=True, text=True, timeout=patience(60), check=False)
 
 
 @pytest.fixture(autouse=True)

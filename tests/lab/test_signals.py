@@ -30,7 +30,7 @@ import pytest
 
 from faultlab.lab.netns import LAB_NAME, LEASE_DIR, ROOT_NETNS_DIR, lease_path
 
-from ..conftest import PROFILES, REPO, slack
+from ..conftest import PROFILES, REPO, patience
 from ..test_interrupt import console_script, signal_at
 from .helpers import host_network_state, lab_traces
 
@@ -137,7 +137,7 @@ def gc(tmp: Path) -> subprocess.CompletedProcess[str]:
     """`faultlab lab gc` as the run's user would type it, with the run's TMPDIR."""
     return subprocess.run([sys.executable, "-m", "faultlab", "lab", "gc"], cwd=REPO,
                           env=dict(os.environ, TMPDIR=str(tmp)), capture_output=True, text=True,
-                          timeout=slack(60), check=False)
+                          timeout=patience(60), check=False)
 
 
 @dataclass
@@ -172,7 +172,7 @@ class Trial:
         trial = cls(profile, work, proc, before=before)
         trial._watcher = threading.Thread(target=trial._watch_leases, daemon=True)
         trial._watcher.start()
-        deadline = time.monotonic() + slack(10)
+        deadline = time.monotonic() + patience(10)
         while not handlers_installed(proc.pid):
             assert time.monotonic() < deadline, "faultlab never caught SIGTERM"
             time.sleep(0.001)
@@ -205,7 +205,7 @@ class Trial:
         def reached() -> bool:
             return bool(self.slots) if where == "lab set-up" else self.logged("run.teardown")
 
-        deadline = time.monotonic() + slack(60)
+        deadline = time.monotonic() + patience(60)
         while not reached() and self.proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.002)
 
@@ -219,7 +219,7 @@ class Trial:
         return True
 
     def wait(self) -> int:
-        code = self.proc.wait(timeout=slack(60))
+        code = self.proc.wait(timeout=patience(60))
         self.exited_wall = time.time()
         assert self._watcher is not None
         self._watcher.join()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import PROFILES, faultlab, slack
+from ..conftest import PROFILES, faultlab, patience
 
 pytestmark = [pytest.mark.lab, pytest.mark.alone]
 
@@ -24,7 +24,7 @@ def test_the_voice_path_profiles_pass(tmp_path: Path) -> None:
     # No timeline.png (1.2 s of CPU a run on the cores the labs share; tests/report draws it).
     done = faultlab("run", "-q", "--jobs", "5", "--no-timeline", "--runs-dir", str(tmp_path),
                     *(str(PROFILES / f"{name}.yaml") for name in VOICE_PATHS),
-                    timeout=slack(180))
+                    timeout=patience(180))
     failed = [line for line in done.stdout.splitlines() if "FAIL" in line or "ERROR" in line]
     assert done.returncode == 0 and not failed, "\n".join(failed) + done.stderr
     rows = {cells[0]: cells for cells in (

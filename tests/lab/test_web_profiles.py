@@ -12,14 +12,14 @@ import pytest
 
 from faultlab.browser.chromium import unavailable
 
-from ..conftest import PROFILES, faultlab, slack
+from ..conftest import PROFILES, faultlab, patience
 from .helpers import assert_events_known, suite_table
 
 pytestmark = [pytest.mark.lab, pytest.mark.alone,
               pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))]
 
 # About 75 s for the eight, four at once on 2 cores (a Node run 13-25 s, a page's 25-40 s).
-SUITE_TIMEOUT_S = slack(180)
+SUITE_TIMEOUT_S = patience(180)
 LOSSES = ["app-freeze", "clean-close", "lossy-wifi", "silent-loss"]
 CLIENTS = ["node", "web"]
 
