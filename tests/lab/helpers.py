@@ -50,6 +50,16 @@ def first(result: RunResult, name: str, **where: object) -> Event:
     return min(found, key=lambda e: e.t)
 
 
+def lost_by_its_rule(result: RunResult, since_t: float, not_before_s: float) -> None:
+    """The client declared the session lost by its own keepalive rule (the builtin clients: no
+    sign of life for their timeout; faultlab's ws-client: a ping unanswered for over its 2 s),
+    no sooner than `not_before_s` after `since_t` (a fault's stamp). How much later is the
+    machine's load: not judged."""
+    lost = first(result, "client.lost")
+    assert lost.fields.get("why") == "pings unanswered" or lost.fields["unanswered_s"] > 2.0
+    assert lost.t - since_t >= not_before_s
+
+
 def failed(result: RunResult) -> str:
     """A readable reason for an assertion message."""
     lines = [f"{o.expectation}: {o.seen}" for o in result.outcomes if not o.held]

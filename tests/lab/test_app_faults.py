@@ -34,12 +34,6 @@ def events(result: RunResult, name: str, **where: object) -> list[Event]:
     return [e for e in result.observed if e.matches(name, where)]
 
 
-def fired(applied: Event) -> float:
-    """When the run asked the proxy for the step's fault: the proxy acted between this and
-    `applied.t`, when the run heard back."""
-    return applied.t - float(applied.fields["applied_in_ms"]) / 1000
-
-
 def ticks(result: RunResult) -> list[tuple[int, float, float]]:
     """The server's ticks the client received: (number, sent, received), on the run clock."""
     t0 = first(result, "run.start").fields["unix_time"]
@@ -83,12 +77,12 @@ def test_network_freeze_looks_like_a_dead_path(runs_dir: Path) -> None:
     lost = first(result, "client.lost")
     # The proxy acted between fired and applied: the client's rule (a ping unanswered for over
     # 2 s, and nothing heard either) declares loss no sooner than 2 s after that.
-    assert lost.t - fired(applied) >= 2.0
+    assert lost.t - applied.began >= 2.0
     assert lost.fields["unanswered_s"] > 2.0 and lost.fields["silence_s"] > 2.0
     messages = events(result, "client.message")
     # Ticks and echoes flowed until the freeze (about 8 in its first second); no tick the server
     # sent once the freeze was in place came through.
-    assert len([e for e in messages if e.t < fired(applied)]) >= 4
+    assert len([e for e in messages if e.t < applied.began]) >= 4
     assert [n for n, sent, _ in ticks(result) if sent > applied.t] == []
     assert not [e for e in events(result, "tcp.rst") if e.t < lost.t]
     assert not [e for e in events(result, "tcp.fin") if e.t < lost.t]
@@ -106,7 +100,7 @@ def test_stall_holds_data_but_lets_pings_through_then_thaw_delivers(runs_dir: Pa
     ice = first(result, "fault.applied", step="ice").t
     # The held messages may arrive before the runner hears back from the proxy: count from the
     # moment the thaw was fired. Every tick sent while the freeze held arrived after that.
-    thawed = fired(thaw)
+    thawed = thaw.began
     held = [received for _, sent, received in ticks(result) if ice < sent < thawed]
     assert len(held) >= 5 and min(held) >= thawed  # a tick every 200 ms
     # In order and complete: the client got ticks 1, 2, 3, ... with none missing.
@@ -138,7 +132,7 @@ def test_drop_message_to_the_server(runs_dir: Path) -> None:
                  duration="3s")
     applied = first(result, "fault.applied", step="d")
     texts = [(e.t, e.fields["text"]) for e in events(result, "client.message")]
-    assert [t for when, t in texts if when < fired(applied) and t.startswith("hello")]
+    assert [t for when, t in texts if when < applied.began and t.startswith("hello")]
     # The echoes stop for good: those the client got are of its first hellos, none missing, and
     # every later hello was dropped on its way.
     echoed = [int(t.split()[1]) for _, t in texts if t.startswith("hello")]
@@ -158,7 +152,7 @@ def test_delay_adds_latency_and_keeps_order(runs_dir: Path) -> None:
     # Each tick's latency, from the server's send to the client's receipt: under the delay before
     # the proxy began delaying, at least 300 ms for every tick sent once it had. (That the delay
     # stays within delay + jitter is the fault's own rule: tests/faults/test_delay.py.)
-    before = [received - sent for _, sent, received in got if received < fired(applied)]
+    before = [received - sent for _, sent, received in got if received < applied.began]
     delayed = [received - sent for _, sent, received in got if sent > applied.t]
     assert len(before) >= 3 and min(before) < 0.3 - 1e-3
     assert len(delayed) >= 5
@@ -182,7 +176,7 @@ def test_drop_pongs_makes_a_healthy_path_look_dead(runs_dir: Path) -> None:
     lost = first(result, "client.lost")
     # The proxy acted between fired and applied: the client's rule (a ping unanswered for over
     # 2 s) declares loss no sooner than 2 s after that, though it hears the server all along.
-    assert lost.t - fired(applied) >= 2.0
+    assert lost.t - applied.began >= 2.0
     assert lost.fields["unanswered_s"] > 2.0
     # Both ways until the verdict: the server's ticks, and its echoes of the client's messages.
     texts = [e.fields["text"] for e in events(result, "client.message")

@@ -9,7 +9,7 @@ import pytest
 from faultlab.capture.pcap import read_segments
 from faultlab.result import RunResult
 
-from .helpers import CLOCKS_AGREE_S, failed, first, peers, run_profile
+from .helpers import CLOCKS_AGREE_S, failed, first, lost_by_its_rule, peers, run_profile
 
 pytestmark = pytest.mark.lab
 
@@ -37,17 +37,6 @@ def run(runs_dir: Path, name: str, timeline: str, duration: str = "6s", extra: s
     return result
 
 
-def lost_by_pings(result: RunResult, step: str) -> None:
-    """The client declared the session lost on its own rule (a ping unanswered for over 2 s), for a
-    ping it sent once the step's fault was in: never sooner than 2 s after it. (How much later
-    depends on the ping interval and on the machine's load: not judged.)"""
-    lost = first(result, "client.lost")
-    applied = first(result, "fault.applied", step=step)
-    assert lost.fields["unanswered_s"] > 2.0
-    # The unanswered ping left at most a round trip before the stamp: sub-millisecond here.
-    assert lost.t - applied.t >= 2.0 - CLOCKS_AGREE_S
-
-
 def after_connected(result: RunResult, step: str) -> float:
     """How long after the client's first connection the step's fault was applied: never less than
     its `after` (how much more is the machine's load; when a step is due, tests/test_timeline.py
@@ -63,7 +52,7 @@ def test_drop_silences_the_chosen_direction(runs_dir: Path, direction: str) -> N
     result = run(runs_dir, f"drop-{direction}",
                  f"  - {{id: cut, {CONNECTED}, do: {{fault: drop, direction: {direction}}}}}\n")
     assert after_connected(result, "cut") >= 1.0
-    lost_by_pings(result, "cut")
+    lost_by_its_rule(result, first(result, "fault.applied", step="cut").t, 2.0 - CLOCKS_AGREE_S)
     assert result.exit_codes["client"] == 1
     assert not [e for e in result.observed if e.name == "server.closed"]
     applied = first(result, "fault.applied", step="cut").t
@@ -80,7 +69,7 @@ def test_drop_at_the_client_keeps_its_packets_home(runs_dir: Path) -> None:
     router's link, and the client still only learns through its pings."""
     result = run(runs_dir, "drop-at-client",
                  f"  - {{id: cut, {CONNECTED}, do: {{fault: drop, at: client}}}}\n")
-    lost_by_pings(result, "cut")
+    lost_by_its_rule(result, first(result, "fault.applied", step="cut").t, 2.0 - CLOCKS_AGREE_S)
     applied = first(result, "fault.applied", step="cut").t
     assert packets_after(result, 0.0, "client") > 0  # it did send before
     assert packets_after(result, applied + CLOCKS_AGREE_S, "client") == 0
@@ -147,7 +136,7 @@ def test_link_down_then_restore(runs_dir: Path) -> None:
                  f"  - {{id: pull, {CONNECTED}, do: {{fault: link_down}}}}\n"
                  "  - {id: plug, when: {step: pull}, after: 3s, do: {fault: restore}}\n",
                  duration="7s", extra=", --reconnect")
-    lost_by_pings(result, "pull")
+    lost_by_its_rule(result, first(result, "fault.applied", step="pull").t, 2.0 - CLOCKS_AGREE_S)
     reverted = first(result, "fault.reverted", step="pull")
     assert first(result, "fault.applied", step="plug").fields["reverted"] == ["pull"]
     assert first(result, "client.lost").t < reverted.t < first(result, "tcp.connect", k=2).t

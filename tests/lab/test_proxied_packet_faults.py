@@ -25,7 +25,7 @@ from faultlab.faults.forge_rst import seq_after
 from faultlab.result import RunResult
 
 from ..conftest import PROFILES
-from .helpers import CLOCKS_AGREE_S, failed, first, run_profile
+from .helpers import CLOCKS_AGREE_S, failed, first, lost_by_its_rule, run_profile
 from .remote import remote_echo
 
 pytestmark = pytest.mark.lab
@@ -158,15 +158,6 @@ class Seen:
         return [s for s in segments if s.ts - self.t0 < self.began]
 
 
-def lost_on_its_own_rule(seen: Seen) -> None:
-    """The client declared the connection lost by its own keepalive rule (the naive client: no
-    sign of life for its timeout; faultlab's ws-client: a ping unanswered for over 2 s), no
-    sooner than a second after the fault. How much later is the machine's load: not judged."""
-    lost = first(seen.result, "client.lost")
-    assert lost.fields.get("why") == "pings unanswered" or lost.fields["unanswered_s"] > 2.0
-    assert lost.t - seen.applied >= 1.0
-
-
 def run(tmp_path: Path, target: str, fault: str, proxied: bool) -> Seen:
     with profile_text(target, fault, proxied, tmp_path / "remote") as text:
         result = run_profile(text, tmp_path / "runs")
@@ -186,8 +177,7 @@ def run(tmp_path: Path, target: str, fault: str, proxied: bool) -> Seen:
         assert applied.fields.get("legs") == legs, applied.fields
     else:
         assert "legs" not in applied.fields
-    began = applied.t - float(applied.fields["applied_in_ms"]) / 1000
-    return Seen(result, applied.t, began, float(first(result, "run.start").fields["unix_time"]),
+    return Seen(result, applied.t, applied.began, float(first(result, "run.start").fields["unix_time"]),
                 client_port, str(connect["server"]), int(connect["server_port"]), leg_port)
 
 
@@ -228,7 +218,7 @@ def test_a_packet_fault_hurts_both_legs_as_the_direct_path(tmp_path: Path, targe
     assert seen.before(from_server), "the connection was healthy before"
     if fault in SILENCING:
         assert seen.after(from_server, CLOCKS_AGREE_S) == []
-        lost_on_its_own_rule(seen)
+        lost_by_its_rule(seen.result, seen.applied, 1.0)
         to_server = seen.to_server()
         assert seen.before(to_server), "the server heard the connection before"
         assert seen.after(to_server, CLOCKS_AGREE_S) == []
@@ -263,7 +253,7 @@ def test_a_drop_at_the_client_silences_both_legs_as_the_direct_path(tmp_path: Pa
     to_server = seen.to_server()
     assert seen.before(to_server), "the server heard the connection before"
     assert seen.after(to_server, CLOCKS_AGREE_S) == []
-    lost_on_its_own_rule(seen)
+    lost_by_its_rule(seen.result, seen.applied, 1.0)
 
 
 def losses(segments: list[Segment], sport: int) -> int:
@@ -403,7 +393,7 @@ def test_a_reject_toward_the_server_resets_the_server_on_its_own_leg(tmp_path: P
     assert resets, "the router reset the server's end"
     from_server = [s for s in seen.client_link() if s.dport == seen.client_port]
     assert not [s for s in seen.after(from_server, CLOCKS_AGREE_S) if s.flags & RST]
-    lost_on_its_own_rule(seen)
+    lost_by_its_rule(seen.result, seen.applied, 1.0)
 
 
 @pytest.mark.parametrize("name", ["mtu-blackhole", "nat-idle-timeout", "tls-stall-on-reconnect"])
