@@ -25,6 +25,10 @@ DOCS_NPM := docs-build
 # installed already (Docker CE's packages conflict with docker.io's).
 ENGINE_PACKAGE := docker.io
 PROFILE ?= profiles/silent-loss.yaml
+# faultlab's modules compiled ahead (only those changed since): where PYTHONDONTWRITEBYTECODE is
+# set, as on this machine, every lab process would compile what it imports at each start
+# (0.2-0.4 s of CPU each, measured: the emulator's start took 0.96 s, 0.56 s compiled).
+COMPILE := $(BIN)/python -m compileall -q faultlab
 
 .PHONY: install demo test test-pure lint schema docs docs-serve bench images clean
 
@@ -69,6 +73,7 @@ $(STAMP): pyproject.toml Makefile $(JS_SOURCES) $(EDITOR)/package-lock.json $(DO
 	@touch $(STAMP)
 
 demo: install
+	$(COMPILE)
 	$(BIN)/faultlab run $(PROFILE)
 
 # Two lanes: every test but those marked `alone` three at a time (a lab test judges only what it
@@ -78,10 +83,12 @@ demo: install
 # non-root user, Docker, which changes the host's own network that other lab tests compare
 # before and after, or a test a loaded machine's own timing disturbs.
 test: install
+	$(COMPILE)
 	$(BIN)/pytest -q -n 3 --dist worksteal -m "not alone" --durations=15
 	$(BIN)/pytest -q -m "alone" --durations=15
 
 test-pure: install
+	$(COMPILE)
 	$(BIN)/pytest -q -m "not lab and not rootless"
 
 lint: install

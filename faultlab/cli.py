@@ -123,8 +123,8 @@ def _jobs(value: str) -> int:
               help="Record each run's sessions as a cassette (RUN/session.cassette.jsonl), as "
                    "`record: true` in a profile does.")
 @click.option("--no-timeline", "timeline", is_flag=True, flag_value=False, default=True,
-              help="Draw no timeline.png (report.html still shows each run): 1.2 s of CPU less "
-                   "a run.")
+              help="Draw no timeline.png (report.html still shows each run): ~0.15 s of CPU "
+                   "less a run.")
 @click.option("--report-to", type=click.Path(path_type=Path), default=None, hidden=True)
 def run(paths: tuple[str, ...], runs_dir: Path, quiet: bool, repeat: int,
         client_image: str | None, jobs_text: str, shard: str | None, junit: Path | None,

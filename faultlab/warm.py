@@ -3,8 +3,7 @@ has imported a run's modules once (multiprocessing's forkserver), instead of a n
 imports them again.
 
 A cold `faultlab run` spends ~0.7 s of CPU importing (the profile's models, the lab, pyroute2,
-the report) and ~0.45 s more importing matplotlib for timeline.png, for a run that mostly waits
-on its client's timers: 1.2 s of the 2.5 s a silent-loss run cost, measured. Forked warm, a job
+the report, Pillow for timeline.png), for a run that mostly waits on its client's timers. Forked warm, a job
 starts with all of it imported. The server is a child of this process, started by the first job;
 it stays for the next ones and leaves when this process does (when this process's end of its pipe
 closes, however it ends), its jobs then being stopped or ended already.
@@ -29,7 +28,7 @@ from pathlib import Path
 PRELOAD = [
     "faultlab.cli", "faultlab.jobs", "faultlab.runner", "faultlab.profile", "faultlab.expect",
     "faultlab.lab.netns", "faultlab.capture.live", "faultlab.report.page",
-    "faultlab.report.png", "matplotlib.figure", "matplotlib.backends.backend_agg",
+    "faultlab.report.png", "PIL.Image", "PIL.ImageDraw", "PIL.ImageFont",
 ]
 _context: multiprocessing.context.ForkServerContext | None = None
 

@@ -30,8 +30,8 @@ def test_the_field_suite_reproduces_every_scenario(tmp_path: Path) -> None:
     eight labs at once, and ends with a table: one row per scenario with its outcome and latency
     ranges, as one run after another draws it."""
     assert sorted(p.stem for p in (PROFILES / "field").glob("*.yaml")) == sorted(SCENARIOS)
-    # No timeline.png (1.2 s of CPU a run, which eight labs on two cores wait for): the suite's
-    # page and table are what this test reads; tests/report draws the picture.
+    # No timeline.png: the suite's page and table are what this test reads; tests/report draws
+    # the picture.
     done = faultlab("run", "-q", "--jobs", "8", "--no-timeline", "--runs-dir", str(tmp_path),
                     str(PROFILES / "field"), timeout=SUITE_TIMEOUT_S)
     failed = re.findall(r"== (\S+): (?:FAIL|ERROR)", done.stdout)

@@ -108,7 +108,7 @@ def test_shipped_profiles_pass(tmp_path: Path) -> None:
     watcher = threading.Thread(target=watch)
     watcher.start()
     try:
-        # No timeline.png (1.2 s of CPU a run on the cores the labs share; tests/report draws it).
+        # No timeline.png (tests/report draws it).
         done = faultlab("run", "-q", "--jobs", "4", "--no-timeline", "--runs-dir", str(tmp_path),
                         *(str(PROFILES / f"{name}.yaml") for name in SHIPPED), timeout=patience(180))
     finally:

@@ -21,7 +21,7 @@ def test_the_voice_path_profiles_pass(tmp_path: Path) -> None:
     """Each profile's expectations hold (the turn heard and answered, the delivered-audio ratio,
     no false loss; and with the uplink-keyed keep-alive, silence in the speech and a ratio above
     1), all five labs at once; the suite table shows the ratios."""
-    # No timeline.png (1.2 s of CPU a run on the cores the labs share; tests/report draws it).
+    # No timeline.png (tests/report draws it).
     done = faultlab("run", "-q", "--jobs", "5", "--no-timeline", "--runs-dir", str(tmp_path),
                     *(str(PROFILES / f"{name}.yaml") for name in VOICE_PATHS),
                     timeout=patience(180))

@@ -32,7 +32,7 @@ def test_web_and_node_clients_recover_from_each_loss_and_tell_the_truth(tmp_path
     ping: it notices a silent loss later than Node does, by the server's silence."""
     names = [f"{loss}-{client}" for loss in LOSSES for client in CLIENTS]
     assert sorted(p.stem for p in (PROFILES / "web").glob("*.yaml")) == sorted(names)
-    # No timeline.png: 1.2 s of CPU a run, on the cores the four labs share (tests/report draws it).
+    # No timeline.png (tests/report draws it).
     done = faultlab("run", "-q", "--jobs", "4", "--no-timeline", "--runs-dir", str(tmp_path),
                     *(str(PROFILES / "web" / f"{name}.yaml") for name in names),
                     timeout=SUITE_TIMEOUT_S)
