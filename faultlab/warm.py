@@ -3,8 +3,8 @@ has imported a run's modules once (multiprocessing's forkserver), instead of a n
 imports them again.
 
 A cold `faultlab run` spends ~0.7 s of CPU importing (the profile's models, the lab, pyroute2,
-the report, Pillow for timeline.png), for a run that mostly waits on its client's timers. Forked warm, a job
-starts with all of it imported. The server is a child of this process, started by the first job;
+the report, Pillow for timeline.png), for a run that mostly waits on its client's timers. Forked
+warm, a job starts with all of it imported. The server is a child of this process, started by the first job;
 it stays for the next ones and leaves when this process does (when this process's end of its pipe
 closes, however it ends), its jobs then being stopped or ended already.
 
