@@ -21,7 +21,7 @@ from faultlab.private import write_private
 from faultlab.report.canvas import PT, Canvas, Point, darker, mix, text_px
 from faultlab.report.sequence import Item, View
 
-WIDTH_PX, HEIGHT_PX = 1600, 600  # sizes below are in points, as a page's are
+WIDTH_PX, HEIGHT_PX = 1600, 600  # lengths in pixels; type sizes and mark areas in points
 # The frame around the lanes, in pixels: lane names on the left; the title above; the time axis
 # and the legend below.
 MARGIN_PX = {"left": 78, "right": 16, "top": 64, "bottom": 74}
@@ -36,6 +36,7 @@ FAULT_TEXT = "#A0402A"
 LANE_COLOUR = "#B8B8B8"
 GRID_COLOUR = "#EBEBEB"
 MUTED = "#555555"
+UNPALETTED = "#888888"  # a category the palette has no colour for
 VERDICT_COLOURS = {"PASS": "#009E73", "FAIL": "#C00000"}
 ERROR_COLOUR = "#E69F00"
 HELD_COLOURS = {True: "#009E73", False: "#C00000"}
@@ -52,6 +53,7 @@ DEFAULT_MARK = ("o", 26)
 LABEL_ORDER = {"loss": 0, "refused": 0, "recovered": 0, "close": 1, "conversation": 2}
 ROUTINE = 2  # labels from here on are left off when they repeat the last of their lane nearby
 REPEAT_PX = 240
+
 
 @dataclass
 class _Shelves:
@@ -208,7 +210,7 @@ def _messages(canvas: Canvas, items: Sequence[Item], palette: dict[str, str],
             if item.to is None or item.lane not in lanes or item.to not in lanes:
                 continue
             y0, y1 = lanes[item.lane], lanes[item.to]
-            colour = palette.get(item.category, "#888888")
+            colour = palette.get(item.category, UNPALETTED)
             if item.t_end is not None and item.count > 1:
                 # Spans of a second or two are a few pixels wide on a long run: an edge keeps
                 # them seen.
@@ -233,11 +235,11 @@ def _marks(canvas: Canvas, items: Sequence[Item], palette: dict[str, str],
             if item.t_end is not None and item.count > 1:
                 y = lanes[item.lane]
                 layer.box(*scale.at(item.t, y - 0.07), *scale.at(item.t_end, y + 0.07),
-                          palette.get(item.category, "#888888"), 0.35)
+                          palette.get(item.category, UNPALETTED), 0.35)
     for item in marks:
         shape, area = MARKS.get(item.category, DEFAULT_MARK)
         canvas.mark(shape, scale.at(item.t, lanes[item.lane]), area,
-                    palette.get(item.category, "#888888"))
+                    palette.get(item.category, UNPALETTED))
 
 
 def _label_of(item: Item) -> str | None:
@@ -271,7 +273,7 @@ def _labels(canvas: Canvas, items: Iterable[Item], palette: dict[str, str],
             continue
         last[(item.lane, text)] = x
         canvas.text(scale.at(item.t, lanes[item.lane] - 0.1 - row * row_height), text, FONT_PT,
-                    darker(palette.get(item.category, "#888888")),
+                    darker(palette.get(item.category, UNPALETTED)),
                     "ld" if align == "left" else "rd", halo=True)
 
 
