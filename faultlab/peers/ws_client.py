@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import math
 import os
 import sys
 import time
@@ -52,6 +53,12 @@ class Options:
 
 def _done(waiter: Awaitable[float]) -> bool:
     return isinstance(waiter, asyncio.Future) and waiter.done()
+
+
+def ms_up(seconds: float) -> float:
+    """`seconds` rounded up to the millisecond, so that a span past `--lost-after` still reads
+    past it once written: round() made 2.0004 s unanswered read 2.0, not over a 2 s rule."""
+    return math.ceil(seconds * 1000) / 1000
 
 
 class Watchdog:
@@ -104,8 +111,8 @@ async def run_connection(ws: ClientConnection, opts: Options, deadline: float,
                 break
             oldest = dog.oldest_unanswered()
             if oldest is not None and now - oldest > opts.lost_after_s:
-                events.announce(ClientLost(unanswered_s=round(now - oldest, 3),
-                                           silence_s=round(now - dog.last_rx, 3)))
+                events.announce(ClientLost(unanswered_s=ms_up(now - oldest),
+                                           silence_s=ms_up(now - dog.last_rx)))
                 await ws.close(1001, "keepalive lost")
                 events.announce(ClientClosed(ws.close_code or 1006, ws.close_reason or "", "self"))
                 return LOST
