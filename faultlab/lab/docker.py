@@ -46,8 +46,9 @@ from faultlab.lab.engine import (
     quietly,
     remove_containers,
 )
+from faultlab.lab.links import configure_end, wait_links_up
 from faultlab.lab.namespace import Namespace, remove_namespace, write_sysctl
-from faultlab.lab.netns import NetnsLab, configure_end, owner_text
+from faultlab.lab.netns import NetnsLab, owner_text
 from faultlab.lab.privilege import in_user_namespace
 from faultlab.lab.process import Ending, Member
 from faultlab.peers import IMAGE_PYTHON
@@ -227,6 +228,7 @@ class DockerLab(NetnsLab):
         address, gateway = ((a.client, a.router_client.ip) if role == "client"
                             else (a.server, a.router_server.ip))
         joined.call(configure_end, "eth0", address, gateway)
+        joined.call(wait_links_up, ("eth0",))
         for name, value in self.sysctl.get(role, {}).items():
             joined.call(write_sysctl, name, value)
 

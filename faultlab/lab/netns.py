@@ -29,11 +29,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, ClassVar, Self
 
-from pyroute2 import IPRoute
-
 from faultlab.errors import LabError
 from faultlab.interrupt import uncancelled
 from faultlab.lab.base import Lab, LabSpec, Leftovers, Role
+from faultlab.lab.links import configure_end, wait_links_up, wire_router
 from faultlab.lab.namespace import Namespace, remove_namespace, write_sysctl
 from faultlab.lab.privilege import in_user_namespace
 from faultlab.lab.uplink import Uplink, UplinkSpec
@@ -201,11 +200,13 @@ class NetnsLab(Lab):
         self._create_namespaces()
         a = self.addressing
         try:
-            self.router.call(
-                _wire_router, self.client.path, self.server.path, a.router_client, a.router_server
-            )
+            self.router.call(wire_router, ((self.client_link, self.client.path, a.router_client),
+                                           (self.server_link, self.server.path, a.router_server)))
             self.client.call(configure_end, self.client_iface, a.client, a.router_client.ip)
             self.server.call(configure_end, self.server_iface, a.server, a.router_server.ip)
+            self.router.call(wait_links_up, (self.client_link, self.server_link))
+            self.client.call(wait_links_up, (self.client_iface,))
+            self.server.call(wait_links_up, (self.server_iface,))
             for role, settings in self.sysctl.items():
                 for name, value in settings.items():
                     self.namespaces[role].call(write_sysctl, name, value)
@@ -317,32 +318,6 @@ def process_start_time(pid: int) -> int:
     (a pid alone may have been reused)."""
     stat = Path(f"/proc/{pid}/stat").read_text()
     return int(stat.rsplit(")", 1)[1].split()[19])
-
-
-def _wire_router(
-    client_ns: Path, server_ns: Path, toward_client: IPv4Interface, toward_server: IPv4Interface
-) -> None:
-    with IPRoute() as ipr:
-        ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
-        for ifname, peer_ns, address in (
-            (NetnsLab.client_link, client_ns, toward_client),
-            (NetnsLab.server_link, server_ns, toward_server),
-        ):
-            ipr.link("add", ifname=ifname, kind="veth",
-                     peer={"ifname": "eth0", "net_ns_fd": str(peer_ns)})
-            index = ipr.link_lookup(ifname=ifname)[0]
-            ipr.addr("add", index=index, address=str(address.ip), prefixlen=address.network.prefixlen)
-            ipr.link("set", index=index, state="up")
-    write_sysctl("net.ipv4.ip_forward", 1)
-
-
-def configure_end(ifname: str, address: IPv4Interface, gateway: IPv4Address) -> None:
-    with IPRoute() as ipr:
-        ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
-        index = ipr.link_lookup(ifname=ifname)[0]
-        ipr.addr("add", index=index, address=str(address.ip), prefixlen=address.network.prefixlen)
-        ipr.link("set", index=index, state="up")
-        ipr.route("add", dst="0.0.0.0/0", gateway=str(gateway))
 
 
 def leftover_slots() -> set[int]:

@@ -60,6 +60,26 @@ def test_client_reaches_server_through_the_router_and_nothing_is_left() -> None:
     assert lab_traces(slot, os.getpid()) == []
 
 
+def _operstates() -> dict[str, str]:
+    from pyroute2 import IPRoute
+
+    with IPRoute() as ipr:
+        return {link.get_attr("IFLA_IFNAME"): link.get_attr("IFLA_OPERSTATE")
+                for link in ipr.get_links() if link.get_attr("IFLA_IFNAME") != "lo"}
+
+
+def test_every_link_of_a_lab_is_up_once_it_is_ready() -> None:
+    """When a lab is entered, the kernel has handled every link's carrier: each is operationally
+    up (a link that is not may drop the first packets; the client's eth0, with the ifindex of its
+    peer, was DOWN for a second after every setup)."""
+
+    async def scenario() -> list[dict[str, str]]:
+        async with NetnsLab() as lab:
+            return [await ns.run(_operstates) for ns in (lab.client, lab.router, lab.server)]
+
+    assert asyncio.run(scenario()) == [{"eth0": "UP"}, {"c0": "UP", "s0": "UP"}, {"eth0": "UP"}]
+
+
 def test_two_labs_at_once_have_distinct_names_and_subnets() -> None:
     """Labs run side by side: names and addresses come from distinct slots."""
 
