@@ -9,7 +9,7 @@ LIVEKIT_VENV := .venv-livekit
 LIVEKIT_AGENTS := 1.8.9
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-APT_PACKAGES := iptables tcpdump iproute2 espeak-ng debootstrap tshark slirp4netns chromium libnss3-tools
+APT_PACKAGES := iptables tcpdump iproute2 espeak-ng debootstrap tshark slirp4netns chromium libnss3-tools coturn
 # Node.js for the JavaScript clients: Debian's, unless a `node` and an `npm` are installed already
 # (NodeSource's nodejs provides npm itself and conflicts with Debian's npm package).
 NODE_PACKAGES := nodejs npm

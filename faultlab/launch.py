@@ -11,7 +11,9 @@ names, a remote target through the router's uplink. The client's TLS session key
 ask the lab's resolver in the router (faultlab.resolver) for the names /etc/hosts would have
 held; a target outside the lab gives its name server (the uplink's); otherwise no name server
 answers and names outside /etc/hosts fail at once. Either way names are looked up in the files,
-then by DNS only (nsswitch.conf), never through a host's resolver daemon outside the lab.
+then by DNS only (nsswitch.conf), never through a host's resolver daemon outside the lab. A run
+with `turn` starts the lab's TURN server (faultlab.turn) before the client, which gets its URLs
+and credentials.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from faultlab.vocabulary.lab import TargetReady
 
 if TYPE_CHECKING:
     from faultlab.mic import VirtualMic
+    from faultlab.turn import TurnAccess
 
 # The client's resolver with the lab's: glibc's default (5 s, twice over) would have a lookup
 # that meets no answer take 10 s; a lab's answer comes in a millisecond, so 1 s per try, two
@@ -62,6 +65,8 @@ class Launcher:
         self.mic_path: Path | None = None
         # Where the client asks for the lab's names, once the lab's resolver runs.
         self.resolver_address: str | None = None
+        # How the client reaches the lab's TURN server, once it runs.
+        self.turn: TurnAccess | None = None
 
     @functools.cached_property
     def ca(self) -> LabCA:
@@ -107,6 +112,8 @@ class Launcher:
         if self.mic_path is not None:
             env["FAULTLAB_MIC"] = str(self.mic_path)
             env["FAULTLAB_MIC_WAV"] = str(self.run_dir / MIC_WAV)
+        if self.turn is not None:
+            env.update(self.turn.env())
         env.update(p.client.env)
         etc = self.run_dir / "etc"
         etc.mkdir(mode=PRIVATE_DIR, exist_ok=True)
@@ -146,6 +153,15 @@ class Launcher:
             self.bus, self.stack)
         self.resolver_address = str(self.lab.router_address)
         return control
+
+    async def start_turn(self) -> None:
+        """The lab's TURN server in the server's place (the profile's `turn`); the client is
+        given its URLs and credentials."""
+        from faultlab.turn import launch_turn
+
+        assert self.profile.turn is not None
+        self.turn = await launch_turn(self.lab, self.profile.turn, self.ca, self.run_dir,
+                                      self.bus, self.stack)
 
     def lab_names(self) -> tuple[list[str], str | None]:
         """The names the client resolves to the target (the profile's `hosts` and those its

@@ -134,6 +134,8 @@ class Run:
                 processes["target"] = await launcher.start_target()
             proxy = await self._start_proxy(lab, launcher, stack) if "proxy" in p.needs else None
             resolver = await launcher.start_resolver() if "dns" in p.needs else None
+            if p.turn is not None:
+                await launcher.start_turn()
             table = launcher.connection_table()
             self._faults = faults = FaultRuntime(lab, table, self.bus, proxy, mic, p.timeline,
                                                  self._fail, resolver)

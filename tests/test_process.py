@@ -67,10 +67,24 @@ def test_a_listener_is_found_by_its_port_and_only_by_it(family: int, host: str) 
     with socket.socket(family, socket.SOCK_STREAM) as server:
         server.bind((host, 0))
         port = server.getsockname()[1]
-        assert process._listeners(family, port) == 0 and not process._listed(port)
+        assert process._listeners(family, port, "tcp") == 0 and not process._listed(port, "tcp")
         server.listen()
-        assert process._listeners(family, port) == 1 and process._listed(port)
-        assert process._listeners(family, port + 1 if port < 65535 else port - 1) == 0
+        assert process._listeners(family, port, "tcp") == 1 and process._listed(port, "tcp")
+        other = port + 1 if port < 65535 else port - 1
+        assert process._listeners(family, other, "tcp") == 0
+        assert process._listeners(family, port, "udp") == 0 and not process._listed(port, "udp")
+
+
+@pytest.mark.parametrize(("family", "host"), [(socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")])
+def test_a_bound_udp_socket_is_found_by_its_port_and_only_by_it(family: int, host: str) -> None:
+    """For UDP (a TURN server's listener), a socket bound to the port is what listens: found by
+    the dump and in /proc, and not as a TCP listener."""
+    with socket.socket(family, socket.SOCK_DGRAM) as server:
+        server.bind((host, 0))
+        port = server.getsockname()[1]
+        assert process._listeners(family, port, "udp") == 1 and process._listed(port, "udp")
+        assert process._listeners(family, port, "tcp") == 0 and not process._listed(port, "tcp")
+    assert process._listeners(family, port, "udp") == 0
 
 
 def test_a_process_still_in_faultlabs_namespace_is_not_listening() -> None:

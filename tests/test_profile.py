@@ -316,3 +316,14 @@ def test_the_field_study_s_ranges_are_read_by_column() -> None:
                     "  recoverd: 1-2s\n") == ["p.yaml:5: field.recoverd: unknown field"]
     line, = problems("name: x\nclient: {command: [x]}\nfield: {resumed: 3-2s}\n")
     assert line.startswith("p.yaml:3: field.resumed:") and "low end is above" in line
+
+
+def test_a_turn_server_listens_on_some_transport() -> None:
+    """`turn` takes its transports, all three by default; none at all is said at its line."""
+    text = "name: t\nclient: {builtin: naive}\nturn: {}\n"
+    turn = parse_profile(text, "p.yaml").turn
+    assert turn is not None and (turn.udp, turn.tcp, turn.tls) == (True, True, True)
+    assert parse_profile(text.replace("{}", "{tls: false}"), "p.yaml").turn.tls is False
+    with pytest.raises(ProfileError) as info:
+        parse_profile(text.replace("{}", "{udp: false, tcp: false, tls: false}"), "p.yaml")
+    assert "p.yaml:3: turn: a TURN server needs at least one of udp, tcp and tls" in str(info.value)

@@ -143,17 +143,22 @@ SOCK_DIAG_BY_FAMILY = 20
 NLM_F_DUMP_REQUEST = 0x301
 NLMSG_ERROR, NLMSG_DONE = 2, 3
 TCP_LISTEN = 10
+# A UDP socket bound to a port is in state CLOSE (TCP_CLOSE, 7) for sock_diag and /proc.
+UDP_BOUND = 7
+STATES = {"tcp": (socket.IPPROTO_TCP, TCP_LISTEN), "udp": (socket.IPPROTO_UDP, UDP_BOUND)}
 
 
-async def listening(pid: int, port: int) -> bool:
-    """Whether the network namespace of `pid` has a TCP socket listening on `port`. Asked from a
-    thread made for the question, which enters that namespace; a process not yet in a namespace
-    other than faultlab's own (a lab's programs never share it) is not listening yet."""
+async def listening(pid: int, port: int, transport: str = "tcp") -> bool:
+    """Whether the network namespace of `pid` has a TCP socket listening on `port` (`udp`: a UDP
+    socket bound to it). Asked from a thread made for the question, which enters that namespace;
+    a process not yet in a namespace other than faultlab's own (a lab's programs never share it)
+    is not listening yet."""
     with ThreadPoolExecutor(1, thread_name_prefix="listening") as asker:
-        return await asyncio.get_running_loop().run_in_executor(asker, _listening_in, pid, port)
+        return await asyncio.get_running_loop().run_in_executor(asker, _listening_in, pid, port,
+                                                                transport)
 
 
-def _listening_in(pid: int, port: int) -> bool:
+def _listening_in(pid: int, port: int, transport: str) -> bool:
     try:
         fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
     except OSError:
@@ -166,26 +171,31 @@ def _listening_in(pid: int, port: int) -> bool:
     finally:
         os.close(fd)
     try:
-        return any(_listeners(family, port) for family in (socket.AF_INET, socket.AF_INET6))
+        return any(_listeners(family, port, transport)
+                   for family in (socket.AF_INET, socket.AF_INET6))
     except OSError:
-        return _listed(port)
+        return _listed(port, transport)
 
 
-def _listed(port: int) -> bool:
-    """Whether the calling thread's namespace lists a TCP socket listening on `port` in /proc."""
-    for table in ("tcp", "tcp6"):
+def _listed(port: int, transport: str) -> bool:
+    """Whether the calling thread's namespace lists a socket of `transport` listening on (bound
+    to) `port` in /proc."""
+    state = f"{STATES[transport][1]:02X}"
+    for table in (transport, f"{transport}6"):
         with contextlib.suppress(OSError):
             for line in Path(f"/proc/thread-self/net/{table}").read_text().splitlines()[1:]:
                 cols = line.split()
-                if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                if cols[3] == state and int(cols[1].rsplit(":", 1)[1], 16) == port:
                     return True
     return False
 
 
-def _listeners(family: int, port: int) -> int:
-    """How many TCP sockets of `family` listen on `port` in the calling thread's namespace."""
+def _listeners(family: int, port: int, transport: str) -> int:
+    """How many sockets of `family` and `transport` listen on (are bound to) `port` in the calling
+    thread's namespace."""
+    protocol, state = STATES[transport]
     # struct inet_diag_req_v2, its inet_diag_sockid naming the source port only.
-    request = (struct.pack("=BBBBI", family, socket.IPPROTO_TCP, 0, 0, 1 << TCP_LISTEN)
+    request = (struct.pack("=BBBBI", family, protocol, 0, 0, 1 << state)
                + struct.pack("!HH", port, 0) + bytes(32) + struct.pack("=III", 0, 0xFFFFFFFF,
                                                                       0xFFFFFFFF))
     header = struct.pack("=IHHII", 16 + len(request), SOCK_DIAG_BY_FAMILY, NLM_F_DUMP_REQUEST, 1, 0)
@@ -208,12 +218,13 @@ def _listeners(family: int, port: int) -> int:
 READY_POLL_S = 0.02
 
 
-async def wait_listening(proc: LabProcess, port: int, timeout_s: float, log: Path) -> None:
-    """Return once `proc`'s network has a socket listening on `port`; a process that exits or
-    takes longer than `timeout_s` fails the run, pointing at its `log`."""
+async def wait_listening(proc: LabProcess, port: int, timeout_s: float, log: Path,
+                         transport: str = "tcp") -> None:
+    """Return once `proc`'s network has a socket listening on `port` (`udp`: bound to it); a
+    process that exits or takes longer than `timeout_s` fails the run, pointing at its `log`."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
-    while not await listening(proc.member.pid, port):
+    while not await listening(proc.member.pid, port, transport):
         if not proc.alive:
             raise LabError(f"the {proc.role} exited with code {proc.returncode} before listening "
                            f"on port {port}; see {log}")

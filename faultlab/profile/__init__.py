@@ -18,11 +18,11 @@ from faultlab.profile.load import (
     unset_pass_env,
     with_client_image,
 )
-from faultlab.profile.sections import Capture, Client, FieldRanges, Mic, Network, Subnets
+from faultlab.profile.sections import Capture, Client, FieldRanges, Mic, Network, Subnets, Turn
 from faultlab.profile.steps import RawStep, Step, Trigger
 from faultlab.targets import EmulatorTarget, Program, RemoteTarget, Target
 
 __all__ = ["Capture", "Client", "EmulatorTarget", "FieldRanges", "Mic", "Network", "Profile",
            "Program", "RawProfile", "RawStep", "RemoteTarget", "Step", "Subnets", "Target",
-           "Trigger", "load_profile", "parse_profile", "recording", "unset_pass_env",
+           "Trigger", "Turn", "load_profile", "parse_profile", "recording", "unset_pass_env",
            "with_client_image"]

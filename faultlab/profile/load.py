@@ -18,7 +18,7 @@ from faultlab.lab import LABS, backend_for
 from faultlab.model import Duration, Model, host_name, image_ref, validate_plain
 from faultlab.plainyaml import load_mapping, read_bounded
 from faultlab.problems import Problems
-from faultlab.profile.sections import Capture, Client, FieldRanges, Mic, Network
+from faultlab.profile.sections import Capture, Client, FieldRanges, Mic, Network, Turn
 from faultlab.profile.steps import RawStep, Step, check_fault, check_steps
 from faultlab.protocols import Protocol as RealtimeApi
 from faultlab.targets import NoTarget, RemoteTarget, Target, TargetKind
@@ -46,6 +46,9 @@ class ProfileBase(Model):
     """What the packet capture on the router's links keeps."""
     mic: Mic | None = None
     """The client's virtual microphone (`FAULTLAB_MIC`); absent: the client has none."""
+    turn: Turn | None = None
+    """A TURN server in the lab for the client's WebRTC (coturn), on the transports given;
+    absent: none."""
     proxy: bool = False
     """Put mitmproxy in the router, in front of the target; it is started anyway for any
     app-level step (and to record the cassette of a target that records none itself)."""

@@ -1,6 +1,6 @@
 """A profile's sections beside its target and timeline: the client (of an installed kind,
-faultlab.profile.client_kinds), the network, the microphone, the capture and the field study's
-ranges."""
+faultlab.profile.client_kinds), the network, the microphone, the TURN server, the capture and the
+field study's ranges."""
 
 from __future__ import annotations
 
@@ -156,6 +156,27 @@ class Mic(Model):
         if any(not line.strip() for line in lines):
             raise ValueError("an utterance needs words")
         return lines
+
+
+class Turn(Model):
+    """A TURN server (coturn) in the server's namespace, for the client's WebRTC: on the server's
+    address, port 3478 for UDP and TCP, 5349 for TLS (its certificate from the run's CA). The
+    client gets its URLs and credentials (`FAULTLAB_TURN_URLS`, `FAULTLAB_TURN_USERNAME`,
+    `FAULTLAB_TURN_CREDENTIAL`); the transports it listens on are these."""
+
+    udp: bool = True
+    """Listen on UDP (`turn:ADDRESS:3478?transport=udp`)."""
+    tcp: bool = True
+    """Listen on TCP (`turn:ADDRESS:3478?transport=tcp`): what a client falls back to where UDP
+    is blocked."""
+    tls: bool = True
+    """Listen on TLS (`turns:ADDRESS:5349?transport=tcp`)."""
+
+    @model_validator(mode="after")
+    def _listens(self) -> Turn:
+        if not (self.udp or self.tcp or self.tls):
+            raise ValueError("a TURN server needs at least one of udp, tcp and tls")
+        return self
 
 
 class Capture(Model):

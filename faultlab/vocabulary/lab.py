@@ -1,5 +1,6 @@
 """The lab's parts' events as typed records: the proxy (`proxy.*` but its frames and upstream,
-faultlab.vocabulary.run), the resolver and the queries it answered, the target, the capture."""
+faultlab.vocabulary.run), the resolver and the queries it answered, the TURN server, the target,
+the capture."""
 
 from __future__ import annotations
 
@@ -86,6 +87,17 @@ class ResolverReady(Record):
     address: str
     hosts: list[str]
     upstream: str | None = None
+
+
+@dataclass(frozen=True)
+class TurnReady(Record):
+    """The lab's TURN server listens at `address` on `transports` (`udp`, `tcp`, `tls`), its
+    URLs handed to the client as `urls`."""
+
+    NAME: ClassVar[str] = "turn.ready"
+    address: str
+    transports: list[str]
+    urls: list[str]
 
 
 @dataclass(frozen=True)

@@ -111,6 +111,7 @@ export const TARGET_READY = 'target.ready';
 export const TCP_CONNECT = 'tcp.connect';
 export const TCP_FIN = 'tcp.fin';
 export const TCP_RST = 'tcp.rst';
+export const TURN_READY = 'turn.ready';
 export const UPLINK_ERROR = 'uplink.error';
 export const UPLINK_KEEP_ALIVE = 'uplink.keep_alive';
 export const UPLINK_SOURCE_BACK = 'uplink.source_back';

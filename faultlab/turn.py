@@ -1,0 +1,112 @@
+"""The lab's TURN server, for a client's WebRTC: coturn's `turnserver` (Debian's package) in the
+server's namespace, started when a profile has `turn:`, on the server's address: UDP and TCP on
+3478, TLS on 5349 with a certificate from the run's CA.
+
+It takes the time-limited credentials of the TURN REST API (coturn's `--use-auth-secret`): the
+username is `EXPIRY:faultlab`, the credential the base64 HMAC-SHA1 of the username under the run's
+own secret: what a browser's or aiortc's `iceServers` take as they are. The client gets them with
+the URLs (`FAULTLAB_TURN_URLS`, space-separated), and the CA that signed the TLS listener's
+certificate (`FAULTLAB_TURN_CA`). The secret is in the server's configuration file (private to
+the run), not on its command line, which the run's events show.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+import shutil
+import time
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+from faultlab.errors import LabError
+from faultlab.events import EventBus
+from faultlab.lab.base import Lab
+from faultlab.lab.process import LabProcess, wait_listening
+from faultlab.private import create_private
+from faultlab.profile import Turn
+from faultlab.tls import LabCA
+from faultlab.vocabulary.lab import TurnReady
+
+TURN_PORT = 3478
+TURNS_PORT = 5349
+REALM = "faultlab"
+USER = "faultlab"
+# The credentials outlive any run: a run is bounded by its timeout, far shorter.
+CREDENTIALS_S = 24 * 3600
+# coturn starts its listeners in ~0.1 s here.
+READY_S = 10.0
+
+
+@dataclass(frozen=True)
+class TurnAccess:
+    """What the client is given to reach the lab's TURN server."""
+
+    urls: list[str]
+    username: str
+    credential: str
+    ca: Path
+
+    def env(self) -> dict[str, str]:
+        return {"FAULTLAB_TURN_URLS": " ".join(self.urls), "FAULTLAB_TURN_USERNAME": self.username,
+                "FAULTLAB_TURN_CREDENTIAL": self.credential, "FAULTLAB_TURN_CA": str(self.ca)}
+
+
+def credentials(secret: str, expiry: int, user: str = USER) -> tuple[str, str]:
+    """The TURN REST API's username and credential for `user` until `expiry` (unix time)."""
+    username = f"{expiry}:{user}"
+    digest = hmac.new(secret.encode(), username.encode(), hashlib.sha1).digest()
+    return username, base64.b64encode(digest).decode()
+
+
+def turn_urls(address: str, turn: Turn) -> list[str]:
+    """The URLs of the transports `turn` listens on, as `iceServers` write them."""
+    return ([f"turn:{address}:{TURN_PORT}?transport=udp"] * turn.udp
+            + [f"turn:{address}:{TURN_PORT}?transport=tcp"] * turn.tcp
+            + [f"turns:{address}:{TURNS_PORT}?transport=tcp"] * turn.tls)
+
+
+def turnserver_argv(address: str, turn: Turn, config: Path, work_dir: Path,
+                    certificate: tuple[Path, Path] | None) -> list[str]:
+    """coturn's command line: its configuration `config` (which `-n` would have it ignore), in
+    the foreground, logging to stdout, its pid file and user database in `work_dir` (not /var),
+    only the transports asked for, no DTLS listener."""
+    found = shutil.which("turnserver")
+    if found is None:
+        raise LabError("a profile with 'turn' needs coturn's turnserver: make install brings it "
+                       "(Debian's package coturn)")
+    tls = ([f"--tls-listening-port={TURNS_PORT}", f"--cert={certificate[0]}",
+            f"--pkey={certificate[1]}"] if certificate is not None else ["--no-tls"])
+    return [found, "-c", str(config), "--no-cli", "--log-file=stdout", "--simple-log",
+            "--use-auth-secret", f"--realm={REALM}", f"--listening-ip={address}",
+            f"--relay-ip={address}", f"--listening-port={TURN_PORT}", *tls, "--no-dtls",
+            *([] if turn.udp else ["--no-udp"]), *([] if turn.tcp else ["--no-tcp"]),
+            f"--pidfile={work_dir / 'turn.pid'}", f"--userdb={work_dir / 'turndb'}"]
+
+
+async def launch_turn(lab: Lab, turn: Turn, ca: LabCA, run_dir: Path, bus: EventBus,
+                      stack: AsyncExitStack) -> TurnAccess:
+    """The TURN server in the server's namespace, once each of its listeners is up; `stack`
+    stops it (and `lab gc` after a SIGKILL: a process in the lab's namespace)."""
+    address = str(lab.server_address)
+    secret = secrets.token_urlsafe(24)
+    config = create_private(run_dir / "turnserver.conf")
+    config.write_text(f"static-auth-secret={secret}\n")
+    certificate = ca.issue((), [address]) if turn.tls else None
+    argv = turnserver_argv(address, turn, config, lab.scratch, certificate)
+    log = create_private(run_dir / "turn.log")
+    server = LabProcess.started("turn", await lab.start("server", argv, {}, None, log), argv, bus)
+    stack.push_async_callback(server.stop)
+    listeners = ([(TURN_PORT, "udp")] * turn.udp + [(TURN_PORT, "tcp")] * turn.tcp
+                 + [(TURNS_PORT, "tcp")] * turn.tls)
+    for port, transport in listeners:
+        await wait_listening(server, port, READY_S, log, transport)
+    urls = turn_urls(address, turn)
+    bus.announce("faultlab", TurnReady(address, [t for t, on in (("udp", turn.udp),
+                                                                ("tcp", turn.tcp),
+                                                                ("tls", turn.tls)) if on], urls))
+    username, credential = credentials(secret, int(time.time()) + CREDENTIALS_S)
+    return TurnAccess(urls, username, credential, ca.cert_path)

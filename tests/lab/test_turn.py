@@ -1,0 +1,72 @@
+"""The lab's TURN server (coturn): started when a profile has `turn`, on the transports it asks
+for, with credentials a real TURN client (aioice's) allocates with; its relay carries a datagram
+through the lab; nothing of it is left after the run."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from .helpers import failed, first, lab_traces, run_profile
+
+pytestmark = [pytest.mark.lab,
+              pytest.mark.skipif(shutil.which("turnserver") is None,
+                                 reason="no coturn: make install brings it")]
+
+CLIENT = Path(__file__).with_name("turn_client.py")
+
+
+def profile(turn: str) -> str:
+    return f"""\
+name: turn-{turn.replace(" ", "").replace(",", "-").strip("{}").replace(":", "")}
+turn: {turn}
+client:
+  command: [{sys.executable}, {CLIENT}]
+timeout: 30s
+"""
+
+
+def test_a_client_allocates_on_each_transport_and_the_relay_carries_its_datagram(
+        runs_dir: Path) -> None:
+    """UDP, TCP and TLS (the run's CA trusted): each allocation is relayed from the server's
+    address, and a datagram sent through it reaches the client's own socket from that relayed
+    address. The credentials are the TURN REST API's, the secret never on the command line."""
+    result = run_profile(profile("{udp: true, tcp: true, tls: true}"), runs_dir)
+    assert result.error is None, failed(result) + (result.run_dir / "client.log").read_text()
+    ready = first(result, "turn.ready").fields
+    server = ready["address"]
+    assert ready["transports"] == ["udp", "tcp", "tls"]
+    assert ready["urls"] == [f"turn:{server}:3478?transport=udp",
+                             f"turn:{server}:3478?transport=tcp",
+                             f"turns:{server}:5349?transport=tcp"]
+    failures = [e.fields for e in result.observed if e.name == "client.turn_failed"]
+    assert failures == []
+    allocated = {e.fields["url"]: e.fields["relayed"] for e in result.observed
+                 if e.name == "client.turn_allocated"}
+    relayed = {e.fields["url"]: e.fields["source"] for e in result.observed
+               if e.name == "client.turn_relayed"}
+    assert sorted(allocated) == sorted(ready["urls"]) and relayed == allocated
+    assert all(address.split(":")[0] == server for address in allocated.values())
+    start = first(result, "process.start", role="turn").fields
+    secret = (result.run_dir / "turnserver.conf").read_text().split("=", 1)[1].strip()
+    assert secret and secret not in " ".join(start["argv"])
+    assert (result.run_dir / "turnserver.conf").stat().st_mode & 0o077 == 0
+    assert lab_traces(int(first(result, "lab.ready").fields["slot"]), os.getpid()) == []
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(start["pid"]), 0)
+
+
+def test_only_the_transports_asked_for_listen(runs_dir: Path) -> None:
+    """TCP alone (as where a network lets only TCP through): the client is given that URL only,
+    and its allocation relays."""
+    result = run_profile(profile("{udp: false, tcp: true, tls: false}"), runs_dir)
+    assert result.error is None, failed(result) + (result.run_dir / "client.log").read_text()
+    ready = first(result, "turn.ready").fields
+    assert ready["transports"] == ["tcp"]
+    tcp = [f"turn:{ready['address']}:3478?transport=tcp"]
+    assert ready["urls"] == tcp
+    assert [e.fields["url"] for e in result.observed if e.name == "client.turn_relayed"] == tcp

@@ -1,0 +1,82 @@
+"""A TURN client for the lab's TURN server (aioice's, as aiortc's ICE uses it): for each URL it
+was given (FAULTLAB_TURN_URLS), an allocation with the run's credentials, then a datagram sent
+through the relay to a socket of the client's own, which says where it came from. Each outcome is
+an event: `client.turn_allocated` (url, relayed), `client.turn_relayed` (url, source) or
+`client.turn_failed` (url, error).
+
+    turn_client.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import ssl
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+from aioice.turn import create_turn_endpoint
+
+WAIT_S = 5.0
+
+
+def announce(name: str, **fields: Any) -> None:
+    with open(os.environ["FAULTLAB_EVENTS"], "a", encoding="utf-8") as f:
+        f.write(json.dumps({"event": name, "ts": time.time(), **fields}) + "\n")
+
+
+class Relayed(asyncio.DatagramProtocol):
+    def __init__(self) -> None:
+        self.got: asyncio.Future[tuple[bytes, tuple[str, int]]] = (
+            asyncio.get_running_loop().create_future())
+
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
+        if not self.got.done():
+            self.got.set_result((data, addr))
+
+
+async def through(url: str, peer: socket.socket, peer_got: Relayed) -> None:
+    parts = urlsplit(url)
+    host, _, port = parts.path.rpartition(":")
+    transport = dict(p.split("=") for p in parts.query.split("&"))["transport"]
+    context = None
+    if parts.scheme == "turns":
+        context = ssl.create_default_context(cafile=os.environ["FAULTLAB_TURN_CA"])
+    relay, _ = await create_turn_endpoint(
+        asyncio.DatagramProtocol, (host, int(port)), os.environ["FAULTLAB_TURN_USERNAME"],
+        os.environ["FAULTLAB_TURN_CREDENTIAL"], ssl=context, transport=transport)
+    try:
+        relayed = relay.get_extra_info("sockname")
+        announce("client.turn_allocated", url=url, relayed=f"{relayed[0]}:{relayed[1]}")
+        relay.sendto(url.encode(), peer.getsockname())
+        data, source = await asyncio.wait_for(asyncio.shield(peer_got.got), WAIT_S)
+        assert data == url.encode(), data
+        announce("client.turn_relayed", url=url, source=f"{source[0]}:{source[1]}")
+    finally:
+        relay.close()
+
+
+async def main() -> None:
+    loop = asyncio.get_running_loop()
+    for url in os.environ["FAULTLAB_TURN_URLS"].split():
+        peer = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        # The client's own address: the one its route toward the server leaves from.
+        peer.connect((urlsplit(url).path.rpartition(":")[0], 9))
+        own = peer.getsockname()[0]
+        peer.close()
+        peer = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        peer.bind((own, 0))
+        listener, peer_got = await loop.create_datagram_endpoint(Relayed, sock=peer)
+        try:
+            await asyncio.wait_for(through(url, peer, peer_got), 2 * WAIT_S)
+        except Exception as exc:  # each failure is the test's evidence
+            announce("client.turn_failed", url=url, error=f"{type(exc).__name__}: {exc}")
+        finally:
+            listener.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
