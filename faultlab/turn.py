@@ -33,6 +33,9 @@ from faultlab.vocabulary.lab import TurnReady
 
 TURN_PORT = 3478
 TURNS_PORT = 5349
+# Each listener a profile's `turn` may ask for: its URL's scheme, its port and what carries it.
+LISTENERS = {"udp": ("turn", TURN_PORT, "udp"), "tcp": ("turn", TURN_PORT, "tcp"),
+             "tls": ("turns", TURNS_PORT, "tcp")}
 REALM = "faultlab"
 USER = "faultlab"
 # The credentials outlive any run: a run is bounded by its timeout, far shorter.
@@ -62,11 +65,15 @@ def credentials(secret: str, expiry: int, user: str = USER) -> tuple[str, str]:
     return username, base64.b64encode(digest).decode()
 
 
+def transports(turn: Turn) -> list[str]:
+    """The listeners `turn` asks for, as LISTENERS names them."""
+    return [name for name in LISTENERS if getattr(turn, name)]
+
+
 def turn_urls(address: str, turn: Turn) -> list[str]:
     """The URLs of the transports `turn` listens on, as `iceServers` write them."""
-    return ([f"turn:{address}:{TURN_PORT}?transport=udp"] * turn.udp
-            + [f"turn:{address}:{TURN_PORT}?transport=tcp"] * turn.tcp
-            + [f"turns:{address}:{TURNS_PORT}?transport=tcp"] * turn.tls)
+    return [f"{scheme}:{address}:{port}?transport={carrier}"
+            for scheme, port, carrier in map(LISTENERS.__getitem__, transports(turn))]
 
 
 def turnserver_argv(address: str, turn: Turn, config: Path, work_dir: Path,
@@ -100,13 +107,10 @@ async def launch_turn(lab: Lab, turn: Turn, ca: LabCA, run_dir: Path, bus: Event
     log = create_private(run_dir / "turn.log")
     server = LabProcess.started("turn", await lab.start("server", argv, {}, None, log), argv, bus)
     stack.push_async_callback(server.stop)
-    listeners = ([(TURN_PORT, "udp")] * turn.udp + [(TURN_PORT, "tcp")] * turn.tcp
-                 + [(TURNS_PORT, "tcp")] * turn.tls)
-    for port, transport in listeners:
-        await wait_listening(server, port, READY_S, log, transport)
+    for name in transports(turn):
+        _, port, carrier = LISTENERS[name]
+        await wait_listening(server, port, READY_S, log, carrier)
     urls = turn_urls(address, turn)
-    bus.announce("faultlab", TurnReady(address, [t for t, on in (("udp", turn.udp),
-                                                                ("tcp", turn.tcp),
-                                                                ("tls", turn.tls)) if on], urls))
+    bus.announce("faultlab", TurnReady(address, transports(turn), urls))
     username, credential = credentials(secret, int(time.time()) + CREDENTIALS_S)
     return TurnAccess(urls, username, credential, ca.cert_path)

@@ -8,24 +8,38 @@ the client's namespace, and the server leg at the router.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Self
+
+from pydantic import model_validator
 
 from faultlab.faults.base import Fault, FaultContext, Layer, register
-from faultlab.faults.flows import Direction, FlowParams, iptables_matches
+from faultlab.faults.flows import Direction, FlowParams, Transport, iptables_matches
 from faultlab.faults.legs import LEGS, LegChain, leg_matches, proxied
 from faultlab.lab.namespace import Namespace
 from faultlab.lab.netfilter import chain_name, install, uninstall
 
 
 class DropParams(FlowParams):
-    """`direction`, `connection`, and `at`: the router (both ends see silence) or the client's
-    own namespace (the client's TCP sees local drops, as the field study's round 3 did)."""
+    """`direction`, `connection`, `protocol`, and `at`: the router (both ends see silence) or the
+    client's own namespace (the client's TCP sees local drops, as the field study's round 3
+    did)."""
 
     direction: Direction = "both"
     """Which way's packets are dropped: `both`, `to_server` or `to_client`."""
     at: Literal["router", "client"] = "router"
     """Where they are dropped: at the `router` (neither end is told) or in the `client`'s own
     namespace (its TCP sees local drops)."""
+    protocol: Transport | None = None
+    """Only the packets of this protocol, `udp` or `tcp`: `udp` blocks UDP as a firewall that
+    lets only TCP through does (a WebRTC client must then reach its TURN server over TCP or
+    TLS); absent: every packet."""
+
+    @model_validator(mode="after")
+    def _one_protocol(self) -> Self:
+        if self.protocol == "udp" and self.connection is not None:
+            raise ValueError("a connection is a TCP connection: 'protocol: udp' takes no "
+                             "'connection'")
+        return self
 
 
 @register
@@ -49,11 +63,13 @@ class Drop(Fault[DropParams]):
     async def apply(self, ctx: FaultContext) -> dict[str, Any]:
         p = self.params
         ns, hooks = self._where(ctx)
-        matches = iptables_matches(ctx, p.direction, p.connection, p.at == "client")
+        matches = iptables_matches(ctx, p.direction, p.connection, p.at == "client", p.protocol)
         await install(ns, hooks, chain_name(self.step_id), [f"{m} -j DROP" for m in matches])
         details: dict[str, Any] = {"direction": p.direction, "at": p.at,
                                    "connection": p.connection}
-        if proxied(ctx):
+        if p.protocol is not None:
+            details["protocol"] = p.protocol
+        if proxied(ctx) and p.protocol != "udp":  # the proxy relays TCP only
             legs = LEGS if p.at == "router" else LEGS[1:]
             try:
                 on_legs, conn = leg_matches(ctx, p.direction, p.connection, legs)

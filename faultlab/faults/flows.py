@@ -10,6 +10,7 @@ from faultlab.faults.base import FaultContext, FaultParams
 
 Direction = Literal["both", "to_server", "to_client"]
 OneWay = Literal["to_server", "to_client"]
+Transport = Literal["tcp", "udp"]
 
 
 def hurt_directions(direction: Direction) -> list[OneWay]:
@@ -40,14 +41,14 @@ def selected(ctx: FaultContext, connection: ConnectionChoice | None) -> Connecti
 
 def iptables_matches(
     ctx: FaultContext, direction: Direction, connection: ConnectionChoice | None, at_client: bool,
-    tcp_only: bool = False,
+    protocol: Transport | None = None,
 ) -> list[str]:
     """iptables match clauses, one per hurt direction, for the chosen flows at the router or client
-    (all packets, or only TCP ones with `tcp_only`)."""
+    (all packets, or only those of `protocol`)."""
     lab = ctx.lab
     to_server = f"-o {lab.client_iface}" if at_client else f"-i {lab.client_link}"
     to_client = f"-i {lab.client_iface}" if at_client else f"-o {lab.client_link}"
-    flow_up = flow_down = " -p tcp" if tcp_only else ""
+    flow_up = flow_down = f" -p {protocol}" if protocol else ""
     conn = selected(ctx, connection)
     if conn is not None:
         flow_up = (f" -p tcp -s {conn.client} --sport {conn.client_port}"

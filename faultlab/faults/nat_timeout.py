@@ -192,7 +192,7 @@ class NatTimeout(Fault[NatTimeoutParams]):
         self._holder[router] = self.step_id
         idle_s = int(p.idle)
         matches = iptables_matches(ctx, p.direction, p.connection, at_client=False,
-                                   tcp_only=True)
+                                   protocol="tcp")
         # The rule first: its conntrack match switches tracking on in the namespace if nothing
         # had (no proxy, no uplink), while pickup is still on, so nothing is INVALID yet.
         try:

@@ -43,7 +43,7 @@ class Reject(Fault[RejectParams]):
     async def apply(self, ctx: FaultContext) -> dict[str, Any]:
         p = self.params
         matches = iptables_matches(ctx, _HURT[p.toward], p.connection, at_client=False,
-                                   tcp_only=True)
+                                   protocol="tcp")
         rules = [f"{m} -j REJECT --reject-with tcp-reset" for m in matches]
         await install(ctx.lab.router, ["FORWARD"], chain_name(self.step_id), rules)
         if not proxied(ctx):

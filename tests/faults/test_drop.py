@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from pydantic import ValidationError
 
 from faultlab.errors import MechanismError
 
@@ -26,7 +27,7 @@ REVERT_ROUTER = ["-D FORWARD -j FL-cut", "-F FL-cut", "-X FL-cut"]
 def test_defaults_hurt_every_flow_both_ways_at_the_router() -> None:
     """With no parameters a drop hurts every flow, both ways, at the router."""
     assert params_of("drop").model_dump() == {"connection": None, "direction": "both",
-                                              "at": "router"}
+                                              "at": "router", "protocol": None}
 
 
 @pytest.mark.parametrize(("params", "field"), [
@@ -35,6 +36,7 @@ def test_defaults_hurt_every_flow_both_ways_at_the_router() -> None:
     ({"connection": "last"}, "connection"),
     ({"connection": 1.5}, "connection"),
     ({"rate": 0.5}, "rate"),
+    ({"protocol": "sctp"}, "protocol"),
 ])
 def test_bad_parameters_are_refused_by_name(params: dict[str, object], field: str) -> None:
     """A value out of its choices, or an unknown field, is refused naming that field."""
@@ -69,6 +71,19 @@ def test_one_direction_is_one_rule(direction: str, rule: str) -> None:
     ctx = FakeContext()
     apply_and_revert(build("drop", {"direction": direction}, step="cut"), ctx)
     assert ctx.lab.ns("router").batches[0] == [":FL-cut - [0:0]", rule, JUMP_ROUTER]
+
+
+def test_a_protocol_drops_only_its_packets() -> None:
+    """`protocol: udp` (UDP blocked, as a firewall that lets only TCP through) matches UDP alone,
+    and says so; it takes no connection, which is a TCP connection."""
+    ctx = FakeContext()
+    details = apply_and_revert(build("drop", {"protocol": "udp", "direction": "to_server"},
+                                     step="cut"), ctx)
+    assert details["protocol"] == "udp"
+    assert ctx.lab.ns("router").batches[0] == [":FL-cut - [0:0]", "-A FL-cut -i c0 -p udp -j DROP",
+                                               JUMP_ROUTER]
+    with pytest.raises(ValidationError, match="'protocol: udp' takes no 'connection'"):
+        params_of("drop", {"protocol": "udp", "connection": "first"})
 
 
 def test_drop_at_the_client_uses_its_own_interface() -> None:

@@ -20,14 +20,14 @@ pytestmark = [pytest.mark.lab,
 CLIENT = Path(__file__).with_name("turn_client.py")
 
 
-def profile(turn: str) -> str:
+def profile(name: str, turn: str, args: str = "", steps: str = "") -> str:
     return f"""\
-name: turn-{turn.replace(" ", "").replace(",", "-").strip("{}").replace(":", "")}
+name: {name}
 turn: {turn}
 client:
-  command: [{sys.executable}, {CLIENT}]
+  command: [{sys.executable}, {CLIENT}{args}]
 timeout: 30s
-"""
+{steps}"""
 
 
 def test_a_client_allocates_on_each_transport_and_the_relay_carries_its_datagram(
@@ -35,7 +35,7 @@ def test_a_client_allocates_on_each_transport_and_the_relay_carries_its_datagram
     """UDP, TCP and TLS (the run's CA trusted): each allocation is relayed from the server's
     address, and a datagram sent through it reaches the client's own socket from that relayed
     address. The credentials are the TURN REST API's, the secret never on the command line."""
-    result = run_profile(profile("{udp: true, tcp: true, tls: true}"), runs_dir)
+    result = run_profile(profile("turn-all", "{udp: true, tcp: true, tls: true}"), runs_dir)
     assert result.error is None, failed(result) + (result.run_dir / "client.log").read_text()
     ready = first(result, "turn.ready").fields
     server = ready["address"]
@@ -63,10 +63,33 @@ def test_a_client_allocates_on_each_transport_and_the_relay_carries_its_datagram
 def test_only_the_transports_asked_for_listen(runs_dir: Path) -> None:
     """TCP alone (as where a network lets only TCP through): the client is given that URL only,
     and its allocation relays."""
-    result = run_profile(profile("{udp: false, tcp: true, tls: false}"), runs_dir)
+    result = run_profile(profile("turn-tcp", "{udp: false, tcp: true, tls: false}"), runs_dir)
     assert result.error is None, failed(result) + (result.run_dir / "client.log").read_text()
     ready = first(result, "turn.ready").fields
     assert ready["transports"] == ["tcp"]
     tcp = [f"turn:{ready['address']}:3478?transport=tcp"]
     assert ready["urls"] == tcp
     assert [e.fields["url"] for e in result.observed if e.name == "client.turn_relayed"] == tcp
+
+
+def test_with_udp_blocked_toward_the_server_tcp_and_tls_still_relay(runs_dir: Path) -> None:
+    """`drop` of UDP toward the server (an egress firewall that lets only TCP out), in force
+    before the client's first allocation: the UDP allocation meets silence and fails, the TCP and
+    TLS ones relay (their relay's datagram comes back toward the client, which the rule lets
+    through)."""
+    block = """\
+timeline:
+  - id: no-udp
+    when: {at: 0s}
+    do: {fault: drop, protocol: udp, direction: to_server}
+"""
+    result = run_profile(profile("turn-udp-blocked", "{}", ", --after-fault, --wait, '1.5'",
+                                 block), runs_dir)
+    assert result.error is None, failed(result) + (result.run_dir / "client.log").read_text()
+    assert first(result, "fault.applied", step="no-udp").fields["protocol"] == "udp"
+    urls = first(result, "turn.ready").fields["urls"]
+    failures = {e.fields["url"]: e.fields["error"] for e in result.observed
+                if e.name == "client.turn_failed"}
+    assert list(failures) == [urls[0]] and "Timeout" in failures[urls[0]], failures
+    relayed = [e.fields["url"] for e in result.observed if e.name == "client.turn_relayed"]
+    assert relayed == urls[1:]

@@ -2,25 +2,27 @@
 was given (FAULTLAB_TURN_URLS), an allocation with the run's credentials, then a datagram sent
 through the relay to a socket of the client's own, which says where it came from. Each outcome is
 an event: `client.turn_allocated` (url, relayed), `client.turn_relayed` (url, source) or
-`client.turn_failed` (url, error).
+`client.turn_failed` (url, error). With `--after-fault` it first waits until the run's events
+file has a `fault.applied` (a step at the client's start: its rules are in force before the
+first allocation, however busy the machine); each URL gets `--wait` seconds (default 5).
 
-    turn_client.py
+    turn_client.py [--after-fault] [--wait SECONDS]
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
 import socket
 import ssl
 import time
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from aioice.turn import create_turn_endpoint
-
-WAIT_S = 5.0
 
 
 def announce(name: str, **fields: Any) -> None:
@@ -38,7 +40,13 @@ class Relayed(asyncio.DatagramProtocol):
             self.got.set_result((data, addr))
 
 
-async def through(url: str, peer: socket.socket, peer_got: Relayed) -> None:
+async def fault_applied() -> None:
+    events = Path(os.environ["FAULTLAB_RUN_DIR"]) / "events.jsonl"
+    while not (events.exists() and '"fault.applied"' in events.read_text()):
+        await asyncio.sleep(0.02)
+
+
+async def through(url: str, peer: socket.socket, peer_got: Relayed, wait_s: float) -> None:
     parts = urlsplit(url)
     host, _, port = parts.path.rpartition(":")
     transport = dict(p.split("=") for p in parts.query.split("&"))["transport"]
@@ -52,15 +60,17 @@ async def through(url: str, peer: socket.socket, peer_got: Relayed) -> None:
         relayed = relay.get_extra_info("sockname")
         announce("client.turn_allocated", url=url, relayed=f"{relayed[0]}:{relayed[1]}")
         relay.sendto(url.encode(), peer.getsockname())
-        data, source = await asyncio.wait_for(asyncio.shield(peer_got.got), WAIT_S)
+        data, source = await asyncio.wait_for(asyncio.shield(peer_got.got), wait_s)
         assert data == url.encode(), data
         announce("client.turn_relayed", url=url, source=f"{source[0]}:{source[1]}")
     finally:
         relay.close()
 
 
-async def main() -> None:
+async def main(after_fault: bool, wait_s: float) -> None:
     loop = asyncio.get_running_loop()
+    if after_fault:
+        await fault_applied()
     for url in os.environ["FAULTLAB_TURN_URLS"].split():
         peer = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         # The client's own address: the one its route toward the server leaves from.
@@ -71,7 +81,7 @@ async def main() -> None:
         peer.bind((own, 0))
         listener, peer_got = await loop.create_datagram_endpoint(Relayed, sock=peer)
         try:
-            await asyncio.wait_for(through(url, peer, peer_got), 2 * WAIT_S)
+            await asyncio.wait_for(through(url, peer, peer_got, wait_s), wait_s)
         except Exception as exc:  # each failure is the test's evidence
             announce("client.turn_failed", url=url, error=f"{type(exc).__name__}: {exc}")
         finally:
@@ -79,4 +89,8 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--after-fault", action="store_true")
+    parser.add_argument("--wait", type=float, default=5.0)
+    args = parser.parse_args()
+    asyncio.run(main(args.after_fault, args.wait))
