@@ -154,6 +154,11 @@ def diagnose() -> list[Check]:
     checks.append(Check("espeak-ng", espeak is not None,
                         "emulator speech" if espeak else "missing: the emulator speaks a tone",
                         "apt-get install espeak-ng", optional=True))
+    turnserver = shutil.which("turnserver")
+    checks.append(Check("coturn", turnserver is not None,
+                        "the lab's TURN server" if turnserver
+                        else "missing: a profile with 'turn' cannot run",
+                        "apt-get install coturn", optional=True))
     tshark = find_tshark()
     checks.append(Check("tshark", tshark is not None,
                         _version([tshark, "--version"]) if tshark

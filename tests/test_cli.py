@@ -71,7 +71,8 @@ def test_doctor_names_every_mechanism() -> None:
     lines = lines.splitlines()
     verdicts = {line.split()[1]: line.split()[0] for line in lines if not line.startswith(" ")}
     assert set(verdicts) >= {"python", "privileges", "iptables-restore", "tcpdump", "pyroute2",
-                             "mitmproxy", "espeak-ng", "slirp4netns", "impairments", "docker"}
+                             "mitmproxy", "espeak-ng", "coturn", "slirp4netns", "impairments",
+                             "docker"}
     assert set(verdicts.values()) <= {"ok", "warn", "FAIL"}
     for line, after in zip(lines, [*lines[1:], ""], strict=True):
         if line.startswith(("warn", "FAIL")):
@@ -114,6 +115,15 @@ def test_doctor_warns_of_a_missing_extra_without_failing(monkeypatch: pytest.Mon
     result = doctor_without(monkeypatch, "espeak-ng")
     assert re.search(r"^warn espeak-ng +missing: the emulator speaks a tone\n +fix: apt-get "
                      r"install espeak-ng$", result.output, re.M), result.output
+    assert result.exit_code == doctor_without(monkeypatch).exit_code
+
+
+def test_doctor_warns_of_a_missing_turn_server_without_failing(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without coturn, which only a profile with `turn` needs, doctor warns with the fix."""
+    result = doctor_without(monkeypatch, "turnserver")
+    assert re.search(r"^warn coturn +missing: a profile with 'turn' cannot run\n +fix: apt-get "
+                     r"install coturn$", result.output, re.M), result.output
     assert result.exit_code == doctor_without(monkeypatch).exit_code
 
 
