@@ -79,8 +79,9 @@ def turn_urls(address: str, turn: Turn) -> list[str]:
 def turnserver_argv(address: str, turn: Turn, config: Path, work_dir: Path,
                     certificate: tuple[Path, Path] | None) -> list[str]:
     """coturn's command line: its configuration `config` (which `-n` would have it ignore), in
-    the foreground, logging to stdout, its pid file and user database in `work_dir` (not /var),
-    only the transports asked for, no DTLS listener."""
+    the foreground, logging to stdout with each session's allocation, refreshes and end
+    (`--verbose`), its pid file and user database in `work_dir` (not /var), only the transports
+    asked for, no DTLS listener."""
     found = shutil.which("turnserver")
     if found is None:
         raise LabError("a profile with 'turn' needs coturn's turnserver: make install brings it "
@@ -88,7 +89,7 @@ def turnserver_argv(address: str, turn: Turn, config: Path, work_dir: Path,
     tls = ([f"--tls-listening-port={TURNS_PORT}", f"--cert={certificate[0]}",
             f"--pkey={certificate[1]}"] if certificate is not None else ["--no-tls"])
     return [found, "-c", str(config), "--no-cli", "--log-file=stdout", "--simple-log",
-            "--use-auth-secret", f"--realm={REALM}", f"--listening-ip={address}",
+            "--verbose", "--use-auth-secret", f"--realm={REALM}", f"--listening-ip={address}",
             f"--relay-ip={address}", f"--listening-port={TURN_PORT}", *tls, "--no-dtls",
             *([] if turn.udp else ["--no-udp"]), *([] if turn.tcp else ["--no-tcp"]),
             f"--pidfile={work_dir / 'turn.pid'}", f"--userdb={work_dir / 'turndb'}"]
