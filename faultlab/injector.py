@@ -18,7 +18,7 @@ from faultlab.connections import ConnectionTable, Upstream
 from faultlab.errors import FaultlabError
 from faultlab.events import Event, EventBus
 from faultlab.faults import FAULTS, Fault
-from faultlab.faults.base import ResolverChannel
+from faultlab.faults.base import ResolverChannel, TurnChannel
 from faultlab.lab.base import Lab
 from faultlab.profile import Step
 from faultlab.proxy.control import ArmedStep, ProxyControl
@@ -40,12 +40,14 @@ class FaultRuntime:
 
     def __init__(self, lab: Lab, connections: ConnectionTable, bus: EventBus,
                  proxy: ProxyControl | None, mic: VirtualMic | None, steps: Sequence[Step],
-                 on_failure: Callable[[str], None], resolver: ResolverChannel | None = None) -> None:
+                 on_failure: Callable[[str], None], resolver: ResolverChannel | None = None,
+                 turn: TurnChannel | None = None) -> None:
         self.lab = lab
         self.connections = connections
         self.proxy = proxy
         self.mic = mic
         self.resolver = resolver
+        self.turn = turn
         self.bus = bus
         self.active: dict[str, Fault[Any]] = {}
         self._faults = {s.id: s.fault for s in steps}

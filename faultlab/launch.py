@@ -40,7 +40,7 @@ from faultlab.vocabulary.lab import TargetReady
 
 if TYPE_CHECKING:
     from faultlab.mic import VirtualMic
-    from faultlab.turn import TurnAccess
+    from faultlab.turn import TurnAccess, TurnServer
 
 # The client's resolver with the lab's: glibc's default (5 s, twice over) would have a lookup
 # that meets no answer take 10 s; a lab's answer comes in a millisecond, so 1 s per try, two
@@ -154,14 +154,15 @@ class Launcher:
         self.resolver_address = str(self.lab.router_address)
         return control
 
-    async def start_turn(self) -> None:
+    async def start_turn(self) -> TurnServer:
         """The lab's TURN server in the server's place (the profile's `turn`); the client is
         given its URLs and credentials."""
         from faultlab.turn import launch_turn
 
         assert self.profile.turn is not None
-        self.turn = await launch_turn(self.lab, self.profile.turn, self.ca, self.run_dir,
-                                      self.bus, self.stack)
+        server, self.turn = await launch_turn(self.lab, self.profile.turn, self.ca, self.run_dir,
+                                              self.bus, self.stack)
+        return server
 
     def lab_names(self) -> tuple[list[str], str | None]:
         """The names the client resolves to the target (the profile's `hosts` and those its

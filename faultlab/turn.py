@@ -15,8 +15,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import os
 import secrets
 import shutil
+import signal
 import time
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -95,23 +97,57 @@ def turnserver_argv(address: str, turn: Turn, config: Path, work_dir: Path,
             f"--pidfile={work_dir / 'turn.pid'}", f"--userdb={work_dir / 'turndb'}"]
 
 
+class TurnServer:
+    """The lab's TURN server process: started, killed by a `turn_down` step, started again with
+    the same configuration (the credentials the client holds stay valid)."""
+
+    def __init__(self, lab: Lab, turn: Turn, argv: list[str], log: Path, bus: EventBus) -> None:
+        self.lab = lab
+        self.turn = turn
+        self.argv = argv
+        self.log = log
+        self.bus = bus
+        self.process: LabProcess | None = None
+
+    async def start(self) -> None:
+        """Start it; return once each of its listeners is up."""
+        member = await self.lab.start("server", self.argv, {}, None, self.log)
+        self.process = server = LabProcess.started("turn", member, self.argv, self.bus)
+        for name in transports(self.turn):
+            _, port, carrier = LISTENERS[name]
+            await wait_listening(server, port, READY_S, self.log, carrier)
+        address = str(self.lab.server_address)
+        self.bus.announce("faultlab", TurnReady(address, transports(self.turn),
+                                                turn_urls(address, self.turn)))
+
+    async def kill(self) -> int:
+        """SIGKILL, as a crash: the kernel closes its sockets (a TCP or TLS client's connection
+        ends, a UDP client's packets meet a port unreachable); the pid it had."""
+        assert self.process is not None
+        pid = self.process.member.pid
+        if self.process.alive:
+            os.kill(pid, signal.SIGKILL)
+        await self.process.wait()
+        return pid
+
+    async def stop(self) -> None:
+        if self.process is not None:
+            await self.process.stop()
+
+
 async def launch_turn(lab: Lab, turn: Turn, ca: LabCA, run_dir: Path, bus: EventBus,
-                      stack: AsyncExitStack) -> TurnAccess:
-    """The TURN server in the server's namespace, once each of its listeners is up; `stack`
-    stops it (and `lab gc` after a SIGKILL: a process in the lab's namespace)."""
+                      stack: AsyncExitStack) -> tuple[TurnServer, TurnAccess]:
+    """The TURN server in the server's namespace, once each of its listeners is up, and what
+    the client is given to reach it; `stack` stops it (and `lab gc` after a SIGKILL: a process
+    in the lab's namespace)."""
     address = str(lab.server_address)
     secret = secrets.token_urlsafe(24)
     config = create_private(run_dir / "turnserver.conf")
     config.write_text(f"static-auth-secret={secret}\n")
     certificate = ca.issue((), [address]) if turn.tls else None
     argv = turnserver_argv(address, turn, config, lab.scratch, certificate)
-    log = create_private(run_dir / "turn.log")
-    server = LabProcess.started("turn", await lab.start("server", argv, {}, None, log), argv, bus)
+    server = TurnServer(lab, turn, argv, create_private(run_dir / "turn.log"), bus)
     stack.push_async_callback(server.stop)
-    for name in transports(turn):
-        _, port, carrier = LISTENERS[name]
-        await wait_listening(server, port, READY_S, log, carrier)
-    urls = turn_urls(address, turn)
-    bus.announce("faultlab", TurnReady(address, transports(turn), urls))
+    await server.start()
     username, credential = credentials(secret, int(time.time()) + CREDENTIALS_S)
-    return TurnAccess(urls, username, credential, ca.cert_path)
+    return server, TurnAccess(turn_urls(address, turn), username, credential, ca.cert_path)

@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 
 Layer = Literal["packet", "app", "client"]
 # What a fault may need the run to start for it: the proxy, the virtual microphone, the lab's
-# resolver (faultlab.resolver).
-Need = Literal["proxy", "mic", "dns"]
+# resolver (faultlab.resolver), the lab's TURN server (faultlab.turn).
+Need = Literal["proxy", "mic", "dns", "turn"]
 
 
 class FaultParams(Model):
@@ -53,6 +53,16 @@ class ResolverChannel(Protocol):
     async def clear_answer(self, step: str) -> None: ...
 
 
+class TurnChannel(Protocol):
+    """What a fault may do to the lab's TURN server."""
+
+    async def kill(self) -> int:
+        """Kill it (SIGKILL, as a crash); the pid it had."""
+
+    async def start(self) -> None:
+        """Start it again, with the same credentials, once each listener is up."""
+
+
 class FaultContext(Protocol):
     """What the run hands a fault when it applies or reverts it (faultlab.injector.FaultRuntime)."""
 
@@ -69,6 +79,9 @@ class FaultContext(Protocol):
     @property
     def resolver(self) -> ResolverChannel | None:
         """The lab resolver's control channel, when the run has one."""
+    @property
+    def turn(self) -> TurnChannel | None:
+        """The lab's TURN server, when the profile has one."""
 
     async def revert(self, step_ids: Sequence[str] | None) -> list[str]:
         """Revert the named active faults (all when None); returns the ids reverted."""

@@ -136,6 +136,7 @@ PROVIDERS: dict[Need, tuple[str, str]] = {
     "mic": ("mic", "acts on the lab's microphone: give the profile a 'mic'"),
     "dns": ("target", "answers for the target's names with the lab's resolver: give the profile "
                       "a 'target'"),
+    "turn": ("turn", "acts on the lab's TURN server: give the profile a 'turn'"),
 }
 
 

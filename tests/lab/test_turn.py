@@ -83,8 +83,8 @@ timeline:
     when: {at: 0s}
     do: {fault: drop, protocol: udp, direction: to_server}
 """
-    result = run_profile(profile("turn-udp-blocked", "{}", ", --after-fault, --wait, '1.5'",
-                                 block), runs_dir)
+    result = run_profile(profile("turn-udp-blocked", "{}",
+                                 ", --round, fault.applied, --wait, '1.5'", block), runs_dir)
     assert result.error is None, failed(result) + (result.run_dir / "client.log").read_text()
     assert first(result, "fault.applied", step="no-udp").fields["protocol"] == "udp"
     urls = first(result, "turn.ready").fields["urls"]
@@ -93,3 +93,43 @@ timeline:
     assert list(failures) == [urls[0]] and "Timeout" in failures[urls[0]], failures
     relayed = [e.fields["url"] for e in result.observed if e.name == "client.turn_relayed"]
     assert relayed == urls[1:]
+
+
+def test_a_turn_server_that_dies_refuses_until_it_is_restored(runs_dir: Path) -> None:
+    """turn_down kills coturn (SIGKILL) once the client has relayed on each URL: an allocation
+    while it is down fails (TCP and TLS: refused at once), one after the restore relays again
+    with the same credentials; a new server is ready in between, and none is left after the
+    run."""
+    steps = """\
+timeline:
+  - id: down
+    when: {event: client.turn_round, where: {round: 0}}
+    do: {fault: turn_down}
+  - id: up
+    when: {step: down}
+    after: 1s
+    do: {fault: restore, faults: [down]}
+"""
+    result = run_profile(profile("turn-dies", "{udp: false}",
+                                 ", --round, start, --round, fault.applied, --round, fault.reverted,"
+                                 " --wait, '2'", steps), runs_dir)
+    assert result.error is None, failed(result) + (result.run_dir / "client.log").read_text()
+    killed = first(result, "fault.applied", step="down")
+    pid = killed.fields["pid"]
+    exits = [e for e in result.observed if e.name == "process.exit" and e.fields["role"] == "turn"]
+    assert exits and exits[0].fields["code"] == -9 and exits[0].t >= killed.began
+    starts = [e.fields["pid"] for e in result.events
+              if e.name == "process.start" and e.fields["role"] == "turn"]
+    assert starts[0] == pid and len(starts) == 2
+    ready = [e.t for e in result.observed if e.name == "turn.ready"]
+    assert len(ready) == 2 and killed.t < ready[1] <= first(result, "fault.reverted", step="down").t
+    outcome = {(e.fields["round"], e.fields["url"].split(":")[0]): e.name.rsplit("_", 1)[1]
+               for e in result.observed if e.name in ("client.turn_relayed", "client.turn_failed")}
+    assert outcome == {(0, "turn"): "relayed", (0, "turns"): "relayed",
+                       (1, "turn"): "failed", (1, "turns"): "failed",
+                       (2, "turn"): "relayed", (2, "turns"): "relayed"}, outcome
+    refused = [e.fields["error"] for e in result.observed if e.name == "client.turn_failed"]
+    assert all("ConnectionRefused" in error for error in refused), refused
+    for start in starts:
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(start), 0)

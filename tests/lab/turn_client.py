@@ -2,11 +2,12 @@
 was given (FAULTLAB_TURN_URLS), an allocation with the run's credentials, then a datagram sent
 through the relay to a socket of the client's own, which says where it came from. Each outcome is
 an event: `client.turn_allocated` (url, relayed), `client.turn_relayed` (url, source) or
-`client.turn_failed` (url, error). With `--after-fault` it first waits until the run's events
-file has a `fault.applied` (a step at the client's start: its rules are in force before the
-first allocation, however busy the machine); each URL gets `--wait` seconds (default 5).
+`client.turn_failed` (url, error), each with its round; `client.turn_round` ends a round. A round
+goes over every URL once: each `--round EVENT` waits until the run's events file has that event
+(`start`: at once; a step's `fault.applied` at the client's start: its rules are in force before
+the first allocation, however busy the machine). Each URL gets `--wait` seconds (default 5).
 
-    turn_client.py [--after-fault] [--wait SECONDS]
+    turn_client.py [--round EVENT]... [--wait SECONDS]
 """
 
 from __future__ import annotations
@@ -40,13 +41,16 @@ class Relayed(asyncio.DatagramProtocol):
             self.got.set_result((data, addr))
 
 
-async def fault_applied() -> None:
+async def seen(event: str) -> None:
     events = Path(os.environ["FAULTLAB_RUN_DIR"]) / "events.jsonl"
-    while not (events.exists() and '"fault.applied"' in events.read_text()):
+    while event != "start" and not (events.exists() and any(
+            json.loads(line).get("event") == event
+            for line in events.read_text().splitlines() if line.endswith("}"))):
         await asyncio.sleep(0.02)
 
 
-async def through(url: str, peer: socket.socket, peer_got: Relayed, wait_s: float) -> None:
+async def through(url: str, peer: socket.socket, peer_got: Relayed, wait_s: float,
+                  n: int) -> None:
     parts = urlsplit(url)
     host, _, port = parts.path.rpartition(":")
     transport = dict(p.split("=") for p in parts.query.split("&"))["transport"]
@@ -58,39 +62,44 @@ async def through(url: str, peer: socket.socket, peer_got: Relayed, wait_s: floa
         os.environ["FAULTLAB_TURN_CREDENTIAL"], ssl=context, transport=transport)
     try:
         relayed = relay.get_extra_info("sockname")
-        announce("client.turn_allocated", url=url, relayed=f"{relayed[0]}:{relayed[1]}")
+        announce("client.turn_allocated", url=url, relayed=f"{relayed[0]}:{relayed[1]}", round=n)
         relay.sendto(url.encode(), peer.getsockname())
         data, source = await asyncio.wait_for(asyncio.shield(peer_got.got), wait_s)
         assert data == url.encode(), data
-        announce("client.turn_relayed", url=url, source=f"{source[0]}:{source[1]}")
+        announce("client.turn_relayed", url=url, source=f"{source[0]}:{source[1]}", round=n)
     finally:
         relay.close()
 
 
-async def main(after_fault: bool, wait_s: float) -> None:
+async def main(rounds: list[str], wait_s: float) -> None:
+    for n, event in enumerate(rounds):
+        await seen(event)
+        for url in os.environ["FAULTLAB_TURN_URLS"].split():
+            await one(url, wait_s, n)
+        announce("client.turn_round", round=n)
+
+
+async def one(url: str, wait_s: float, n: int) -> None:
     loop = asyncio.get_running_loop()
-    if after_fault:
-        await fault_applied()
-    for url in os.environ["FAULTLAB_TURN_URLS"].split():
-        peer = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        # The client's own address: the one its route toward the server leaves from.
-        peer.connect((urlsplit(url).path.rpartition(":")[0], 9))
-        own = peer.getsockname()[0]
-        peer.close()
-        peer = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        peer.bind((own, 0))
-        listener, peer_got = await loop.create_datagram_endpoint(Relayed, sock=peer)
-        try:
-            await asyncio.wait_for(through(url, peer, peer_got, wait_s), wait_s)
-        except Exception as exc:  # each failure is the test's evidence
-            announce("client.turn_failed", url=url, error=f"{type(exc).__name__}: {exc}")
-        finally:
-            listener.close()
+    peer = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    # The client's own address: the one its route toward the server leaves from.
+    peer.connect((urlsplit(url).path.rpartition(":")[0], 9))
+    own = peer.getsockname()[0]
+    peer.close()
+    peer = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    peer.bind((own, 0))
+    listener, peer_got = await loop.create_datagram_endpoint(Relayed, sock=peer)
+    try:
+        await asyncio.wait_for(through(url, peer, peer_got, wait_s, n), wait_s)
+    except Exception as exc:  # each failure is the test's evidence
+        announce("client.turn_failed", url=url, error=f"{type(exc).__name__}: {exc}", round=n)
+    finally:
+        listener.close()
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
-    parser.add_argument("--after-fault", action="store_true")
+    parser.add_argument("--round", action="append", dest="rounds")
     parser.add_argument("--wait", type=float, default=5.0)
     args = parser.parse_args()
-    asyncio.run(main(args.after_fault, args.wait))
+    asyncio.run(main(args.rounds or ["start"], args.wait))
