@@ -43,6 +43,10 @@ $(STAMP): pyproject.toml Makefile $(JS_SOURCES) $(EDITOR)/package-lock.json $(DO
 	    echo "installing Debian packages:$$missing"; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	  fi; \
+	  if [ -d /run/systemd/system ] && systemctl is-enabled -q coturn 2>/dev/null; then \
+	    echo "disabling coturn's system service (faultlab starts its own in each lab that asks)"; \
+	    systemctl disable -q --now coturn; \
+	  fi; \
 	fi
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else \
 	  "faultlab needs Python >= 3.12; $(PYTHON) is " + sys.version.split()[0] + \

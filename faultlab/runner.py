@@ -134,13 +134,15 @@ class Run:
                 processes["target"] = await launcher.start_target()
             proxy = await self._start_proxy(lab, launcher, stack) if "proxy" in p.needs else None
             resolver = await launcher.start_resolver() if "dns" in p.needs else None
-            turn = await launcher.start_turn() if p.turn is not None else None
+            turn = await launcher.start_turn() if "turn" in p.needs else None
             table = launcher.connection_table()
             self._faults = faults = FaultRuntime(lab, table, self.bus, proxy, mic, p.timeline,
                                                  self._fail, resolver, turn)
             # The faults are reverted after the capture has stopped: it shows the path as the
             # run left it, not a server's retransmission that the teardown's revert let through.
             stack.push_async_callback(faults.close)
+            if turn is not None:  # first at teardown: a turn_down reverted then stays down
+                stack.callback(turn.retire)
             await stack.enter_async_context(LiveCapture(
                 lab, self.run_dir / "capture.pcap" if p.capture.pcap else None,
                 p.capture.snaplen_bytes, self.bus,

@@ -13,6 +13,7 @@ the run), not on its command line, which the run's events show.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
 import os
@@ -27,8 +28,8 @@ from pathlib import Path
 from faultlab.errors import LabError
 from faultlab.events import EventBus
 from faultlab.lab.base import Lab
-from faultlab.lab.process import LabProcess, wait_listening
-from faultlab.private import create_private
+from faultlab.lab.process import LabProcess, Transport, wait_listening
+from faultlab.private import create_private, remember_secrets, write_private
 from faultlab.profile import Turn
 from faultlab.tls import LabCA
 from faultlab.vocabulary.lab import TurnReady
@@ -36,8 +37,9 @@ from faultlab.vocabulary.lab import TurnReady
 TURN_PORT = 3478
 TURNS_PORT = 5349
 # Each listener a profile's `turn` may ask for: its URL's scheme, its port and what carries it.
-LISTENERS = {"udp": ("turn", TURN_PORT, "udp"), "tcp": ("turn", TURN_PORT, "tcp"),
-             "tls": ("turns", TURNS_PORT, "tcp")}
+LISTENERS: dict[str, tuple[str, int, Transport]] = {
+    "udp": ("turn", TURN_PORT, "udp"), "tcp": ("turn", TURN_PORT, "tcp"),
+    "tls": ("turns", TURNS_PORT, "tcp")}
 REALM = "faultlab"
 USER = "faultlab"
 # The credentials outlive any run: a run is bounded by its timeout, far shorter.
@@ -78,19 +80,24 @@ def turn_urls(address: str, turn: Turn) -> list[str]:
             for scheme, port, carrier in map(LISTENERS.__getitem__, transports(turn))]
 
 
-def turnserver_argv(address: str, turn: Turn, config: Path, work_dir: Path,
+def turnserver() -> str:
+    """coturn's program; a clear error where it is not installed."""
+    found = shutil.which("turnserver")
+    if found is None:
+        raise LabError("a profile with 'turn' needs coturn's turnserver: make install brings it "
+                       "(Debian's package coturn)")
+    return found
+
+
+def turnserver_argv(program: str, address: str, turn: Turn, config: Path, work_dir: Path,
                     certificate: tuple[Path, Path] | None) -> list[str]:
     """coturn's command line: its configuration `config` (which `-n` would have it ignore), in
     the foreground, logging to stdout with each session's allocation, refreshes and end
     (`--verbose`), its pid file and user database in `work_dir` (not /var), only the transports
     asked for, no DTLS listener."""
-    found = shutil.which("turnserver")
-    if found is None:
-        raise LabError("a profile with 'turn' needs coturn's turnserver: make install brings it "
-                       "(Debian's package coturn)")
     tls = ([f"--tls-listening-port={TURNS_PORT}", f"--cert={certificate[0]}",
             f"--pkey={certificate[1]}"] if certificate is not None else ["--no-tls"])
-    return [found, "-c", str(config), "--no-cli", "--log-file=stdout", "--simple-log",
+    return [program, "-c", str(config), "--no-cli", "--log-file=stdout", "--simple-log",
             "--verbose", "--use-auth-secret", f"--realm={REALM}", f"--listening-ip={address}",
             f"--relay-ip={address}", f"--listening-port={TURN_PORT}", *tls, "--no-dtls",
             *([] if turn.udp else ["--no-udp"]), *([] if turn.tcp else ["--no-tcp"]),
@@ -99,7 +106,8 @@ def turnserver_argv(address: str, turn: Turn, config: Path, work_dir: Path,
 
 class TurnServer:
     """The lab's TURN server process: started, killed by a `turn_down` step, started again with
-    the same configuration (the credentials the client holds stay valid)."""
+    the same configuration (the credentials the client holds stay valid). Once the run retires it
+    (its teardown), it is not started again: a `turn_down` reverted then stays down."""
 
     def __init__(self, lab: Lab, turn: Turn, argv: list[str], log: Path, bus: EventBus) -> None:
         self.lab = lab
@@ -108,9 +116,12 @@ class TurnServer:
         self.log = log
         self.bus = bus
         self.process: LabProcess | None = None
+        self.retired = False
 
     async def start(self) -> None:
-        """Start it; return once each of its listeners is up."""
+        """Start it, unless it runs or is retired; return once each of its listeners is up."""
+        if self.retired or (self.process is not None and self.process.alive):
+            return
         member = await self.lab.start("server", self.argv, {}, None, self.log)
         self.process = server = LabProcess.started("turn", member, self.argv, self.bus)
         for name in transports(self.turn):
@@ -121,16 +132,21 @@ class TurnServer:
                                                 turn_urls(address, self.turn)))
 
     async def kill(self) -> int:
-        """SIGKILL, as a crash: the kernel closes its sockets (a TCP or TLS client's connection
-        ends, a UDP client's packets meet a port unreachable); the pid it had."""
+        """SIGKILL, as a crash: the kernel closes its sockets; the pid it had (one already dead
+        stays so)."""
         assert self.process is not None
         pid = self.process.member.pid
         if self.process.alive:
-            os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):  # reaped meanwhile
+                os.kill(pid, signal.SIGKILL)
         await self.process.wait()
         return pid
 
+    def retire(self) -> None:
+        self.retired = True
+
     async def stop(self) -> None:
+        self.retired = True
         if self.process is not None:
             await self.process.stop()
 
@@ -140,14 +156,16 @@ async def launch_turn(lab: Lab, turn: Turn, ca: LabCA, run_dir: Path, bus: Event
     """The TURN server in the server's namespace, once each of its listeners is up, and what
     the client is given to reach it; `stack` stops it (and `lab gc` after a SIGKILL: a process
     in the lab's namespace)."""
+    program = turnserver()
     address = str(lab.server_address)
     secret = secrets.token_urlsafe(24)
-    config = create_private(run_dir / "turnserver.conf")
-    config.write_text(f"static-auth-secret={secret}\n")
+    config = run_dir / "turnserver.conf"
+    write_private(config, f"static-auth-secret={secret}\n")
     certificate = ca.issue((), [address]) if turn.tls else None
-    argv = turnserver_argv(address, turn, config, lab.scratch, certificate)
+    argv = turnserver_argv(program, address, turn, config, lab.scratch, certificate)
     server = TurnServer(lab, turn, argv, create_private(run_dir / "turn.log"), bus)
     stack.push_async_callback(server.stop)
     await server.start()
     username, credential = credentials(secret, int(time.time()) + CREDENTIALS_S)
+    remember_secrets([secret, credential])  # redacted wherever the run meets them (client.log)
     return server, TurnAccess(turn_urls(address, turn), username, credential, ca.cert_path)

@@ -7,10 +7,10 @@ from typing import Literal
 from faultlab.connections import Connection, ConnectionChoice
 from faultlab.errors import MechanismError
 from faultlab.faults.base import FaultContext, FaultParams
+from faultlab.lab.process import Transport
 
 Direction = Literal["both", "to_server", "to_client"]
 OneWay = Literal["to_server", "to_client"]
-Transport = Literal["tcp", "udp"]
 
 
 def hurt_directions(direction: Direction) -> list[OneWay]:

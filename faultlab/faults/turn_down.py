@@ -1,7 +1,7 @@
 """turn_down: the lab's TURN server dies (a profile's `turn`), as a crashed coturn does: SIGKILL,
-so the kernel closes its sockets (measured: an allocation under way over TLS met a reset, a new
-one over TCP or TLS is refused at once), and its relays are gone. `restore` (or the run's end)
-starts it again with the same credentials: a client may allocate anew.
+so the kernel closes its sockets (measured: a new allocation over TCP or TLS is refused at once)
+and its relays are gone. `restore` starts it again with the same credentials: a client may
+allocate anew (at the run's end it stays down). Two steps at once kill it once and start it once.
 """
 
 from __future__ import annotations

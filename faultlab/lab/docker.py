@@ -229,6 +229,8 @@ class DockerLab(NetnsLab):
                             else (a.server, a.router_server.ip))
         joined.call(configure_end, "eth0", address, gateway)
         joined.call(wait_links_up, ("eth0",))
+        # The router's end lost its carrier while its peer moved.
+        self.router.call(wait_links_up, (self.client_link if role == "client" else self.server_link,))
         for name, value in self.sysctl.get(role, {}).items():
             joined.call(write_sysctl, name, value)
 

@@ -13,12 +13,12 @@ from pyroute2 import IPRoute
 from faultlab.errors import LabError
 from faultlab.lab.namespace import write_sysctl
 
-# The router's ends of the veth pairs get ifindexes that the ends in the fresh client and server
+# The router's ends of the veth pairs get ifindexes (11, 12, ...) that the ends in the fresh client and server
 # namespaces (lo 1, eth0 2) never have. The kernel's linkwatch takes a veth's carrier change as
 # urgent only when its ifindex differs from its peer's (linkwatch_urgent_event); otherwise it
 # handles it up to a second later: measured, the client's eth0 stayed operationally DOWN for
 # ~1 s after every lab's setup when both ends were 2.
-ROUTER_IFINDEX = {"c0": 11, "s0": 12}
+FIRST_ROUTER_IFINDEX = 11
 # How long the lab's links get to come operationally up. Most often none: linkwatch handles
 # them at once; it waits for the rtnl lock that other labs' setups and teardowns hold.
 LINKS_UP_S = 5.0
@@ -29,10 +29,9 @@ def wire_router(ends: tuple[tuple[str, Path, IPv4Interface], ...]) -> None:
     veth pair whose other end is the namespace's eth0, and forwarding on."""
     with IPRoute() as ipr:
         ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
-        for ifname, peer_ns, address in ends:
-            ipr.link("add", ifname=ifname, kind="veth", index=ROUTER_IFINDEX[ifname],
+        for index, (ifname, peer_ns, address) in enumerate(ends, FIRST_ROUTER_IFINDEX):
+            ipr.link("add", ifname=ifname, kind="veth", index=index,
                      peer={"ifname": "eth0", "net_ns_fd": str(peer_ns)})
-            index = ipr.link_lookup(ifname=ifname)[0]
             ipr.addr("add", index=index, address=str(address.ip), prefixlen=address.network.prefixlen)
             ipr.link("set", index=index, state="up")
     write_sysctl("net.ipv4.ip_forward", 1)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from faultlab.errors import LabError
 from faultlab.events import EventBus
@@ -145,10 +145,12 @@ NLMSG_ERROR, NLMSG_DONE = 2, 3
 TCP_LISTEN = 10
 # A UDP socket bound to a port is in state CLOSE (TCP_CLOSE, 7) for sock_diag and /proc.
 UDP_BOUND = 7
-STATES = {"tcp": (socket.IPPROTO_TCP, TCP_LISTEN), "udp": (socket.IPPROTO_UDP, UDP_BOUND)}
+Transport = Literal["tcp", "udp"]
+STATES: dict[Transport, tuple[int, int]] = {"tcp": (socket.IPPROTO_TCP, TCP_LISTEN),
+                                            "udp": (socket.IPPROTO_UDP, UDP_BOUND)}
 
 
-async def listening(pid: int, port: int, transport: str = "tcp") -> bool:
+async def listening(pid: int, port: int, transport: Transport = "tcp") -> bool:
     """Whether the network namespace of `pid` has a TCP socket listening on `port` (`udp`: a UDP
     socket bound to it). Asked from a thread made for the question, which enters that namespace;
     a process not yet in a namespace other than faultlab's own (a lab's programs never share it)
@@ -158,7 +160,7 @@ async def listening(pid: int, port: int, transport: str = "tcp") -> bool:
                                                                 transport)
 
 
-def _listening_in(pid: int, port: int, transport: str) -> bool:
+def _listening_in(pid: int, port: int, transport: Transport) -> bool:
     try:
         fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
     except OSError:
@@ -177,7 +179,7 @@ def _listening_in(pid: int, port: int, transport: str) -> bool:
         return _listed(port, transport)
 
 
-def _listed(port: int, transport: str) -> bool:
+def _listed(port: int, transport: Transport) -> bool:
     """Whether the calling thread's namespace lists a socket of `transport` listening on (bound
     to) `port` in /proc."""
     state = f"{STATES[transport][1]:02X}"
@@ -190,7 +192,7 @@ def _listed(port: int, transport: str) -> bool:
     return False
 
 
-def _listeners(family: int, port: int, transport: str) -> int:
+def _listeners(family: int, port: int, transport: Transport) -> int:
     """How many sockets of `family` and `transport` listen on (are bound to) `port` in the calling
     thread's namespace."""
     protocol, state = STATES[transport]
@@ -219,7 +221,7 @@ READY_POLL_S = 0.02
 
 
 async def wait_listening(proc: LabProcess, port: int, timeout_s: float, log: Path,
-                         transport: str = "tcp") -> None:
+                         transport: Transport = "tcp") -> None:
     """Return once `proc`'s network has a socket listening on `port` (`udp`: bound to it); a
     process that exits or takes longer than `timeout_s` fails the run, pointing at its `log`."""
     loop = asyncio.get_running_loop()

@@ -126,6 +126,7 @@ class Profile(ProfileBase):
         """What the run starts: whatever a step's fault needs, and what the profile asks for."""
         asked: set[Need] = {"proxy"} if self.proxy or self._proxy_records else set()
         asked |= {"mic"} if self.mic is not None else set()
+        asked |= {"turn"} if self.turn is not None else set()
         return frozenset(asked).union(*(s.needs for s in self.timeline))
 
 

@@ -231,7 +231,7 @@ class TcpRst(TcpFin):
 
 @dataclass(frozen=True)
 class ProcessStart(Record):
-    """A lab process (client, target, proxy) started; `member`: where it runs."""
+    """A lab process (client, target, proxy, resolver, turn) started; `member`: where it runs."""
 
     NAME: ClassVar[str] = "process.start"
     SPREAD: ClassVar[frozenset[str]] = frozenset({"member"})

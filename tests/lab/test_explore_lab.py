@@ -22,9 +22,10 @@ from ..conftest import REPO, faultlab, patience
 from .helpers import host_network_state, lab_traces
 
 # In the first lane, beside other tests: an exploration's verdicts are its runs' outcomes (the
-# booking, what the user is told, the exit code), not deadlines, so a busy machine does not change
-# them, and it changes nothing of the host's. Alone, the two whole-space explorations kept the
-# machine 24-28 % busy for 67 s (2026-12-06): they mostly wait on their runs' timers.
+# booking, what the user is told, the exit code), not deadlines, and it changes nothing of the
+# host's. Four labs at once (`--jobs auto` would be 16 on 2 cores), as a lane's worker may add
+# beside the others. Alone, with 16, the two whole-space explorations kept the machine 24-28 %
+# busy for 67 s (2026-12-06): they mostly wait on their runs' timers.
 pytestmark = pytest.mark.lab
 
 # The booking conversation with short timers: a client that cannot resume gives up after 3 s.
@@ -94,7 +95,7 @@ def test_the_naive_clients_windows_are_found_shrunk_and_confirmed(tmp_path: Path
     profile = base(tmp_path, "explore-naive", NAIVE, "toolCall, serverContent.turnComplete",
                    "0s")
     out = tmp_path / "x"
-    done = explore("--out", str(out), str(profile))
+    done = explore("--jobs", "4", "--out", str(out), str(profile))
     assert done.returncode == 1, done.stdout + done.stderr
     data = json.loads((out / "explore.json").read_text())
     assert data["complete"] and data["unhurt"]["outcome"] == "pass"
@@ -136,7 +137,7 @@ def test_the_recovering_client_is_clean_on_the_same_space(tmp_path: Path) -> Non
     # the two windows exploring found in this client.
     profile = base(tmp_path, "explore-recovery", RECOVERY, "setupComplete, toolCall",
                    "0s, 500ms")
-    done = explore("-q", "--out", str(tmp_path / "x"), str(profile))
+    done = explore("--jobs", "4", "-q", "--out", str(tmp_path / "x"), str(profile))
     data = json.loads((tmp_path / "x" / "explore.json").read_text())
     assert done.returncode == 0, done.stdout + done.stderr + json.dumps(data["points"])
     assert data["failures"] == [] and data["counts"] == {"pass": 4}

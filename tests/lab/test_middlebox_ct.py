@@ -131,9 +131,10 @@ def test_a_forged_rst_resets_the_chosen_end(runs_dir: Path, toward: str,
         link = result.run_dir / ("capture.pcap" if toward == "client" else "server.pcap")
         own, other = (client, server) if toward == "client" else (server, client)
         exact = {entry["seq"] for entry in rst_to}
-        forged_at = min(s.ts for s in rsts(link, other) if s.seq in exact)
+        forged = [s.ts for s in rsts(link, other) if s.seq in exact]
         answered = [s.ts for s in rsts(link, own)]
-        assert answered and forged_at < min(answered), f"{toward} was not reset by the forged RST"
+        assert forged and answered and min(forged) < min(answered), (
+            f"{toward} was not reset by the forged RST")
     assert code_of["client"].fields["by"] == "peer"
     assert code_of["server"].fields["received_close"] is False
     assert result.exit_codes["client"] == 2

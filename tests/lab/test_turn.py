@@ -106,8 +106,7 @@ timeline:
     when: {event: client.turn_round, where: {round: 0}}
     do: {fault: turn_down}
   - id: up
-    when: {step: down}
-    after: 1s
+    when: {event: client.turn_round, where: {round: 1}}
     do: {fault: restore, faults: [down]}
 """
     result = run_profile(profile("turn-dies", "{udp: false}",
