@@ -205,6 +205,12 @@ def run(paths: tuple[str, ...], runs_dir: Path, quiet: bool, repeat: int,
     sys.exit(code or worst)
 
 
+# The widest the names' column of `faultlab profiles` gets: a longer name (a folder's, as
+# webrtc/udp-blocked-falls-back-to-turn-tcp) has its summary on the next line, as argparse's help
+# has a long option's, so that 80 columns still show each summary's first words.
+NAME_COLUMN = 28
+
+
 @cli.command()
 def profiles() -> None:
     """List the profiles that run and validate take by name, each with its first sentence:
@@ -214,7 +220,8 @@ def profiles() -> None:
     from faultlab.catalogue import profile_catalogue, profile_summary
 
     shelves = profile_catalogue()
-    width = max((len(name) for _, names in shelves for name in names), default=0)
+    width = min(max((len(name) for _, names in shelves for name in names), default=0),
+                NAME_COLUMN)
     indent = "  " if len(shelves) > 1 else ""
     room = max(shutil.get_terminal_size((110, 24)).columns - len(indent) - width - 2, 30)
     for heading, names in shelves:
@@ -222,6 +229,9 @@ def profiles() -> None:
             click.echo(f"{heading}:")
         for name, path in names.items():
             summary = textwrap.shorten(profile_summary(path), room, placeholder=" ...")
+            if len(name) > width:  # its summary on the next line, in the column
+                click.echo(f"{indent}{name}")
+                name = ""
             click.echo(f"{indent}{name:<{width}}  {summary}".rstrip())
 
 

@@ -15,12 +15,13 @@ import errno
 import json
 import logging
 import ssl
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.datastructures import Headers
 from websockets.exceptions import (
     ConnectionClosed,
     HeaderLineTooLong,
@@ -48,6 +49,7 @@ from faultlab.vocabulary.server import (
 if TYPE_CHECKING:
     from faultlab.emulator.apis.base import EmulatedApi
     from faultlab.emulator.personality import Personality
+    from faultlab.emulator.webrtc import Calls
 
 log = logging.getLogger(__name__)
 
@@ -145,6 +147,8 @@ class EmulatorServer:
         # Every open connection and the task that handles it: what shutdown may have to abort.
         self._handlers: dict[ServerConnection, asyncio.Task[Any]] = {}
         self._stopping = False
+        # The WebRTC calls, from the first offer on (aiortc is imported then only).
+        self.calls: Calls | None = None
 
     async def __aenter__(self) -> EmulatorServer:
         self._server = await serve(
@@ -173,6 +177,8 @@ class EmulatorServer:
             self._forgetting.cancel()
         self._stopping = True
         self._server.close()
+        if self.calls is not None:
+            await self.calls.close()
         try:
             await asyncio.wait_for(self._server.wait_closed(), SHUTDOWN_S)
             return
@@ -223,12 +229,31 @@ class EmulatorServer:
             except Exception:  # a bug: logged, and the sessions are looked at again next time
                 log.exception("emulator bug while forgetting dead sessions")
 
-    def _check_path(self, ws: ServerConnection, request: Request) -> Response | None:
+    def _check_path(self, ws: ServerConnection,
+                    request: Request) -> Response | Awaitable[Response] | None:
+        """None for a WebSocket's request the API serves, a 404 for any other path; a POST on
+        a WebRTC call's route (faultlab.emulator.webrtc) is answered by the calls."""
+        if isinstance(request, wsinternals.Posted):
+            return self._post(request)
         if self.emulator.api.protocol.dialect_of(request.path) is None:
             return ws.respond(HTTPStatus.NOT_FOUND, "Not Found\n")
         return None
 
+    async def _post(self, request: wsinternals.Posted) -> Response:
+        from faultlab.emulator import webrtc
+
+        if not (self.emulator.api.protocol.webrtc and webrtc.is_signalling(request.path)):
+            self.emulator.announce(EmulatorRefused("Not Found", path=without_query(request.path),
+                                                   status=HTTPStatus.NOT_FOUND))
+            return Response(HTTPStatus.NOT_FOUND, "Not Found", Headers(
+                {"Content-Length": "0", "Connection": "close"}))
+        if self.calls is None:
+            self.calls = webrtc.Calls(self.emulator, self.drive)
+        return await self.calls.answer(request)
+
     def _report_refusal(self, ws: ServerConnection) -> None:
+        if isinstance(ws.request, wsinternals.Posted):
+            return  # the calls told their own
         refused = refusal(ws.request, ws.response, ws.protocol.handshake_exc)
         if refused is not None:
             self.emulator.announce(refused)
@@ -277,42 +302,17 @@ class EmulatorServer:
 
         reader = asyncio.create_task(read())
         closed_here = False
+
+        async def close(code: int, reason: str) -> None:
+            nonlocal closed_here
+            closed_here = True
+            await ws.close(code, reason)
+
+        async def send(wire: str | bytes, _: Action) -> None:
+            await ws.send(wire)
+
         try:
-            while not conn.closed:
-                due = conn.next_due()
-                if due is None or due > loop.time():
-                    # Woken by a client frame or at `due`, by a timer of the loop's own: a
-                    # wait_for timing out cancels the wait and raises twice (16 us a timed
-                    # wake rather than 12, measured alone), and while the model speaks a frame
-                    # falls due every 25 ms on each connection.
-                    timer = None if due is None else loop.call_at(due, wake.set)
-                    await wake.wait()
-                    if timer is not None:
-                        timer.cancel()
-                    wake.clear()
-                for action in conn.poll(loop.time()):
-                    if action.closes:
-                        closed_here = True
-                        if tape is not None:
-                            tape.write(Closed(loop.time(), conn.number, action.code,
-                                              action.reason, "server"))
-                        await ws.close(action.code, action.reason)
-                        continue
-                    if action.frame is not None:
-                        wire: str | bytes = json.dumps(action.frame, separators=(",", ":"))
-                        kind = protocol.kind_of(action.frame)
-                    else:
-                        assert action.wire is not None
-                        wire = action.wire
-                        kind = str(protocol.describe(wire).get("kind", ""))
-                    if tape is not None:
-                        tape.write(Message(loop.time(), conn.number, "server", wire))
-                    # Stamped as it is handed to the socket, as the tape has it: stamped after
-                    # the send, a loaded machine had the browser receive it "before" it was sent.
-                    self.emulator.announce(FrameLogged(
-                        "emulator", "server", conn.number, kind, len(wire),
-                        extra={"audio_s": round(action.audio_s, 4)} if action.audio_s else {}))
-                    await ws.send(wire)
+            await self.drive(conn, wake, send, close)
         except ConnectionClosed:
             pass
         finally:
@@ -322,6 +322,50 @@ class EmulatorServer:
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, ConnectionClosed):
                 await reader
+
+    async def drive(self, conn: Served, wake: asyncio.Event,
+                    send: Callable[[str | bytes, Action], Awaitable[None]],
+                    close: Callable[[int, str], Awaitable[None]]) -> None:
+        """Serve `conn` until it is closed: at each wake (a client message, set by the caller)
+        or when its next action falls due, what is due is sent, or closes it (one loop for the
+        WebSocket and a WebRTC call's data channel)."""
+        loop = asyncio.get_running_loop()
+        tape = self.tape
+        protocol = self.emulator.api.protocol
+        while not conn.closed:
+            due = conn.next_due()
+            if due is None or due > loop.time():
+                # Woken by a client frame or at `due`, by a timer of the loop's own: a
+                # wait_for timing out cancels the wait and raises twice (16 us a timed
+                # wake rather than 12, measured alone), and while the model speaks a frame
+                # falls due every 25 ms on each connection.
+                timer = None if due is None else loop.call_at(due, wake.set)
+                await wake.wait()
+                if timer is not None:
+                    timer.cancel()
+                wake.clear()
+            for action in conn.poll(loop.time()):
+                if action.closes:
+                    if tape is not None:
+                        tape.write(Closed(loop.time(), conn.number, action.code,
+                                          action.reason, "server"))
+                    await close(action.code, action.reason)
+                    continue
+                if action.frame is not None:
+                    wire: str | bytes = json.dumps(action.frame, separators=(",", ":"))
+                    kind = protocol.kind_of(action.frame)
+                else:
+                    assert action.wire is not None
+                    wire = action.wire
+                    kind = str(protocol.describe(wire).get("kind", ""))
+                if tape is not None:
+                    tape.write(Message(loop.time(), conn.number, "server", wire))
+                # Stamped as it is handed to the socket, as the tape has it: stamped after
+                # the send, a loaded machine had the browser receive it "before" it was sent.
+                self.emulator.announce(FrameLogged(
+                    "emulator", "server", conn.number, kind, len(wire),
+                    extra={"audio_s": round(action.audio_s, 4)} if action.audio_s else {}))
+                await send(wire, action)
 
 
 def _timed_out(ws: ServerConnection) -> bool:

@@ -1,18 +1,23 @@
 """Every patch of websockets' internals the emulator makes, in one place, each explained (as
 faultlab.proxy.internals does for mitmproxy's).
 
-One patch: frames are read only after the request is answered. websockets' `serve` builds its
-`ServerProtocol` itself, so the connection class `reporting` makes swaps the protocol's class for
-one whose parser waits; it also calls a report once the handshake is over.
+Two patches of the server's protocol: frames are read only after the request is answered, and a
+POST is read with its body (WebRTC's signalling shares the WebSocket's port, as on the service).
+websockets' `serve` builds its `ServerProtocol` itself, so the connection class `reporting` makes
+swaps the protocol's class for one that does both; it also calls a report once the handshake is
+over.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any
 
 from websockets.asyncio.server import ServerConnection
-from websockets.http11 import Response
+from websockets.exceptions import InvalidMessage
+from websockets.http11 import Request, Response, parse_headers, parse_line
 from websockets.protocol import Protocol, State
 from websockets.server import ServerProtocol
 
@@ -34,9 +39,55 @@ class _FramesAfterTheAnswer(Protocol):
         yield from super().parse()
 
 
+# The largest body of a POST: an SDP offer is 1-5 KB, a client secret's session a few.
+MAX_BODY = 256 * 1024
+
+
+@dataclass
+class Posted(Request):
+    """A POST and its body (websockets' `Request` refuses any body)."""
+
+    body: bytes = b""
+
+
 class _AnsweringFirst(ServerProtocol, _FramesAfterTheAnswer):
     """websockets' server protocol, reading frames only after its answer (the MRO puts
-    `_FramesAfterTheAnswer.parse` where `ServerProtocol.parse` goes on to read frames)."""
+    `_FramesAfterTheAnswer.parse` where `ServerProtocol.parse` goes on to read frames), and a
+    POST with its body, as a `Posted` request that `process_request` answers."""
+
+    def parse(self) -> Generator[None, None, None]:
+        if self.state is State.CONNECTING:
+            while len(self.reader.buffer) < 5 and not self.reader.eof:
+                yield
+            if self.reader.buffer.startswith(b"POST "):
+                yield from self._read_post()
+                return
+        yield from super().parse()
+
+    def _read_post(self) -> Generator[None, None, None]:
+        try:
+            line = yield from parse_line(self.reader.read_line)
+            method, path, version = line.decode("ascii").split(" ", 2)
+            headers = yield from parse_headers(self.reader.read_line)
+            length = int(headers.get("Content-Length", "0"))
+            if not 0 <= length <= MAX_BODY:
+                self.handshake_exc = InvalidMessage(f"body of {length} bytes")
+                self.send_response(self.reject(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                                               f"A body is at most {MAX_BODY} bytes.\n"))
+                yield  # the answer made `discard` the parser
+                return
+            body = yield from self.reader.read_exact(length)
+        except Exception as exc:  # as websockets' own parser, for a request it cannot read
+            self.handshake_exc = InvalidMessage("did not receive a valid HTTP request")
+            self.handshake_exc.__cause__ = exc
+            self.send_eof()
+            self.parser = self.discard()
+            next(self.parser)
+            yield  # as above
+            return
+        self.events.append(Posted(path, headers, method, version, body=bytes(body)))
+        while True:  # until the answer, which discards what follows
+            yield
 
     def send_response(self, response: Response) -> None:
         super().send_response(response)
@@ -55,6 +106,10 @@ def reporting(report: Callable[[ServerConnection], None]) -> type[ServerConnecti
         def __init__(self, protocol: ServerProtocol, *args: Any, **kwargs: Any) -> None:
             # websockets' `serve` builds the protocol itself: it only gains the override.
             protocol.__class__ = _AnsweringFirst
+            # Its parser started as ServerProtocol's, before any byte came: started again as
+            # ours, which reads a POST.
+            protocol.parser = protocol.parse()
+            next(protocol.parser)
             super().__init__(protocol, *args, **kwargs)
 
         async def handshake(self, *args: Any, **kwargs: Any) -> None:

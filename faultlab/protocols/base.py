@@ -70,6 +70,9 @@ class Protocol(ABC):
     # The kinds of a client message that is one chunk of a stream (audio, video), which clients
     # cut as they like: a cassette's replay takes a run of them for one (faultlab.cassette).
     stream_kinds: ClassVar[tuple[str, ...]] = ()
+    # Whether the service also takes calls over WebRTC (its events on a data channel, audio on
+    # tracks; faultlab.emulator.webrtc emulates OpenAI Realtime's).
+    webrtc: ClassVar[bool] = False
 
     @abstractmethod
     def recognises(self, message: Mapping[str, Any]) -> bool:

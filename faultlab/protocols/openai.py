@@ -135,6 +135,8 @@ class OpenAIRealtime(Protocol):
         "response.output_audio.delta", "response.output_text.delta",
         "response.output_audio_transcript.delta", "response.function_call_arguments.done")
     stream_kinds: ClassVar[tuple[str, ...]] = ("input_audio_buffer.append",)
+    # POST /v1/realtime/calls (docs/openai-realtime.md, "WebRTC").
+    webrtc: ClassVar[bool] = True
 
     # The module's functions.
     kind_of = staticmethod(kind_of)

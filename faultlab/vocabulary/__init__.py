@@ -13,10 +13,11 @@ modules below (a module of records imported here is found by itself) and those `
 - `audio`: the lab's microphone and a client's uplink;
 - `lab`: the proxy, the resolver, the target, the capture;
 - `browser`: a browser client's own account;
-- `server`: the server's (the emulator's, a cassette replay's, the echo peer's).
+- `server`: the server's (the emulator's, a cassette replay's, the echo peer's);
+- `webrtc`: what a WebRTC client says of its call (ICE, the candidate pair, received audio).
 """
 
-from faultlab.vocabulary import audio, browser, lab, run, server, session
+from faultlab.vocabulary import audio, browser, lab, run, server, session, webrtc
 from faultlab.vocabulary.base import NOT_DRAWN, Drawing, Lane, Record, Sender
 from faultlab.vocabulary.registry import read, record_of, register, vocabulary
 from faultlab.vocabulary.run import (
@@ -119,4 +120,5 @@ __all__ = [
     "server",
     "session",
     "vocabulary",
+    "webrtc",
 ]

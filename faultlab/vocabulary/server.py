@@ -27,6 +27,7 @@ __all__ = [
     "EchoStopped",
     "EmulatorAborted",
     "EmulatorAnswer",
+    "EmulatorCall",
     "EmulatorContextTrimmed",
     "EmulatorErrorTold",
     "EmulatorForgot",
@@ -131,6 +132,29 @@ class EmulatorAborted(Record):
     NAME: ClassVar[str] = "emulator.aborted"
     DRAWN: ClassVar[Drawing] = _NOTE
     connections: int
+
+
+@dataclass(frozen=True)
+class EmulatorCall(Record):
+    """A WebRTC call of the emulator (faultlab.emulator.webrtc) that carries connection `conn`:
+    `answered` (its offer), then its peer connection's states (`connecting`, `connected` with the
+    candidate `pair` ICE chose, `disconnected`, `failed`, `closed`), `no channel` (the events'
+    channel never opened), and `ended`, with the user's audio the call carried: `heard_s` came,
+    `concealed_s` was missing (lost, or dropped by the jitter buffer) and concealed."""
+
+    NAME: ClassVar[str] = "emulator.call"
+    DRAWN: ClassVar[Drawing] = _NOTE
+    conn: int
+    call: str
+    state: str
+    pair: dict[str, str] | None = None
+    heard_s: float | None = None
+    concealed_s: float | None = None
+
+    def label(self) -> str | None:
+        if self.pair is None:
+            return f"call {self.state}"
+        return f"call {self.state} ({self.pair['local']}/{self.pair['protocol']})"
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ import ssl
 import time
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from websockets.client import ClientProtocol
@@ -27,7 +28,11 @@ Start = Callable[..., RunningEmulator]
 
 
 def port_of(emulator: RunningEmulator) -> int:
-    return int(emulator.env["GOOGLE_GEMINI_BASE_URL"].rsplit(":", 1)[1])
+    """The emulator's port, from its base URL (Gemini's, or OpenAI's, which ends in /v1)."""
+    url = emulator.env.get("GOOGLE_GEMINI_BASE_URL") or emulator.env["OPENAI_BASE_URL"]
+    port = urlsplit(url).port
+    assert port is not None, url
+    return port
 
 
 def exchange(emulator: RunningEmulator, request: str | bytes) -> bytes:
@@ -72,14 +77,14 @@ WS_HEADERS = "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version
                  {"path": DEV, "status": 400, "reason": "missing Sec-WebSocket-Key header"},
                  id="bad-handshake"),
     pytest.param(f"POST {DEV}?key={KEY} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2\r\n"
-                 "\r\n{}", None, {"status": None, "reason": "unsupported request body"},
+                 "\r\n{}", 404, {"path": DEV, "status": 404, "reason": "Not Found"},
                  id="post-with-body"),
 ])
 def test_a_refused_http_request_leaves_an_event(
         start_emulator: Start, request_text: str, status: int | None,
         fields: dict[str, Any]) -> None:
-    """An unserved path (404), a request that is no WebSocket handshake (426, 400) and one
-    websockets cannot parse (closed unanswered) each leave one event, its path without the key."""
+    """An unserved path (404, a POST's too: only WebRTC's routes take one), a request that is no
+    WebSocket handshake (426, 400) each leave one event, its path without the key."""
     emulator = start_emulator()
     answer = exchange(emulator, request_text)
     if status is None:

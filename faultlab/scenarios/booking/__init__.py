@@ -33,6 +33,8 @@ CLIENTS = {
     "racing-recovery": "faultlab.clients.racing", "node-booking": "faultlab.clients.node",
     "web-booking": "faultlab.clients.web", "openai-naive": "faultlab.clients.openai_naive",
     "openai-recovery": "faultlab.clients.openai_recovery",
+    "openai-webrtc": "faultlab.clients.openai_webrtc",
+    "openai-webrtc-recovery": "faultlab.clients.openai_webrtc_recovery",
 }
 
 PACK = ScenarioPack("booking", brain=booking_assistant, probe=PROBE, clients=CLIENTS)

@@ -1,0 +1,82 @@
+"""OpenAI Realtime over WebRTC in the lab: profiles/webrtc/ runs the aiortc reference clients
+(openai-webrtc, openai-webrtc-recovery) against the emulator's calls over the user's hop as it
+fails: a call with nothing wrong (voice both ways), UDP blocked (TURN over TCP takes over), a TURN
+server that dies mid-call, a lossy cellular path. Each passes; what ICE chose and what was
+concealed is read back from the runs' events; nothing of the lab is left."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from ..conftest import PROFILES, faultlab, patience
+from .helpers import (
+    assert_events_known,
+    lab_traces,
+    pid_alive,
+    run_events,
+    run_slot,
+    suite_table,
+)
+
+pytestmark = [pytest.mark.lab, pytest.mark.alone]
+
+# About 25 s for the four at once on 2 cores (a run 12-22 s).
+SUITE_TIMEOUT_S = patience(120)
+NAMES = ["call-with-voice", "lossy-cellular-uplink", "turn-dies-mid-call",
+         "udp-blocked-falls-back-to-turn-tcp"]
+
+
+def named(runs_dir: Path, name: str) -> list[dict[str, object]]:
+    (run,) = runs_dir.glob(f"*-webrtc-{name}")
+    return run_events(run)
+
+
+@pytest.mark.timeout(SUITE_TIMEOUT_S + 60)
+def test_the_webrtc_profiles_pass_and_say_what_ice_chose(tmp_path: Path) -> None:
+    assert sorted(p.stem for p in (PROFILES / "webrtc").glob("*.yaml")) == NAMES
+    done = faultlab("run", "-q", "--jobs", "4", "--no-timeline", "--runs-dir", str(tmp_path),
+                    str(PROFILES / "webrtc"), timeout=SUITE_TIMEOUT_S)
+    failed = re.findall(r"== (\S+): (?:FAIL|ERROR)", done.stdout)
+    assert done.returncode == 0 and not failed, done.stdout[-6000:] + done.stderr
+    assert_events_known(tmp_path)
+    rows = suite_table(tmp_path)
+    assert all((row["bookings"], row["user told"]) == ("1", "truth") for row in rows.values())
+
+    # Voice both ways, straight over UDP: the emulator's side chose the same pair.
+    voice = named(tmp_path, "call-with-voice")
+    calls = [e for e in voice if e["event"] == "emulator.call" and e["state"] == "connected"]
+    assert [c["pair"]["local"] + "/" + c["pair"]["protocol"] for c in calls] == ["host/udp"]
+    played = [e for e in voice if e["event"] == "client.audio_end"]
+    assert played and all(float(e["audio_s"]) > 1.0 for e in played)
+    stats = [e for e in voice if e["event"] == "client.audio_stats"][-1]
+    assert stats["packets_lost"] == 0 and stats["concealed_s"] == 0.0
+    kinds = {e["kind"] for e in voice if e["event"] == "client.received"}
+    assert {"output_audio_buffer.started", "output_audio_buffer.stopped"} <= kinds
+    assert "response.output_audio.delta" not in kinds  # the voice is on the track
+
+    # UDP blocked: the UDP relay never came, TCP's did; the server saw the relay.
+    blocked = named(tmp_path, "udp-blocked-falls-back-to-turn-tcp")
+    ice = [(e["state"], e.get("turn")) for e in blocked if e["event"] == "client.ice"]
+    assert ("gave up", "udp") in ice and ("completed", "tcp") in ice, ice
+    (server_pair,) = [e["pair"] for e in blocked
+                      if e["event"] == "emulator.call" and e["state"] == "connected"]
+    assert server_pair["remote"] == "relay"
+
+    # The TURN server died: the client lost its call at once, its next calls failed until the
+    # restore, and a new call relayed again.
+    died = named(tmp_path, "turn-dies-mid-call")
+    order = [e["event"] for e in died if e["event"] in (
+        "fault.applied", "client.lost", "recovery.failed", "recovery.new_session")]
+    assert order[:3] == ["fault.applied", "fault.applied", "client.lost"], order
+    assert order[-1] == "recovery.new_session" and "recovery.failed" in order, order
+
+    # Nothing is left: no namespace, no process (emulator, coturn, client).
+    for run in (p for p in tmp_path.glob("*-webrtc-*") if p.is_dir()):
+        events = run_events(run)
+        owner = next(int(str(e["pid"])) for e in events if e["event"] == "run.start")
+        assert lab_traces(run_slot(run), owner) == [], run.name
+        started = [int(str(e["pid"])) for e in events if e["event"] == "process.start"]
+        assert started and not [pid for pid in started if pid_alive(pid)], run.name
