@@ -28,18 +28,13 @@ from pathlib import Path
 from faultlab.errors import LabError
 from faultlab.events import EventBus
 from faultlab.lab.base import Lab
-from faultlab.lab.process import LabProcess, Transport, wait_listening
+from faultlab.lab.process import LabProcess, wait_listening
 from faultlab.private import create_private, remember_secrets, write_private
 from faultlab.profile import Turn
 from faultlab.tls import LabCA
+from faultlab.turn_urls import LISTENERS, TURN_PORT, TURNS_PORT, url
 from faultlab.vocabulary.lab import TurnReady
 
-TURN_PORT = 3478
-TURNS_PORT = 5349
-# Each listener a profile's `turn` may ask for: its URL's scheme, its port and what carries it.
-LISTENERS: dict[str, tuple[str, int, Transport]] = {
-    "udp": ("turn", TURN_PORT, "udp"), "tcp": ("turn", TURN_PORT, "tcp"),
-    "tls": ("turns", TURNS_PORT, "tcp")}
 REALM = "faultlab"
 USER = "faultlab"
 # The credentials outlive any run: a run is bounded by its timeout, far shorter.
@@ -76,8 +71,7 @@ def transports(turn: Turn) -> list[str]:
 
 def turn_urls(address: str, turn: Turn) -> list[str]:
     """The URLs of the transports `turn` listens on, as `iceServers` write them."""
-    return [f"{scheme}:{address}:{port}?transport={carrier}"
-            for scheme, port, carrier in map(LISTENERS.__getitem__, transports(turn))]
+    return [url(address, name) for name in transports(turn)]
 
 
 def turnserver() -> str:

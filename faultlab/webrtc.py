@@ -23,6 +23,10 @@ from aiortc import (
 from aiortc.mediastreams import MediaStreamError
 from av import AudioFrame, AudioResampler
 
+# The data channel OpenAI Realtime's events take (docs/openai-realtime.md, O18).
+CHANNEL = "oai-events"
+# How long a closing end waits for its channel's last messages to be acknowledged.
+DRAIN_S = 1.0
 # The realtime APIs' audio: pcm16, mono, 24 kHz (docs/openai-realtime.md).
 RATE = 24000
 # One RTP packet's audio: Opus's usual 20 ms, as browsers send it.
@@ -176,6 +180,22 @@ def selected_pair(pc: RTCPeerConnection) -> dict[str, str] | None:
         else:
             out["turn"] = "udp"
     return out
+
+
+async def drained(pc: RTCPeerConnection, channel: object | None) -> None:
+    """Until what `channel` was given to send has been acknowledged by the peer (at most
+    DRAIN_S): closing the peer connection aborts SCTP (an ABORT chunk), and what was not yet
+    acknowledged, an error told just before a close, say, is lost with it. aiortc exposes no
+    such wait: it is read from its SCTP transport's queues."""
+    sctp = pc.sctp
+    deadline = time.monotonic() + DRAIN_S
+    while sctp is not None and time.monotonic() < deadline:
+        buffered = getattr(channel, "bufferedAmount", 0)
+        if not (buffered or getattr(sctp, "_outbound_queue", None)
+                or getattr(sctp, "_sent_queue", None)
+                or getattr(sctp, "_data_channel_queue", None)):
+            return
+        await asyncio.sleep(0.01)
 
 
 def _ice_transport(pc: RTCPeerConnection) -> object | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import fractions
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,7 @@ import pytest
 from av import AudioFrame
 from pydantic import ValidationError
 
+import faultlab
 from faultlab.clients.webrtc import _transport_of, turn_order, turn_url
 from faultlab.events import Event
 from faultlab.expect import AudioConcealed, Candidate, RunFacts
@@ -47,6 +49,15 @@ def test_a_peer_connection_asks_only_the_servers_it_is_given() -> None:
     bare, turned = asyncio.run(configured())
     assert bare == []
     assert [(s.urls, s.username, s.credential) for s in turned] == [(URLS[1], "u", "p")]
+
+
+def test_only_faultlab_webrtc_makes_peer_connections() -> None:
+    """Every RTCPeerConnection faultlab makes goes through `peer_connection`, which names its
+    ICE servers: a direct one elsewhere would ask Google's STUN server."""
+    package = Path(faultlab.__file__).parent
+    makers = sorted(str(path.relative_to(package)) for path in package.rglob("*.py")
+                    if "RTCPeerConnection(" in path.read_text(encoding="utf-8"))
+    assert makers == ["webrtc.py"]
 
 
 def frame(pts: int, level: int, rate: int = 48000, samples: int = 960) -> AudioFrame:

@@ -6,8 +6,9 @@ tracks. The conversation loop is every reference client's (faultlab/clients/driv
 its transport.
 
 ICE: host candidates, and the lab's TURN server when the profile has one (`FAULTLAB_TURN_URLS`,
-credentials from the environment). aiortc takes a single TURN server: the first URL, or the one
-of `--turn` (udp, tcp, tls). No STUN server is ever asked (aiortc's default is Google's).
+credentials from the environment). aiortc takes a single TURN server a call, so the client tries
+the URLs in turn (`--turn`: udp, tcp, tls by default), each until `--ice-timeout`. No STUN
+server is ever asked (aiortc's default is Google's).
 
 A call is alive while ICE holds its pair: the loop's pings are answered while the ICE connection
 is connected (aioice checks consent every 5 s), so a path that dies is noticed when ICE says so,
@@ -42,6 +43,7 @@ from faultlab.events import EventWriter
 from faultlab.protocols.openai import AUDIO_RATE
 from faultlab.scenarios.booking.conversation import Turn
 from faultlab.speech import resample
+from faultlab.turn_urls import LISTENERS, listener_of
 from faultlab.units import parse_duration
 from faultlab.vocabulary.webrtc import ClientAudioStats, ClientCandidatePair, ClientIce
 
@@ -50,27 +52,23 @@ if TYPE_CHECKING:
 
     from faultlab.webrtc import SpeakerTrack
 
-CHANNEL = "oai-events"
 STATS_EVERY_S = 1.0
 # ICE connection states in which the call carries media (RFC 8445; RTCIceConnectionState).
 CARRYING = ("connected", "completed")
-TURN_SCHEMES = {"udp": "turn:", "tcp": "turn:", "tls": "turns:"}
 
 
 def turn_url(urls: list[str], transport: str) -> list[str]:
     """The lab's TURN URL of `transport` (udp, tcp, tls), as a list of one (none: [])."""
-    scheme = TURN_SCHEMES[transport]
-    wanted = "tcp" if transport == "tls" else transport
-    return [u for u in urls if u.startswith(scheme) and u.endswith(f"transport={wanted}")][:1]
+    return [u for u in urls if listener_of(u) == transport][:1]
 
 
 def turn_order(text: str) -> list[str]:
     """`--turn`'s value: transports, comma-separated."""
     order = [t.strip() for t in text.split(",") if t.strip()]
-    unknown = [t for t in order if t not in TURN_SCHEMES]
+    unknown = [t for t in order if t not in LISTENERS]
     if unknown or not order:
         raise argparse.ArgumentTypeError(
-            f"{text!r}: a comma-separated list of {', '.join(TURN_SCHEMES)}")
+            f"{text!r}: a comma-separated list of {', '.join(LISTENERS)}")
     return order
 
 
@@ -105,13 +103,13 @@ class Call:
     """One call: its peer connection, the events it received, the audio both ways."""
 
     def __init__(self, pc: RTCPeerConnection, events: EventWriter, turn: str | None) -> None:
-        from faultlab.webrtc import PcmReader, SpeakerTrack
+        from faultlab.webrtc import CHANNEL, PcmReader, SpeakerTrack
 
         self.pc = pc
         self.events = events
         self.turn = turn  # how it reaches its TURN server, if it has one
         self.mic: SpeakerTrack = SpeakerTrack()
-        self.channel: RTCDataChannel = pc.createDataChannel(CHANNEL)
+        self.channel: RTCDataChannel = pc.createDataChannel(CHANNEL)  # O18
         self.received: asyncio.Queue[Heard | None] = asyncio.Queue()
         self.opened = asyncio.Event()
         self.pongs: list[asyncio.Future[None]] = []
@@ -120,6 +118,7 @@ class Call:
         self.tasks: list[asyncio.Task[None]] = []
         self.call_id: str | None = None
         self.finished = False
+        self.closing: asyncio.Task[None] | None = None
         # What arrived of the model's voice (ClientAudioStats), as a player takes it.
         self.voice = PcmReader()
         self._connection = CallLink(self)  # what faultlab.clients.sdk looks for
@@ -216,7 +215,9 @@ class Call:
         self.received.put_nowait(None)
         for task in self.tasks:
             task.cancel()
-        asyncio.get_running_loop().create_task(self.pc.close())
+        # One close, whoever waits for it (aiortc's close, cancelled part-way, leaves the peer
+        # connection half closed: waits shield it).
+        self.closing = asyncio.get_running_loop().create_task(self.pc.close())
 
 
 class WebRtcTransport(RealtimeTransport):
@@ -232,7 +233,7 @@ class WebRtcTransport(RealtimeTransport):
         urls = os.environ.get("FAULTLAB_TURN_URLS", "").split()
         if not urls:
             return [[]]
-        return [chosen for t in self.args.turn or list(TURN_SCHEMES)
+        return [chosen for t in self.args.turn or list(LISTENERS)
                 if (chosen := turn_url(urls, t))]
 
     async def connect(self, handle: str | None) -> Connection:
@@ -268,6 +269,8 @@ class WebRtcTransport(RealtimeTransport):
                         sdp=call.pc.localDescription.sdp, session=session)
                 except openai.APIStatusError as exc:
                     raise Refused(exc.status_code, exc.message) from None
+                except openai.APIConnectionError as exc:  # no HTTP answer at all (a timeout too)
+                    raise OSError(f"the offer got no answer: {exc}") from None
                 call.call_id = answer.response.headers.get("location", "").rsplit("/", 1)[-1]
                 await call.pc.setRemoteDescription(RTCSessionDescription(answer.text, "answer"))
                 await call.opened.wait()
@@ -323,15 +326,16 @@ class WebRtcTransport(RealtimeTransport):
                 await asyncio.wait_for(self.client.realtime.calls.hangup(call.call_id), 1.0)
             call.call_id = None
         call.finish()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(call.pc.close(), 1.0)
+        if call.closing is not None:
+            # A TURN allocation over UDP toward a dead path takes ~30 s to give up: the close
+            # goes on after this wait.
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(call.closing), 1.0)
 
 
 def _transport_of(urls: list[str]) -> str | None:
     """How a call reaches its TURN server (udp, tcp, tls), None without one."""
-    if not urls:
-        return None
-    return "tls" if urls[0].startswith("turns:") else urls[0].rsplit("=", 1)[-1]
+    return listener_of(urls[0]) if urls else None
 
 
 def webrtc(reconnect: bool) -> Any:

@@ -118,6 +118,8 @@ def refusal(request: Request | None, response: Response | None,
     if request is None:
         if error is None or isinstance(error.__cause__, EOFError):
             return None
+        if isinstance(error, wsinternals.PostRefused):  # its reason is faultlab's own
+            return EmulatorRefused(str(error), status=error.status)
         return EmulatorRefused(_before_colon(str(error.__cause__ or error)),
                                status=UNPARSED_STATUS.get(type(error)))
     if response is None or response.status_code == HTTPStatus.SWITCHING_PROTOCOLS:
@@ -325,12 +327,15 @@ class EmulatorServer:
 
     async def drive(self, conn: Served, wake: asyncio.Event,
                     send: Callable[[str | bytes, Action], Awaitable[None]],
-                    close: Callable[[int, str], Awaitable[None]]) -> None:
+                    close: Callable[[int, str], Awaitable[None]], recorded: bool = True,
+                    played: Sequence[str] = ()) -> None:
         """Serve `conn` until it is closed: at each wake (a client message, set by the caller)
         or when its next action falls due, what is due is sent, or closes it (one loop for the
-        WebSocket and a WebRTC call's data channel)."""
+        WebSocket and a WebRTC call's data channel). `recorded`: on the tape, if any (a
+        cassette records WebSockets only); `played`: the kinds that go on a track instead (their
+        frame events say `on: track`)."""
         loop = asyncio.get_running_loop()
-        tape = self.tape
+        tape = self.tape if recorded else None
         protocol = self.emulator.api.protocol
         while not conn.closed:
             due = conn.next_due()
@@ -362,9 +367,11 @@ class EmulatorServer:
                     tape.write(Message(loop.time(), conn.number, "server", wire))
                 # Stamped as it is handed to the socket, as the tape has it: stamped after
                 # the send, a loaded machine had the browser receive it "before" it was sent.
-                self.emulator.announce(FrameLogged(
-                    "emulator", "server", conn.number, kind, len(wire),
-                    extra={"audio_s": round(action.audio_s, 4)} if action.audio_s else {}))
+                extra: dict[str, object] = {"on": "track"} if kind in played else {}
+                if action.audio_s:
+                    extra["audio_s"] = round(action.audio_s, 4)
+                self.emulator.announce(FrameLogged("emulator", "server", conn.number, kind,
+                                                   len(wire), extra=extra))
                 await send(wire, action)
 
 

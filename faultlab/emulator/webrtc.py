@@ -32,9 +32,10 @@ from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
-from websockets.datastructures import Headers
+from websockets.datastructures import Headers, MultipleValuesError
 from websockets.http11 import Response
 
+from faultlab.emulator.apis.openai_encode import ERROR_TYPE
 from faultlab.emulator.outbox import Action
 from faultlab.vocabulary import FrameLogged
 from faultlab.vocabulary.server import EmulatorCall, EmulatorRefused
@@ -49,12 +50,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CHANNEL = "oai-events"
 CALLS = re.compile(r"^/v1/realtime/calls/?$")
 HANGUP = re.compile(r"^/v1/realtime/calls/(rtc_[0-9a-f]+)/hangup/?$")
 SECRETS = re.compile(r"^/v1/realtime/client_secrets/?$")
-# A client secret's life when the request names none (the service's default: 10 minutes).
+# A client secret's life when the request names none (the service's default: 10 minutes), and
+# the range a request may ask for (the service's: 10 s to 2 hours).
 SECRET_TTL_S = 600
+SECRET_TTL_RANGE_S = (10, 7200)
+# The model's audio, which a call plays on its track (O18).
+PLAYED = ("response.output_audio.delta",)
 # The user's audio handed to the core at once (5 RTP frames).
 APPEND_S = 0.1
 # How long the channel may take to open after the answer before the call is given up.
@@ -76,7 +80,7 @@ def _answer(status: HTTPStatus, body: bytes, content_type: str,
 
 def _error(status: HTTPStatus, message: str, code: str | None = None) -> Response:
     """An error as the service's REST API words it."""
-    error = {"message": message, "type": "invalid_request_error", "param": None, "code": code}
+    error = {"message": message, "type": ERROR_TYPE, "param": None, "code": code}
     return _answer(status, json.dumps({"error": error}).encode(), "application/json")
 
 
@@ -105,6 +109,19 @@ def offer_of(content_type: str, body: bytes) -> tuple[str, dict[str, Any]]:
     return parts["sdp"].decode("utf-8", "replace"), session
 
 
+def _type_of(message: str | bytes) -> str | None:
+    """A client event's `type`, if it is one (the core parses and answers anything else)."""
+    if b"output_audio_buffer" not in (message if isinstance(message, bytes)
+                                      else message.encode()):
+        return None  # not worth parsing twice: every other event is the core's
+    try:
+        event = json.loads(message)
+    except ValueError:
+        return None
+    kind = event.get("type") if isinstance(event, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
 class CallHost(Protocol):
     """What a call needs of the emulator (faultlab.emulator.server's `Host`)."""
 
@@ -118,7 +135,7 @@ class CallHost(Protocol):
 # a frame is sent, how it is closed.
 Send = Callable[[str | bytes, Action], Awaitable[None]]
 Close = Callable[[int, str], Awaitable[None]]
-Drive = Callable[[Any, asyncio.Event, Send, Close], Awaitable[None]]
+Drive = Callable[..., Awaitable[None]]
 
 
 class Calls:
@@ -134,14 +151,27 @@ class Calls:
 
     async def answer(self, request: Posted) -> Response:
         """The answer to a POST on one of the calls' routes."""
-        em = self.host
         path = "/" + urlsplit(request.path).path.strip("/")
+        try:
+            return await self._answer(request, path)
+        except MultipleValuesError as exc:
+            self.host.announce(EmulatorRefused(f"header given twice: {exc}", path=path,
+                                               status=400))
+            return _error(HTTPStatus.BAD_REQUEST, f"The header {exc} is given more than once.")
+
+    async def _answer(self, request: Posted, path: str) -> Response:
+        em = self.host
         query = parse_qs(urlsplit(request.path).query)
         bearer = (request.headers.get("authorization") or "").removeprefix("Bearer ").strip()
         if not em.api.protocol.authorised(request.headers, query):
             em.announce(EmulatorRefused("no key", path=path, status=401))
             return _error(HTTPStatus.UNAUTHORIZED, "You didn't provide an API key.")
         if SECRETS.match(path):
+            if bearer.startswith("ek_"):  # a secret is for a call, not for more secrets
+                em.announce(EmulatorRefused("client secret for a secret", path=path,
+                                            status=401))
+                return _error(HTTPStatus.UNAUTHORIZED, "A client secret cannot create one.",
+                              "invalid_api_key")
             return self._client_secret(request.body)
         if hung := HANGUP.match(path):
             call = self._calls.get(hung.group(1))
@@ -171,7 +201,10 @@ class Calls:
         call = Call(self, f"rtc_{secrets.token_hex(16)}", model, session)
         self._calls[call.id] = call
         try:
-            sdp = await call.start(offer, dict(request.headers.raw_items()))
+            sdp = await call.start(offer, request.headers)
+        except asyncio.CancelledError:  # websockets' open_timeout, or the server stopping
+            await asyncio.shield(call.end())
+            raise
         except Exception as exc:  # aiortc's refusal of an offer it cannot read
             await call.end()
             reason = str(exc).split("\n", 1)[0][:120]
@@ -185,10 +218,17 @@ class Calls:
             asked = json.loads(body or b"{}")
             session = dict(asked.get("session") or {})
             ttl = int((asked.get("expires_after") or {}).get("seconds", SECRET_TTL_S))
-        except (ValueError, TypeError, AttributeError):
+        except (ValueError, TypeError, AttributeError, OverflowError):
             return _error(HTTPStatus.BAD_REQUEST, "The body is not a client secret request.")
+        low, high = SECRET_TTL_RANGE_S
+        if not low <= ttl <= high:
+            return _error(HTTPStatus.BAD_REQUEST,
+                          f"expires_after.seconds must be within {low} and {high}.")
+        now = time.time()
+        # Expired secrets are forgotten as new ones are made (a run makes a handful).
+        self._secrets = {k: v for k, v in self._secrets.items() if v[1] >= now}
         value = f"ek_{secrets.token_hex(16)}"
-        expires = time.time() + ttl
+        expires = now + ttl
         self._secrets[value] = (session, expires)
         out = {"value": value, "expires_at": int(expires), "session": session}
         return _answer(HTTPStatus.OK, json.dumps(out).encode(), "application/json")
@@ -216,7 +256,8 @@ class Call:
         self.speaker: SpeakerTrack = SpeakerTrack(drained=self._drained)
         self.mic: PcmReader = PcmReader()  # the user's audio, as it came
         self.channel: RTCDataChannel | None = None
-        self.opened = asyncio.Event()
+        self.opened = asyncio.Event()  # the events' channel
+        self.gone = asyncio.Event()  # the peer connection failed or closed
         self.wake = asyncio.Event()
         self.tasks: list[asyncio.Task[None]] = []
         self.speaking: str | None = None  # the response whose audio the track plays
@@ -251,6 +292,8 @@ class Call:
         return pc.localDescription.sdp
 
     def _channel(self, channel: RTCDataChannel) -> None:
+        from faultlab.webrtc import CHANNEL
+
         if channel.label != CHANNEL:
             return
         self.channel = channel
@@ -266,7 +309,7 @@ class Call:
 
     def _heard(self, message: str | bytes) -> None:
         loop = asyncio.get_running_loop()
-        if isinstance(message, str) and '"output_audio_buffer.clear"' in message:
+        if _type_of(message) == "output_audio_buffer.clear":
             # A call's own event: the core never sees it.
             self.announce(FrameLogged("emulator", "client", self.conn.number,
                                       "output_audio_buffer.clear", len(message)))
@@ -308,19 +351,29 @@ class Call:
         state = self.pc.connectionState
         pair = selected_pair(self.pc) if state == "connected" else None
         self.announce(EmulatorCall(self.conn.number, self.id, state, pair))
-        if state in ("failed", "closed") and not self.conn.closed:
-            self.conn.peer_closed(asyncio.get_running_loop().time())
-            self.wake.set()
+        if state in ("failed", "closed"):
+            self.gone.set()
+            if not self.conn.closed:
+                self.conn.peer_closed(asyncio.get_running_loop().time())
+                self.wake.set()
 
     async def _serve(self) -> None:
+        opened = asyncio.ensure_future(self.opened.wait())
+        gone = asyncio.ensure_future(self.gone.wait())
         try:
-            await asyncio.wait_for(self.opened.wait(), CHANNEL_OPEN_S)
-        except TimeoutError:
-            self.announce(EmulatorCall(self.conn.number, self.id, "no channel"))
+            await asyncio.wait((opened, gone), timeout=CHANNEL_OPEN_S,
+                               return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            opened.cancel()
+            gone.cancel()
+        if not self.opened.is_set():
+            if not self.gone.is_set():  # its state told why otherwise
+                self.announce(EmulatorCall(self.conn.number, self.id, "no channel"))
             await self.end()
             return
         try:
-            await self.calls.drive(self.conn, self.wake, self._send, self._close)
+            await self.calls.drive(self.conn, self.wake, self._send, self._close,
+                                   recorded=False, played=PLAYED)
         finally:
             await self.end()
 
@@ -363,6 +416,11 @@ class Call:
             self.speaking = None
 
     async def _close(self, code: int, reason: str) -> None:
+        """The core closes: what it said last (an error, the lifetime's end) is delivered
+        first."""
+        from faultlab.webrtc import drained
+
+        await drained(self.pc, self.channel)
         await self.end()
 
     async def end(self) -> None:

@@ -10,13 +10,20 @@ over.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
 from websockets.asyncio.server import ServerConnection
-from websockets.exceptions import InvalidMessage
+from websockets.datastructures import Headers
+from websockets.exceptions import (
+    HeaderLineTooLong,
+    InvalidMessage,
+    RequestLineTooLong,
+    TooManyHeaders,
+)
 from websockets.http11 import Request, Response, parse_headers, parse_line
 from websockets.protocol import Protocol, State
 from websockets.server import ServerProtocol
@@ -43,6 +50,30 @@ class _FramesAfterTheAnswer(Protocol):
 MAX_BODY = 256 * 1024
 
 
+class PostRefused(InvalidMessage):
+    """A POST answered with `status` before any route saw it (its body too large, or not one
+    faultlab reads)."""
+
+    def __init__(self, status: HTTPStatus, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+
+
+def _body_length(headers: Headers) -> int:
+    """A POST's body length, from its one Content-Length (none: no body); PostRefused for a
+    body sent otherwise, or too large."""
+    if "Transfer-Encoding" in headers:
+        raise PostRefused(HTTPStatus.NOT_IMPLEMENTED, "a body in chunks is not read")
+    lengths = headers.get_all("Content-Length")
+    if len(lengths) > 1 or not all(re.fullmatch(r"[0-9]{1,10}", n) for n in lengths):
+        raise PostRefused(HTTPStatus.BAD_REQUEST, "Content-Length is not one number")
+    length = int(lengths[0]) if lengths else 0
+    if length > MAX_BODY:
+        raise PostRefused(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                          f"a body of {length} bytes: at most {MAX_BODY}")
+    return length
+
+
 @dataclass
 class Posted(Request):
     """A POST and its body (websockets' `Request` refuses any body)."""
@@ -66,28 +97,39 @@ class _AnsweringFirst(ServerProtocol, _FramesAfterTheAnswer):
 
     def _read_post(self) -> Generator[None, None, None]:
         try:
-            line = yield from parse_line(self.reader.read_line)
+            line = yield from parse_line(self.reader.read_line, RequestLineTooLong)
             method, path, version = line.decode("ascii").split(" ", 2)
             headers = yield from parse_headers(self.reader.read_line)
-            length = int(headers.get("Content-Length", "0"))
-            if not 0 <= length <= MAX_BODY:
-                self.handshake_exc = InvalidMessage(f"body of {length} bytes")
-                self.send_response(self.reject(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
-                                               f"A body is at most {MAX_BODY} bytes.\n"))
-                yield  # the answer made `discard` the parser
-                return
+            length = _body_length(headers)
             body = yield from self.reader.read_exact(length)
+        except PostRefused as exc:
+            yield from self._refuse(exc)
+            return
+        except RequestLineTooLong:
+            yield from self._refuse(PostRefused(HTTPStatus.REQUEST_URI_TOO_LONG,
+                                                "the request line is too long"))
+            return
+        except (HeaderLineTooLong, TooManyHeaders):
+            yield from self._refuse(PostRefused(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE,
+                                                "the headers are too large"))
+            return
         except Exception as exc:  # as websockets' own parser, for a request it cannot read
             self.handshake_exc = InvalidMessage("did not receive a valid HTTP request")
             self.handshake_exc.__cause__ = exc
             self.send_eof()
             self.parser = self.discard()
             next(self.parser)
-            yield  # as above
+            yield  # the parser is `discard` now
             return
         self.events.append(Posted(path, headers, method, version, body=bytes(body)))
         while True:  # until the answer, which discards what follows
             yield
+
+    def _refuse(self, refused: PostRefused) -> Generator[None, None, None]:
+        """Answer a POST no route will see (websockets answers a GET's faults the same way)."""
+        self.handshake_exc = refused
+        self.send_response(self.reject(refused.status, f"{refused}.\n"))
+        yield  # the answer made `discard` the parser
 
     def send_response(self, response: Response) -> None:
         super().send_response(response)

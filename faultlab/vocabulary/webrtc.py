@@ -1,7 +1,7 @@
 """What a WebRTC client says of its call (the aiortc reference client, faultlab/clients/webrtc.py;
 a browser's page the same way): its ICE and connection states, the candidate pair ICE chose, and
-every second the audio it receives. Expectations read them (`ice.restarted within`, `audio
-concealed <=`, `candidate relay/tcp`).
+every second the audio it receives. The expectations `candidate` and `audio_concealed`
+(faultlab/expect/webrtc.py) read them.
 """
 
 from __future__ import annotations

@@ -1,13 +1,14 @@
 """OpenAI Realtime's WebRTC signalling in the emulator (faultlab.emulator.webrtc), on the
 WebSocket's port, as the unmodified `openai` SDK drives it over TLS: a call's offer answered (the
 SDK's multipart form, the session beside it), a client secret's flow, a hangup, and every refusal
-with its HTTP status and an event. Media needs a lab (tests/lab/test_webrtc.py): the offers here
+with its HTTP status and an event. Media needs a lab (tests/lab/test_webrtc_suite.py): the offers here
 carry no candidate, so the emulator's ICE sends nothing anywhere."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -109,7 +110,8 @@ def test_a_client_secret_opens_a_call_until_it_is_unknown(start_emulator: Start)
     assert (unknown, anonymous) == (401, 401)
     reasons = [e["reason"] for e in events_of(emulator, "emulator.refused", 2)]
     assert reasons == ["client secret unknown or expired", "no key"]
-    assert secret.value not in emulator.events.read_text()
+    logged = emulator.events.read_text()
+    assert secret.value not in logged and os.environ["OPENAI_API_KEY"] not in logged
 
 
 @pytest.mark.parametrize(("request_text", "status", "reason"), [
@@ -117,26 +119,34 @@ def test_a_client_secret_opens_a_call_until_it_is_unknown(start_emulator: Start)
                  "\r\nContent-Type: application/sdp\r\nContent-Length: 4\r\n\r\nv=0\n",
                  400, "offer without a data channel", id="no-data-channel"),
     pytest.param("POST /v1/realtime/calls HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer k"
-                 "\r\nContent-Type: multipart/form-data; boundary=b\r\nContent-Length: 49\r\n\r\n"
+                 "\r\nContent-Type: multipart/form-data; boundary=b\r\nContent-Length: 57\r\n\r\n"
                  "--b\r\nContent-Disposition: form-data; name=x\r\n\r\n1\r\n--b--\r\n",
                  400, "The form has no sdp field.", id="form-without-sdp"),
     pytest.param("POST /v1/realtime/sessions HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer"
                  " k\r\nContent-Length: 2\r\n\r\n{}", 404, "Not Found", id="unserved-route"),
     pytest.param("POST /v1/realtime/calls HTTP/1.1\r\nHost: localhost\r\nContent-Length: "
-                 f"{MAX_BODY + 1}\r\n\r\n", 413, None, id="body-too-large"),
+                 f"{MAX_BODY + 1}\r\n\r\n", 413, f"a body of {MAX_BODY + 1} bytes: at most "
+                 f"{MAX_BODY}", id="body-too-large"),
+    pytest.param("POST /v1/realtime/calls HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: "
+                 "chunked\r\n\r\n3\r\nv=0\r\n0\r\n\r\n", 501, "a body in chunks is not read",
+                 id="chunked-body"),
+    pytest.param("POST /v1/realtime/calls HTTP/1.1\r\nHost: localhost\r\nContent-Length: +3"
+                 "\r\n\r\nv=0", 400, "Content-Length is not one number", id="odd-length"),
+    pytest.param(f"POST /v1/realtime/calls HTTP/1.1\r\nX: {'y' * 9000}\r\n\r\n", 431,
+                 "the headers are too large", id="header-too-long"),
 ])
 def test_a_refused_post_is_answered_with_its_status(start_emulator: Start, request_text: str,
-                                                    status: int, reason: str | None) -> None:
+                                                    status: int, reason: str) -> None:
     """No data channel, a form without its sdp (400), a route the service does not have
-    (404), a body over MAX_BODY (413): each answered, each but the last with its event (the
-    parser answers that one before any route is known), and no call."""
+    (404), and what the POST reader answers before any route: a body over MAX_BODY (413), in
+    chunks (501), a length that is no number (400), a header line too long (431). Each is
+    answered and told by one event, and no call is made."""
     emulator = start_emulator("openai-realtime", 0.1)
     answer = exchange(emulator, request_text)
     assert answer.startswith(f"HTTP/1.1 {status} ".encode()), answer[:200]
     refused = events_of(emulator, "emulator.refused")
-    if reason is not None:
-        assert [e["reason"] for e in refused] == [reason]
-        assert refused[0]["status"] == status
+    assert [e["reason"] for e in refused] == [reason]
+    assert refused[0]["status"] == status
     assert events_of(emulator, "emulator.call", 0) == []  # told before the answer, if at all
 
 
