@@ -66,7 +66,12 @@ def test_sigterm_ends_a_warm_job_as_it_ends_the_command(tmp_path: Path) -> None:
         job = WarmJob(["emulator", "serve", "--host", "127.0.0.1", "--port", "0", "--ca-dir",
                        str(tmp_path / "ca")], tmp_path / "out")
         await asyncio.to_thread(job.start)
-        await asyncio.sleep(1.0)
+        # Once it serves (its SIGTERM handler is installed by then): a fixed second was not
+        # enough on a busy machine, where the default action ended it with 143.
+        out = tmp_path / "out"
+        async with asyncio.timeout(30):
+            while "listening on port" not in (out.read_text() if out.exists() else ""):
+                await asyncio.sleep(0.05)
         job.send_signal(signal.SIGTERM)
         return await asyncio.wait_for(job.wait(), 30)
 
