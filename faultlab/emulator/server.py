@@ -303,6 +303,13 @@ class EmulatorServer:
                 wake.set()
 
         reader = asyncio.create_task(read())
+
+        def client_closed() -> None:
+            conn.peer_closed(loop.time())  # gone at the close frame, not TCP's end
+            wake.set()
+
+        assert isinstance(ws, wsinternals.Connection)
+        ws.on_close_frame = client_closed
         closed_here = False
 
         async def close(code: int, reason: str) -> None:

@@ -5,7 +5,7 @@ Two patches of the server's protocol: frames are read only after the request is 
 POST is read with its body (WebRTC's signalling shares the WebSocket's port, as on the service).
 websockets' `serve` builds its `ServerProtocol` itself, so the connection class `reporting` makes
 swaps the protocol's class for one that does both; it also calls a report once the handshake is
-over.
+over; `Connection` tells the handler when the client's close frame arrived.
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ from websockets.exceptions import (
     RequestLineTooLong,
     TooManyHeaders,
 )
+from websockets.frames import Frame, Opcode
 from websockets.http11 import Request, Response, parse_headers, parse_line
-from websockets.protocol import Protocol, State
+from websockets.protocol import Event, Protocol, State
 from websockets.server import ServerProtocol
 
 
@@ -138,13 +139,33 @@ class _AnsweringFirst(ServerProtocol, _FramesAfterTheAnswer):
             next(self.parser)
 
 
-def reporting(report: Callable[[ServerConnection], None]) -> type[ServerConnection]:
-    """websockets' connection, reading frames only after it answered the request
+class Connection(ServerConnection):
+    """websockets' server connection, telling its handler when the client's close frame
+    arrived."""
+
+    on_close_frame: Callable[[], None] | None = None
+    """Called once the client's close frame has arrived, after every message before it was
+    read. websockets ends the reading only when TCP is closed: a round trip and the client's FIN
+    later, each a packet a lossy path can hold back by a retransmission timeout (a 3G path's 1 %
+    loss once added 0.45 s to a session's measured end)."""
+
+    def process_event(self, event: Event) -> None:
+        super().process_event(event)
+        if (isinstance(event, Frame) and event.opcode is Opcode.CLOSE
+                and self.on_close_frame is not None):
+            # The messages before it are in the reading task's queue, and that task's wake-up is
+            # already on the loop's ready queue (it drains the queue in one step): the call
+            # comes after them.
+            self.loop.call_soon(self.on_close_frame)
+
+
+def reporting(report: Callable[[ServerConnection], None]) -> type[Connection]:
+    """The `Connection`, reading frames only after it answered the request
     (`_FramesAfterTheAnswer`), and calling `report` once its handshake is over (a refused
     request never reaches the handler; one websockets could not parse does not even reach
     `process_response`)."""
 
-    class Reporting(ServerConnection):
+    class Reporting(Connection):
         def __init__(self, protocol: ServerProtocol, *args: Any, **kwargs: Any) -> None:
             # websockets' `serve` builds the protocol itself: it only gains the override.
             protocol.__class__ = _AnsweringFirst
