@@ -28,6 +28,7 @@ from faultlab.vocabulary import (
     ClientReceived,
     Drawing,
     FrameLogged,
+    Record,
     TcpFin,
     TcpRst,
     fault_spans,
@@ -119,6 +120,15 @@ class Judgement:
 
 
 @dataclass(frozen=True)
+class Series:
+    """A gauge's readings over the run clock (a strip under the lanes): `points`, (t, value)."""
+
+    name: str
+    unit: str
+    points: list[tuple[float, float]]
+
+
+@dataclass(frozen=True)
 class View:
     title: str
     verdict: str
@@ -132,6 +142,7 @@ class View:
     error: str | None = None
     description: str = ""
     palette: dict[str, str] = field(default_factory=lambda: dict(PALETTE))
+    series: list[Series] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -289,6 +300,26 @@ def _bands(events: Sequence[Event], t_end: float, lanes: set[LaneId]) -> list[Ba
     return bands
 
 
+def _series(events: Sequence[Event]) -> list[Series]:
+    """What the vocabulary's plotted records read, a series per gauge, in their records' order;
+    a record's readings are each of its sources' own (two clients' counters never mix)."""
+    points: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    last: dict[tuple[str, str], Record] = {}
+    for e in events:
+        record = read(e)
+        if record is None or not record.PLOTTED:
+            continue
+        key = (e.name, e.source)
+        for gauge_name, value in record.readings(last.get(key)).items():
+            if math.isfinite(value):
+                points.setdefault((e.name, gauge_name), []).append((e.t, value))
+        last[key] = record
+    return [Series(gauge.name, gauge.unit, points[(name, gauge.name)])
+            for name in dict.fromkeys(name for name, _ in points)
+            if (declared := record_of(name)) is not None
+            for gauge in declared.PLOTTED if (name, gauge.name) in points]
+
+
 def build_view(events: Sequence[Event], record: RunRecord, *, description: str = "",
                pack_events: tuple[str, ...] = ()) -> View:
     """The view of one run: its events and its record (verdict, expectations)."""
@@ -308,4 +339,4 @@ def build_view(events: Sequence[Event], record: RunRecord, *, description: str =
         title=record.profile, verdict=record.verdict, started=record.started, t_end=t_end,
         lanes=lanes, items=items, bands=_bands(events, t_end, {lane.id for lane in lanes}),
         judgements=judgements, files=list(record.attachments), error=record.error,
-        description=description)
+        description=description, series=_series(events))

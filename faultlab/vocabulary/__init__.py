@@ -18,7 +18,7 @@ modules below (a module of records imported here is found by itself) and those `
 """
 
 from faultlab.vocabulary import audio, browser, lab, run, server, session, webrtc
-from faultlab.vocabulary.base import NOT_DRAWN, Drawing, Lane, Record, Sender
+from faultlab.vocabulary.base import NOT_DRAWN, Drawing, Gauge, Lane, Record, Sender
 from faultlab.vocabulary.registry import read, record_of, register, vocabulary
 from faultlab.vocabulary.run import (
     AppliedFault,
@@ -85,6 +85,7 @@ __all__ = [
     "FaultReverted",
     "FaultSpan",
     "FrameLogged",
+    "Gauge",
     "LabReady",
     "Lane",
     "ProcessExit",

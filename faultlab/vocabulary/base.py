@@ -31,6 +31,15 @@ class Drawing:
 NOT_DRAWN = Drawing()
 
 
+@dataclass(frozen=True)
+class Gauge:
+    """A measure the report plots over the run's clock from a record's events (report.html's
+    strips under the lanes): `name`, the strip's label, in `unit`."""
+
+    name: str
+    unit: str
+
+
 def _number(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
@@ -43,7 +52,7 @@ class Record:
     """An event of faultlab's vocabulary: its name, and its fields as dataclass fields (a field
     that is None is not written, but for those in `ALWAYS`). `WIRE_NAMES` renames a field in the
     JSONL (`tool` is written `name`, which is the record's own); `DRAWN`: how the report draws it
-    (by default, not)."""
+    (by default, not); `PLOTTED`: the gauges its events are readings of (`readings`)."""
 
     NAME: ClassVar[str]
     WIRE_NAMES: ClassVar[Mapping[str, str]] = {}
@@ -52,6 +61,7 @@ class Record:
     # Fields written even when None (null: a close without a code, a page socket not yet known).
     ALWAYS: ClassVar[frozenset[str]] = frozenset()
     DRAWN: ClassVar[Drawing] = NOT_DRAWN
+    PLOTTED: ClassVar[tuple[Gauge, ...]] = ()
 
     @property
     def name(self) -> str:
@@ -69,6 +79,11 @@ class Record:
     def label(self) -> str | None:
         """The text beside its mark, when more than its name says (None: the name)."""
         return None
+
+    def readings(self, before: Self | None) -> dict[str, float]:
+        """Its value of each of `PLOTTED`'s gauges, by name; `before`: the same source's previous
+        event of this record, if any (for a reading that is a difference of counters)."""
+        return {}
 
     @classmethod
     def names(cls) -> tuple[str, ...]:

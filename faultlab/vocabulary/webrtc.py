@@ -7,9 +7,9 @@ every second the audio it receives. The expectations `candidate` and `audio_conc
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Self
 
-from faultlab.vocabulary.base import Drawing, Record
+from faultlab.vocabulary.base import Drawing, Gauge, Record
 
 _NOTE = Drawing("client", "note")
 
@@ -58,9 +58,25 @@ class ClientAudioStats(Record):
     `packets_lost` and `jitter_ms` (RFC 3550's interarrival jitter)."""
 
     NAME: ClassVar[str] = "client.audio_stats"
+    PLOTTED: ClassVar[tuple[Gauge, ...]] = (
+        Gauge("concealed", "%"), Gauge("packets lost", "/s"), Gauge("jitter", "ms"))
     received_s: float
     concealed_s: float
     concealed: float
     packets_received: int
     packets_lost: int
     jitter_ms: float
+
+    def readings(self, before: Self | None) -> dict[str, float]:
+        """Since `before` (or the call's start: a new call counts from 0 again): the share of
+        the audio concealed and the packets lost per second; and RTP's jitter now."""
+        if before is not None and (self.received_s + self.concealed_s
+                                   < before.received_s + before.concealed_s):
+            before = None  # another call
+        received = self.received_s - (before.received_s if before else 0.0)
+        concealed = self.concealed_s - (before.concealed_s if before else 0.0)
+        lost = self.packets_lost - (before.packets_lost if before else 0)
+        span_s = received + concealed
+        return {"concealed": 100 * concealed / span_s if span_s > 0 else 0.0,
+                "packets lost": max(lost, 0) / span_s if span_s > 0 else 0.0,
+                "jitter": self.jitter_ms}

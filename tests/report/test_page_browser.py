@@ -136,3 +136,26 @@ def test_markup_in_a_client_s_events_is_drawn_as_text(page: Browser, tmp_path: P
     assert count(page, "img") == 0 and page.evaluate("document.title") != "pwned"
     assert "<img" in page.evaluate("document.getElementById('timeline').textContent")
     assert page.errors == []
+
+
+def test_a_client_s_audio_stats_are_drawn_under_the_lanes(page: Browser, tmp_path: Path) -> None:
+    """A WebRTC client's audio stats: a strip per gauge under the lanes, a dot per reading, and
+    the pointer over a dot tells its value and time."""
+    from faultlab.report.sequence import build_view
+
+    from .test_sequence import a_record, stats
+
+    events = [stats(t, 0.9 * t, 0.1 * t + (0.5 if t >= 3 else 0.0), 2 * t) for t in range(1, 6)]
+    path = write_run_page(build_view(events, a_record(profile="call")), tmp_path / PAGE_FILE)
+    page.open_rendered(path.as_uri())
+    for name in ("concealed", "packets lost", "jitter"):
+        assert count(page, f'g.series[data-series="{name}"] .series-point') == 5, name
+    x, y = page.evaluate(
+        "(() => { const r = document.querySelector('g.series[data-series=\"concealed\"]"
+        " .series-point[data-p=\"0:0\"]').getBoundingClientRect();"
+        " return [r.left + r.width / 2, r.top + r.height / 2]; })()")
+    page.call("Input.dispatchMouseEvent", type="mouseMoved", x=x, y=y)
+    tip = page.wait_for("!document.getElementById('tooltip').hidden"
+                        " && document.getElementById('tooltip').textContent")
+    assert "concealed: 10 %" in tip and "1.000 s" in tip
+    assert page.errors == []

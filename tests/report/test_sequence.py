@@ -206,3 +206,30 @@ def test_a_browser_clients_own_frames_are_the_runs_messages() -> None:
     assert messages == [(1.0, "client", "browser.frame"), (1.21, "server", "browser.frame")]
     assert [(i.t, i.lane, i.category) for i in view.items if i.name == "browser.ws_closed"] == [
         (3.0, "client", "close")]
+
+
+def stats(t: float, received_s: float, concealed_s: float, lost: int,
+          jitter_ms: float = 4.0, source: str = "client") -> Event:
+    return ev(t, source, "client.audio_stats", received_s=received_s, concealed_s=concealed_s,
+              concealed=concealed_s / max(received_s + concealed_s, 1e-9),
+              packets_received=int(received_s * 50), packets_lost=lost, jitter_ms=jitter_ms)
+
+
+def test_a_client_s_audio_stats_are_series_of_each_second_not_of_the_call() -> None:
+    """The concealed share and the packets lost are those of each second (the counters run from
+    the call's start, and from 0 again in a new call); the jitter is as read; another client's
+    counters never mix in."""
+    view = build_view([
+        stats(1.0, 0.9, 0.1, 5),
+        stats(2.0, 1.9, 0.1, 5, jitter_ms=9.0),
+        stats(2.5, 0.5, 0.0, 0, source="other"),
+        stats(3.0, 2.4, 0.6, 30),
+        stats(4.0, 0.8, 0.2, 10),  # a new call
+    ], a_record())
+    by_name = {s.name: s for s in view.series}
+    assert list(by_name) == ["concealed", "packets lost", "jitter"]
+    assert [(t, round(v, 6)) for t, v in by_name["concealed"].points] == [
+        (1.0, 10.0), (2.0, 0.0), (2.5, 0.0), (3.0, 50.0), (4.0, 20.0)]
+    assert [v for _, v in by_name["packets lost"].points] == [5.0, 0.0, 0.0, 25.0, 10.0]
+    assert by_name["jitter"].points[1] == (2.0, 9.0) and by_name["jitter"].unit == "ms"
+    assert build_view([ev(1.0, "client", "client.lost", why="x")], a_record()).series == []

@@ -59,6 +59,7 @@
   function elementsOf(h) {
     if (h.kind === "item") return svg.querySelectorAll(`[data-i="${h.ref.i}"]`);
     if (h.kind === "judgement") return svg.querySelectorAll(`.judgement[data-index="${h.ref.i}"]`);
+    if (h.kind === "point") return svg.querySelectorAll(`.series-point[data-p="${h.ref.i}"]`);
     return [...svg.querySelectorAll(".fault-band")].filter((el) => el.dataset.step === h.ref.step);
   }
 
@@ -78,6 +79,9 @@
       if (r.conn != null) rows.push(["conn", r.conn]);
       if (r.count > 1) rows.push(["count", r.count]);
       if (r.audio_s) rows.push(["audio", `${r.audio_s} s`]);
+    } else if (h.kind === "point") {
+      title = `${r.name}: ${Number(r.value.toFixed(2))} ${r.unit}`;
+      rows.push(["t", fmt(r.t)]);
     } else if (h.kind === "band") {
       title = r.label || `${r.step}: ${r.fault}`;
       rows.push(["t", `${fmt(r.t)} to ${fmt(r.t_end)}${r.reverted ? "" : " (never reverted)"}`]);

@@ -5,7 +5,8 @@
 "use strict";
 
 // Draws `view` into elements.svg (the window), elements.overview (the whole run) and
-// elements.windowLabel; returns the handle controls.js drives it by.
+// elements.windowLabel (with gauges.js's strips under the lanes); returns the handle controls.js
+// drives it by.
 function drawTimeline(view, elements) {
   const {svg, overview, box, windowLabel} = elements;
 
@@ -28,7 +29,11 @@ function drawTimeline(view, elements) {
     return i < 0 ? PRIORITY.length : i;
   };
 
+  const esc = (s) => String(s).replace(/[&<>"']/g,
+    (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;", "'": "&#39;"})[c]);
+  const num = (x) => Math.round(x * 10) / 10;
   const lanes = view.lanes;
+  const gauges = gaugeStrips(view.series, esc, num);
   const laneIndex = new Map(lanes.map((lane, i) => [lane.id, i]));
   const colour = (category) => (/^#[0-9a-f]{6}$/i.test(view.palette[category]) ? view.palette[category] : OTHER);
   const items = view.items.map((item, i) => ({
@@ -52,7 +57,7 @@ function drawTimeline(view, elements) {
   const bandRows = rowEnds.length;
 
   const lastT = [...items.map((it) => it.end), ...bands.map((b) => b.t_end),
-    ...judgements.map((j) => j.at)].reduce((a, b) => Math.max(a, b), Math.max(view.t_end, 0.5));
+    ...judgements.map((j) => j.at), gauges.lastT].reduce((a, b) => Math.max(a, b), Math.max(view.t_end, 0.5));
   const pad = lastT * 0.015;
   const FULL = [-pad, lastT + pad];
   const MIN_SPAN = 0.002;
@@ -61,12 +66,10 @@ function drawTimeline(view, elements) {
   const bandsTop = AXIS_H;
   const judgeTop = bandsTop + bandRows * BAND_ROW_H;
   const lanesTop = judgeTop + JUDGE_ROWS * JUDGE_ROW_H;
-  const height = lanesTop + lanes.length * LANE_H + BOTTOM;
+  const gaugesTop = lanesTop + lanes.length * LANE_H;
+  const height = gaugesTop + gauges.height + BOTTOM;
   const laneY = (index) => lanesTop + index * LANE_H + LANE_H / 2;
 
-  const esc = (s) => String(s).replace(/[&<>"']/g,
-    (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;", "'": "&#39;"})[c]);
-  const num = (x) => Math.round(x * 10) / 10;
 
   // Text widths, measured once per label with the font the SVG uses.
   const measure = (() => {
@@ -177,6 +180,7 @@ function drawTimeline(view, elements) {
     lanes.forEach((lane, i) => {
       out.push(`<rect class="lane-bg${i % 2 ? " odd" : ""}" x="0" y="${lanesTop + i * LANE_H}" width="${width}" height="${LANE_H}"/>`);
     });
+    out.push(...gauges.rows(gaugesTop, width));
     const step = niceStep(v1 - v0, plotW);
     const clock = step >= 60 || v1 - v0 >= 180;
     out.push(`<g class="axis">`,
@@ -272,6 +276,7 @@ function drawTimeline(view, elements) {
         `<line class="lane-line" x1="${LEFT}" x2="${right}" y1="${laneY(li)}" y2="${laneY(li)}"/>`,
         ...marks[li], `</g>`);
     });
+    out.push(...gauges.draw(gaugesTop, X, v0, v1, LEFT, right, hits));
 
     // Expectations: a dashed line at the moment each was judged on, its number and glyph above.
     const glyphEnds = new Array(JUDGE_ROWS).fill(-Infinity);
@@ -324,6 +329,7 @@ function drawTimeline(view, elements) {
     lanes.forEach((lane, li) => {
       out.push(`<text class="lane-name" x="${LEFT - 10}" y="${laneY(li) + 4}" text-anchor="end">${esc(lane.label)}</text>`);
     });
+    out.push(...gauges.names(gaugesTop, LEFT - 10));
     if (bandRows) out.push(`<text class="strip-name" x="${LEFT - 10}" y="${bandsTop + 12}" text-anchor="end">faults</text>`);
     if (judgements.length) out.push(`<text class="strip-name" x="${LEFT - 10}" y="${judgeTop + 12 + (JUDGE_ROWS - 1) * JUDGE_ROW_H / 2}" text-anchor="end">judged</text>`);
     out.push(`</g>`);
