@@ -19,8 +19,9 @@ capture: ws_capture_bench.py; the 15-minute wss:// session: pcap_bench.py), prox
 Chromium, and its timeline.png: report_bench.py), mtu (an MTU black hole: what size passes,
 what stalls: mtu_bench.py), explore (points per minute beside a baseline commit's exploration
 and beside one `faultlab run` a point: explore_bench.py), cpu (CPU seconds per run, by process,
-beside a baseline commit's measured in the same run: cpu_bench.py); the baseline commit's
-checkout is bench/baseline.py's.
+beside a baseline commit's measured in the same run: cpu_bench.py), webrtc (the emulator's
+real-time WebRTC calls, the lab's added one-way latency: webrtc_bench.py); the baseline
+commit's checkout is bench/baseline.py's.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ import recovery_bench
 import report_bench
 import suite_bench
 import table
+import webrtc_bench
 import ws_capture_bench
 from table import NEEDS_ROOT, Row, skipped
 
@@ -85,6 +87,8 @@ PARTS: dict[str, tuple[str, Part]] = {
         "explore points per minute", lambda a: explore_bench.collect(a.jobs, a.baseline))),
     "cpu": ("bench/cpu_bench.py", _root_only(
         "CPU per run", lambda a: cpu_bench.collect(a.runs, a.baseline))),
+    "webrtc": ("bench/webrtc_bench.py", _root_only(
+        "emulator WebRTC calls with no chunk late", lambda a: webrtc_bench.collect())),
 }
 
 

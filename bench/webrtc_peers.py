@@ -1,0 +1,127 @@
+"""The programs webrtc_bench.py runs in its labs.
+
+    python bench/webrtc_peers.py echo PORT          # UDP echo, and a TCP listener (the lab's
+                                                    # sign that the target is up), on PORT
+    python bench/webrtc_peers.py ping SECONDS OUT   # an RTP-sized datagram every 20 ms to
+                                                    # the target (FAULTLAB_TARGET_HOST, _PORT),
+                                                    # echoed: each round trip (s) into OUT
+    python bench/webrtc_peers.py calls COUNT SECONDS OUT
+                                                    # COUNT concurrent WebRTC calls to the
+                                                    # emulator (OPENAI_BASE_URL), each sending
+                                                    # its microphone's 20 ms frames in real
+                                                    # time; the worst send lag (ms) into OUT
+
+A call here is what the `openai-webrtc` client makes (faultlab.webrtc.peer_connection, the
+openai SDK's `realtime.calls.create`), without its conversation: the load is the audio.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+# An Opus packet of 20 ms of speech with its RTP and SRTP headers: ~120-200 bytes.
+RTP_BYTES = 172
+PACKET_EVERY_S = 0.02
+
+
+async def echo(port: int) -> None:
+    class Echo(asyncio.DatagramProtocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            self.transport = transport
+
+        def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
+            self.transport.sendto(data, addr)  # type: ignore[attr-defined]
+
+    loop = asyncio.get_running_loop()
+    await loop.create_datagram_endpoint(Echo, local_addr=("0.0.0.0", port))
+    server = await asyncio.start_server(lambda r, w: w.close(), "0.0.0.0", port)
+    async with server:
+        await server.serve_forever()
+
+
+def ping(host: str, port: int, seconds: float, out: Path) -> None:
+    """Round trips of one datagram every PACKET_EVERY_S (each waits for its echo, up to 1 s)."""
+    rtts: list[float] = []
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.settimeout(1.0)
+        sock.connect((host, port))
+        payload = bytes(RTP_BYTES)
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            sent = time.perf_counter()
+            sock.send(payload)
+            try:
+                sock.recv(2048)
+            except TimeoutError:
+                continue
+            rtts.append(time.perf_counter() - sent)
+            time.sleep(max(0.0, PACKET_EVERY_S - (time.perf_counter() - sent)))
+    out.write_text(json.dumps(rtts))
+
+
+async def calls(count: int, seconds: float, out: Path) -> None:
+    import openai
+    from aiortc import RTCSessionDescription
+
+    from faultlab.webrtc import RATE, SpeakerTrack, peer_connection
+
+    worst_lag = 0.0
+
+    class Microphone(SpeakerTrack):
+        """The speaker track's real-time frames, and how late each was handed over."""
+
+        async def recv(self):  # type: ignore[no-untyped-def]
+            nonlocal worst_lag
+            due = None if self._start is None else self._start + self._sent / RATE
+            frame = await super().recv()
+            if due is not None:
+                worst_lag = max(worst_lag, time.monotonic() - due)
+            return frame
+
+    client = openai.AsyncOpenAI()
+
+    async def call() -> None:
+        pc = peer_connection()
+        pc.createDataChannel("oai-events")
+        pc.addTrack(Microphone())
+        try:
+            await pc.setLocalDescription(await pc.createOffer())
+            answer = await client.realtime.calls.create(
+                sdp=pc.localDescription.sdp,
+                session={"type": "realtime", "model": "gpt-realtime"})
+            await pc.setRemoteDescription(RTCSessionDescription(answer.text, "answer"))
+            await asyncio.sleep(seconds)
+        finally:
+            await pc.close()
+
+    await asyncio.gather(*(call() for _ in range(count)))
+    out.write_text(json.dumps({"worst_send_lag_ms": round(worst_lag * 1000, 1)}))
+
+
+def _out(name: str) -> Path:
+    """Where a result goes: in the run's folder when a run started the program."""
+    return Path(os.environ.get("FAULTLAB_RUN_DIR", ".")) / name
+
+
+def main() -> None:
+    what, *args = sys.argv[1:]
+    if what == "echo":
+        asyncio.run(echo(int(args[0])))
+    elif what == "ping":
+        ping(os.environ["FAULTLAB_TARGET_HOST"], int(os.environ["FAULTLAB_TARGET_PORT"]),
+             float(args[0]), _out(args[1]))
+    elif what == "calls":
+        asyncio.run(calls(int(args[0]), float(args[1]), _out(args[2])))
+    else:
+        raise SystemExit(f"unknown: {what}")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OPENAI_API_KEY", "not-a-real-key")
+    main()
