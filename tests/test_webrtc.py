@@ -136,8 +136,13 @@ def test_candidate_judges_the_last_pair_ice_chose() -> None:
     outcome = Candidate(candidate="host/udp").check(RunFacts(events))
     assert not outcome.held and outcome.seen == "relay/tcp" and outcome.at == 9.0
     assert Candidate(candidate="host/udp").check(RunFacts([])).seen == "no candidate pair"
-    with pytest.raises(ValidationError):
-        Candidate(candidate="relay/quic")
+    either = Candidate(candidate=["relay/tls", "relay/tcp"])
+    assert either.check(RunFacts(events)).held
+    assert either.describe() == "candidate pair relay/tls or relay/tcp"
+    assert not Candidate(candidate=["relay/tls", "host/udp"]).check(RunFacts(events)).held
+    for wrong in ("relay/quic", ["relay/tcp", "relay/quic"], []):
+        with pytest.raises(ValidationError):
+            Candidate(candidate=wrong)
 
 
 def test_audio_concealed_judges_the_whole_call() -> None:

@@ -52,6 +52,14 @@ OUTPUT_KINDS = ("response.output_audio.delta", "response.output_text.delta",
                 "response.output_audio_transcript.delta", "response.function_call_arguments.done")
 
 
+def booking_session(audio: bool) -> dict[str, Any]:
+    """The booking's session settings: spoken (`audio`) or written replies, the booking tool."""
+    return {"type": "realtime", "output_modalities": ["audio" if audio else "text"],
+            "tools": [{"type": "function", "name": SCRIPT.tool,
+                       "description": SCRIPT.tool_description,
+                       "parameters": SCRIPT.tool_parameters}]}
+
+
 class RealtimeTransport:
     """OpenAI Realtime on the openai SDK: no resumption, a lost connection loses its session;
     one response at a time."""
@@ -68,10 +76,7 @@ class RealtimeTransport:
         self.idle.set()
 
     def _session_settings(self) -> Any:
-        return {"type": "realtime", "output_modalities": ["audio" if self.args.audio else "text"],
-                "tools": [{"type": "function", "name": SCRIPT.tool,
-                           "description": SCRIPT.tool_description,
-                           "parameters": SCRIPT.tool_parameters}]}
+        return booking_session(self.args.audio)
 
     async def connect(self, handle: str | None) -> Connection:
         """A new connection (OpenAI resumes nothing: `handle` is never one), its session set up

@@ -7,7 +7,10 @@ same ledger and `backend.*` events as the Python clients') are served on the cli
 the other options become the page's query: `--say`, `--ask`, `--model`, the durations
 `--ask-after`, `--retry-after`, `--window`, `--lost-after`, `--quiet`, `--duration`,
 `--connect-timeout`, and the switches `--mic` (speak from the lab's microphone), `--audio`
-(spoken replies) and `--no-status-note`. The page logs the reference clients' events and ends
+(spoken replies) and `--no-status-note`. With `--webrtc`, the page calls OpenAI Realtime over
+WebRTC (js/web/call.mjs) through its own server's `/call/` (faultlab/clients/call_relay.py, which
+holds the key and creates the call with the booking's session; `--model` its model), as
+openai-webrtc does in Python; it gives a lost call up. The page logs the reference clients' events and ends
 with `client.done`, whose code is the exit code; a page still running `--duration` plus a margin
 after it opened is ended (exit 3). Without the built page (`make install` builds it) it says so
 in one line and exits 2.
@@ -22,10 +25,13 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 from faultlab.browser.__main__ import open_page
+from faultlab.browser.serve import Backend
 from faultlab.browser.spec import BrowserPage
+from faultlab.clients import call_relay
 from faultlab.events import EventWriter
 from faultlab.scenarios.booking.backend import run_ledger
 from faultlab.scenarios.booking.conversation import add_backend_arguments
+from faultlab.scenarios.booking.script import SCRIPT
 from faultlab.scenarios.booking.service import PREFIX, BookingService
 from faultlab.units import parse_duration
 
@@ -52,18 +58,20 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--mic", action="store_true")
     p.add_argument("--audio", action="store_true")
     p.add_argument("--no-status-note", dest="status_note", action="store_false")
+    p.add_argument("--webrtc", action="store_true")
     return p
 
 
 def query(args: argparse.Namespace) -> str:
     """The page's query for the options given (the page's defaults for the others)."""
     pairs = {name: getattr(args, option) for option, name in VALUES.items()
-             if getattr(args, option) is not None}
+             if getattr(args, option) is not None and not (args.webrtc and option == "model")}
     pairs |= {name: f"{getattr(args, option):g}s" for option, name in DURATIONS.items()
               if getattr(args, option) is not None}
     pairs |= {name: value for name, value in (("mic", "1" if args.mic else None),
                                                ("audio", "1" if args.audio else None),
-                                               ("statusNote", None if args.status_note else "0"))
+                                               ("statusNote", None if args.status_note else "0"),
+                                               ("webrtc", "1" if args.webrtc else None))
               if value is not None}
     return urlencode(pairs)
 
@@ -79,7 +87,13 @@ def main() -> None:
                                        "timeout_exit": NOT_DONE})
     events = EventWriter()
     with BookingService(args.commit, args.time_scale, run_ledger(), events) as backend:
-        code = asyncio.run(open_page(page, {PREFIX: backend}))
+        routes: dict[str, Backend] = {PREFIX: backend}
+        if args.webrtc:
+            routes[call_relay.PREFIX] = call_relay.CallRelay(
+                args.model or SCRIPT.models["openai"], args.audio or args.mic,
+                args.connect_timeout if args.connect_timeout is not None
+                else SCRIPT.defaults_s["connect_timeout"])
+        code = asyncio.run(open_page(page, routes))
     events.close()
     sys.exit(code)
 

@@ -24,30 +24,38 @@ def spelled(pair: ClientCandidatePair) -> str:
 
 @register
 class Candidate(Expectation):
-    """The candidate pair ICE chose last (the client's `client.candidate_pair`) is this one:
-    the local end's type and how its packets travel, e.g. `relay/tcp` (through the TURN server,
-    reached over TCP), `host/udp` (straight)."""
+    """The candidate pair ICE chose last (the client's `client.candidate_pair`) is this one (or
+    one of these): the local end's type and how its packets travel, e.g. `relay/tcp` (through
+    the TURN server, reached over TCP), `host/udp` (straight)."""
 
-    candidate: str = Field(examples=["relay/tcp", "host/udp"])
-    """`<type>/<transport>`: type `host`, `srflx`, `prflx` or `relay`; transport `udp`, `tcp`
-    or `tls` (for a relay: how it reaches its TURN server)."""
+    candidate: str | list[str] = Field(examples=["relay/tcp", "host/udp",
+                                                 ["relay/tcp", "relay/tls"]])
+    """`<type>/<transport>`, or a list of them (any one holds): type `host`, `srflx`, `prflx` or
+    `relay`; transport `udp`, `tcp` or `tls` (for a relay: how it reaches its TURN server)."""
 
     @field_validator("candidate")
     @classmethod
-    def _spelled(cls, value: str) -> str:
-        if not CANDIDATE.match(value):
-            raise ValueError(f"{value!r}: write <host|srflx|prflx|relay>/<udp|tcp|tls>")
+    def _spelled(cls, value: str | list[str]) -> str | list[str]:
+        for one in [value] if isinstance(value, str) else value:
+            if not CANDIDATE.match(one):
+                raise ValueError(f"{one!r}: write <host|srflx|prflx|relay>/<udp|tcp|tls>")
+        if not value:
+            raise ValueError("name at least one pair")
         return value
 
+    @property
+    def accepted(self) -> list[str]:
+        return [self.candidate] if isinstance(self.candidate, str) else self.candidate
+
     def describe(self) -> str:
-        return f"candidate pair {self.candidate}"
+        return f"candidate pair {' or '.join(self.accepted)}"
 
     def check(self, facts: RunFacts) -> Outcome:
         pairs = [(e.t, pair) for e, pair in ClientCandidatePair.all(facts.events)]
         if not pairs:
             return self._outcome(False, "no candidate pair")
         t, last = pairs[-1]
-        return self._outcome(spelled(last) == self.candidate, spelled(last), t)
+        return self._outcome(spelled(last) in self.accepted, spelled(last), t)
 
 
 @register

@@ -172,3 +172,33 @@ def test_an_offer_is_the_body_or_the_sdks_form() -> None:
         offer_of("multipart/form-data; boundary=B", form.replace(b'"sdp"', b'"x"'))
     with pytest.raises(ValueError, match="not an object"):
         offer_of("multipart/form-data; boundary=B", form.replace(b'{"model": "m"}', b"[1]  "))
+
+
+def test_the_page_s_server_creates_its_call_and_hands_it_the_turn_server(
+        start_emulator: Start) -> None:
+    """web-booking --webrtc's server side (faultlab/clients/call_relay.py): the page's offer
+    becomes a call with the booking's session (the emulator's emulator.call); the page gets the
+    lab's TURN server as its only ICE server, none without one; a body that is no offer and a
+    call the service refuses are answered with their status, never a traceback."""
+    from faultlab.clients.call_relay import CallRelay, ice_servers
+
+    emulator = start_emulator("openai-realtime", 0.1)
+    relay = CallRelay(MODEL, audio=False, timeout_s=5.0)
+    status, answer = relay.answer("POST", "offer", {},
+                                  json.dumps({"sdp": asyncio.run(offer())}).encode())
+    assert status == 200 and "m=application" in answer["sdp"], answer
+    assert answer["call"].startswith("rtc_")
+    assert events_of(emulator, "emulator.call", last={"call": answer["call"]}) != []
+
+    assert relay.answer("POST", "offer", {}, b"{}")[0] == 400
+    status, refused = relay.answer("POST", "offer", {},
+                                   json.dumps({"sdp": asyncio.run(offer(channel=False))}).encode())
+    assert status == 400 and "data channel" in refused["error"]
+    assert relay.answer("GET", "nothing", {}, b"")[0] == 404
+
+    assert relay.answer("GET", "ice", {}, b"") == (200, {"iceServers": []})
+    lab = {"FAULTLAB_TURN_URLS": "turn:10.0.0.1:3478?transport=udp turns:10.0.0.1:5349",
+           "FAULTLAB_TURN_USERNAME": "1700000000:faultlab", "FAULTLAB_TURN_CREDENTIAL": "c2VjcmV0"}
+    assert ice_servers(lab) == [{"urls": ["turn:10.0.0.1:3478?transport=udp",
+                                          "turns:10.0.0.1:5349"],
+                                 "username": "1700000000:faultlab", "credential": "c2VjcmV0"}]

@@ -1,8 +1,9 @@
 """OpenAI Realtime over WebRTC in the lab: profiles/webrtc/ runs the aiortc reference clients
 (openai-webrtc, openai-webrtc-recovery) against the emulator's calls over the user's hop as it
 fails: a call with nothing wrong (voice both ways), UDP blocked (TURN over TCP takes over), a TURN
-server that dies mid-call, a lossy cellular path. Each passes; what ICE chose and what was
-concealed is read back from the runs' events; nothing of the lab is left."""
+server that dies mid-call, a lossy cellular path; and the reference page's WebRTC mode in the
+lab's Chromium. Each passes; what ICE chose and what was concealed is read back from the runs'
+events; nothing of the lab is left."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import re
 from pathlib import Path
 
 import pytest
+
+from faultlab.browser.chromium import unavailable
 
 from ..conftest import PROFILES, faultlab, patience
 from .helpers import (
@@ -27,6 +30,7 @@ pytestmark = [pytest.mark.lab, pytest.mark.alone]
 SUITE_TIMEOUT_S = patience(120)
 NAMES = ["call-with-voice", "lossy-cellular-uplink", "turn-dies-mid-call",
          "udp-blocked-falls-back-to-turn-tcp"]
+BROWSER = ["browser-call", "browser-udp-blocked"]
 
 
 def named(runs_dir: Path, name: str) -> list[dict[str, object]]:
@@ -36,9 +40,10 @@ def named(runs_dir: Path, name: str) -> list[dict[str, object]]:
 
 @pytest.mark.timeout(SUITE_TIMEOUT_S + 60)
 def test_the_webrtc_profiles_pass_and_say_what_ice_chose(tmp_path: Path) -> None:
-    assert sorted(p.stem for p in (PROFILES / "webrtc").glob("*.yaml")) == NAMES
+    assert sorted(p.stem for p in (PROFILES / "webrtc").glob("*.yaml")) == sorted(NAMES + BROWSER)
     done = faultlab("run", "-q", "--jobs", "4", "--no-timeline", "--runs-dir", str(tmp_path),
-                    str(PROFILES / "webrtc"), timeout=SUITE_TIMEOUT_S)
+                    *(str(PROFILES / "webrtc" / f"{name}.yaml") for name in NAMES),
+                    timeout=SUITE_TIMEOUT_S)
     failed = re.findall(r"== (\S+): (?:FAIL|ERROR)", done.stdout)
     assert done.returncode == 0 and not failed, done.stdout[-6000:] + done.stderr
     assert_events_known(tmp_path)
@@ -79,4 +84,42 @@ def test_the_webrtc_profiles_pass_and_say_what_ice_chose(tmp_path: Path) -> None
         owner = next(int(str(e["pid"])) for e in events if e["event"] == "run.start")
         assert lab_traces(run_slot(run), owner) == [], run.name
         started = [int(str(e["pid"])) for e in events if e["event"] == "process.start"]
+        assert started and not [pid for pid in started if pid_alive(pid)], run.name
+
+
+@pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))
+@pytest.mark.timeout(SUITE_TIMEOUT_S + 60)
+def test_the_page_calls_over_webrtc_from_the_lab_s_browser(tmp_path: Path) -> None:
+    """web-booking --webrtc, both at once: the page's offer reached the emulator through its own
+    server; on an open path ICE connected straight (the emulator saw the same pair), the user's
+    voice on the call's track was recognised, the model's voice arrived on the page's (its stats
+    every second, nothing lost); with UDP blocked the page's call went through the TURN server
+    over TCP; each booking was told; the browsers and the labs are gone."""
+    done = faultlab("run", "-q", "--jobs", "2", "--no-timeline", "--runs-dir", str(tmp_path),
+                    *(str(PROFILES / "webrtc" / f"{name}.yaml") for name in BROWSER),
+                    timeout=SUITE_TIMEOUT_S)
+    failed = re.findall(r"== (\S+): (?:FAIL|ERROR)", done.stdout)
+    assert done.returncode == 0 and not failed, done.stdout[-6000:] + done.stderr
+    assert_events_known(tmp_path)
+
+    voice = named(tmp_path, "browser-call")
+    (call,) = [e for e in voice if e["event"] == "emulator.call" and e["state"] == "connected"]
+    assert call["pair"]["local"] == "host" and call["pair"]["protocol"] == "udp"
+    stats = [e for e in voice if e["event"] == "client.audio_stats"]
+    assert len(stats) >= 3 and stats[-1]["packets_received"] > 100, stats[-1:]
+    assert stats[-1]["packets_lost"] == 0
+    states = [e["state"] for e in voice if e["event"] == "client.ice"]
+    assert "connected" in states and states[-1] == "closed", states
+
+    blocked = named(tmp_path, "browser-udp-blocked")
+    (pair,) = [e for e in blocked if e["event"] == "client.candidate_pair"]
+    assert (pair["local"], pair["turn"]) == ("relay", "tcp"), pair
+
+    for run in (p for p in tmp_path.glob("*-webrtc-*") if p.is_dir()):
+        events = run_events(run)
+        assert [e["code"] for e in events if e["event"] == "client.done"] == [0], run.name
+        owner = next(int(str(e["pid"])) for e in events if e["event"] == "run.start")
+        assert lab_traces(run_slot(run), owner) == [], run.name
+        started = [int(str(e["pid"])) for e in events
+                   if e["event"] in ("process.start", "browser.start")]
         assert started and not [pid for pid in started if pid_alive(pid)], run.name

@@ -7,12 +7,14 @@
 // durations askAfter (1s), retryAfter (1s), window (4s), lostAfter (3s), quiet (1.5s),
 // duration (60s), connectTimeout (5s) written as faultlab writes them (500ms, 2s), mic=1 (speak
 // from the microphone instead of typing `say`), audio=1 (spoken replies; on with mic=1),
-// statusNote=0 (restore a new session without the backend's status lines).
+// statusNote=0 (restore a new session without the backend's status lines), webrtc=1 (OpenAI
+// Realtime over WebRTC instead: call.mjs, through the page's own server at /call/).
 // Its events are console lines, `{"event": ..., ...fields}` as JSON (the browser driver stamps
 // their time), the last one `client.done {code}`; it plays nothing, and shows a status line.
 
 import { BookingClient, DEFAULTS, INPUT_RATE, parseDuration } from '../booking.mjs';
 import { CLIENT_DONE, CLIENT_ERROR, UPLINK_ERROR, UPLINK_SOURCE_END, UPLINK_START } from '../events.mjs';
+import { WebRtcCall } from './call.mjs';
 
 const DURATIONS = ['askAfter', 'retryAfter', 'window', 'lostAfter', 'quiet', 'duration',
   'connectTimeout'];
@@ -43,13 +45,17 @@ function options(query) {
   chosen.mic = query.get('mic') === '1';
   chosen.audio = query.get('audio') === '1';
   if (query.get('statusNote') === '0') chosen.statusNote = false;
+  chosen.webrtc = query.get('webrtc') === '1';
   return { ...DEFAULTS, ...chosen };
 }
 
-/** The microphone, as a voice app takes it: no echo cancelling, noise suppression or gain
- * control (they would change what the lab plays in), one channel, resampled by an AudioContext
- * at 16 kHz, tapped by an AudioWorklet into 40 ms pieces of 16-bit PCM, each sent at once on
+/** The microphone (CAPTURE), resampled by an AudioContext at 16 kHz, tapped by an AudioWorklet into 40 ms pieces of 16-bit PCM, each sent at once on
  * whatever connection is up (lost while none is). */
+// The microphone's capture, as a voice app asks for it: no echo cancelling, noise suppression or
+// gain control (they would change what the lab plays in), one channel.
+const CAPTURE = { audio: { echoCancellation: false, noiseSuppression: false, autoGainControl: false,
+  channelCount: 1 } };
+
 class PageMicrophone {
   constructor() {
     this.context = null;
@@ -65,8 +71,7 @@ class PageMicrophone {
   }
 
   async #open(client) {
-    this.stream = await navigator.mediaDevices.getUserMedia({ audio: { echoCancellation: false,
-      noiseSuppression: false, autoGainControl: false, channelCount: 1 } });
+    this.stream = await navigator.mediaDevices.getUserMedia(CAPTURE);
     this.context = new AudioContext({ sampleRate: INPUT_RATE });
     await this.context.audioWorklet.addModule(new URL('mic-worklet.js', import.meta.url));
     const tap = new AudioWorkletNode(this.context, 'pcm-pieces');
@@ -91,6 +96,25 @@ class PageMicrophone {
   }
 }
 
+/** The booking over a WebRTC call (call.mjs); the exit code. */
+async function call(chosen) {
+  const host = { emit, status: show, backend: new URL('/backend', window.location.href).href,
+    relay: new URL('/call', window.location.href).href };
+  let microphone = null;
+  const open = async () => {
+    microphone = await navigator.mediaDevices.getUserMedia(CAPTURE);
+    return microphone;
+  };
+  try {
+    return await new WebRtcCall(chosen, host).run(chosen.mic ? open : null);
+  } catch (error) {
+    emit(CLIENT_ERROR, { error: String(error?.stack ?? error).slice(0, 500) });
+    return 1;
+  } finally {
+    for (const track of microphone?.getTracks() ?? []) track.stop();
+  }
+}
+
 function done(code) {
   emit(CLIENT_DONE, { code });
   show(`done (exit ${code})`);
@@ -111,6 +135,10 @@ async function main() {
   } catch (error) {
     emit(CLIENT_ERROR, { error: error.message });
     done(2);
+    return;
+  }
+  if (chosen.webrtc) {
+    done(await call(chosen));
     return;
   }
   const client = new BookingClient(chosen, {
