@@ -5,6 +5,8 @@ The YAML node tree gives each key's line; pydantic's errors give each problem's 
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
@@ -34,10 +36,21 @@ def line_map(node: yaml.Node, path: Loc, lines: dict[Loc, int], problems: list[t
             line_map(item, (*path, i), lines, problems)
 
 
+# A key written as it is in a path; any other (a space, a newline, a dot in it) is quoted.
+PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
 def format_loc(loc: Sequence[str | int]) -> str:
+    """`expect[4].count.event`; a key that is no plain name quoted (`hosts["a b"]`), so that a
+    problem stays one line however a mangled file spells its keys."""
     out = ""
     for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif not PLAIN_KEY.fullmatch(str(part)):
+            out += f"[{json.dumps(str(part))}]"
+        else:
+            out += f".{part}" if out else str(part)
     return out or "(profile)"
 
 

@@ -57,6 +57,12 @@ def test_unknown_field_names_file_line_and_path() -> None:
     assert problems(text) == ["p.yaml:15: timeline[1].colour: unknown field"]
 
 
+def test_a_key_that_is_no_plain_name_is_quoted_and_the_problem_stays_one_line() -> None:
+    """A mangled file's key (a newline, a dot, a space in it) is quoted in the path."""
+    text = GOOD.replace("{count: {event: client.lost}", '{count: {event: client.lost, "odd\\n.": 1}')
+    assert problems(text) == ['p.yaml:18: expect[1].count["odd\\n."]: unknown field']
+
+
 def test_bad_fault_parameter_is_reported_inside_do() -> None:
     """A fault's own model validates its parameters, and the error points into `do`."""
     text = GOOD.replace("direction: to_client", "direction: sideways")
