@@ -17,6 +17,7 @@ Needs root. `make bench`'s part `webrtc` (alone: `python bench/all.py --only web
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import statistics
 import subprocess
@@ -65,16 +66,26 @@ timeout: {seconds + 30 + count}s
 """
 
 
+def behind(chunks: list[tuple[float, float]]) -> list[float]:
+    """How far behind its schedule each of a call's chunks (arrival t, audio s) reached the
+    core: the audio up to its end is due in real time from the call's start, which is put at its
+    earliest chunk relative to its schedule (not its first: that one may be the late one)."""
+    due = list(itertools.accumulate(audio_s for _, audio_s in chunks))
+    offsets = [t - d for (t, _), d in zip(chunks, due, strict=True)]
+    start = min(offsets, default=0.0)
+    return [o - start for o in offsets]
+
+
 def lateness(folder: Path, count: int, seconds: float) -> tuple[float, int, float]:
     """(worst chunk lateness s, calls whose audio reached the core, the load's worst send lag
     ms) for `count` concurrent calls."""
     run_dir = _run(folder, f"calls-{count}", _calls_profile(count, seconds))
-    arrivals: dict[object, list[float]] = defaultdict(list)
+    arrivals: dict[object, list[tuple[float, float]]] = defaultdict(list)
     for line in (run_dir / "events.jsonl").read_text().splitlines():
         e = json.loads(line)
         if e["event"] == "emulator.frame" and e.get("kind") == APPEND_KIND:
-            arrivals[e["conn"]].append(e["t"])
-    late = [t - times[0] - i * 0.1 for times in arrivals.values() for i, t in enumerate(times)]
+            arrivals[e["conn"]].append((e["t"], float(e["audio_s"])))
+    late = [x for chunks in arrivals.values() for x in behind(chunks)]
     load = json.loads((run_dir / "load.json").read_text())
     return max(late, default=float("inf")), len(arrivals), float(load["worst_send_lag_ms"])
 

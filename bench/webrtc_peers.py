@@ -18,6 +18,7 @@ openai SDK's `realtime.calls.create`), without its conversation: the load is the
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import socket
@@ -46,19 +47,23 @@ async def echo(port: int) -> None:
 
 
 def ping(host: str, port: int, seconds: float, out: Path) -> None:
-    """Round trips of one datagram every PACKET_EVERY_S (each waits for its echo, up to 1 s)."""
+    """Round trips of one datagram every PACKET_EVERY_S, each numbered and waiting up to 1 s
+    for its own echo (a late echo of an earlier one is read past; an ICMP refusal, the echo not
+    up yet, counts as no echo)."""
     rtts: list[float] = []
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         sock.settimeout(1.0)
         sock.connect((host, port))
-        payload = bytes(RTP_BYTES)
         end = time.monotonic() + seconds
-        while time.monotonic() < end:
+        for seq in itertools.count():
+            if time.monotonic() >= end:
+                break
             sent = time.perf_counter()
-            sock.send(payload)
             try:
-                sock.recv(2048)
-            except TimeoutError:
+                sock.send(seq.to_bytes(8, "big") + bytes(RTP_BYTES - 8))
+                while int.from_bytes(sock.recv(2048)[:8], "big") != seq:
+                    pass
+            except (TimeoutError, ConnectionRefusedError):
                 continue
             rtts.append(time.perf_counter() - sent)
             time.sleep(max(0.0, PACKET_EVERY_S - (time.perf_counter() - sent)))

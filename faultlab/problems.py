@@ -38,6 +38,9 @@ def line_map(node: yaml.Node, path: Loc, lines: dict[Loc, int], problems: list[t
 
 # A key written as it is in a path; any other (a space, a newline, a dot in it) is quoted.
 PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
+# pydantic-core's schema kinds, as it writes them into an error's path: `tagged-union[...]`.
+SCHEMA_STEP = re.compile(r"(function-(after|before|wrap|plain)|tagged-union|union|chain|nullable"
+                         r"|default|model-fields|json-or-python|lax-or-strict)\[.*\]\Z", re.S)
 
 
 def format_loc(loc: Sequence[str | int]) -> str:
@@ -79,8 +82,9 @@ class Problems:
 
     def add_validation(self, prefix: Loc, exc: ValidationError) -> None:
         for error in exc.errors():
-            # Pydantic adds the model name for a failing model validator; the path is the prefix.
-            loc = tuple(p for p in error["loc"] if not (isinstance(p, str) and "[" in p))
+            # Pydantic names the schema it was in for some errors (a model validator's
+            # `function-after[validate(), Step]`): not part of the path, unlike a user's key.
+            loc = tuple(p for p in error["loc"] if not (isinstance(p, str) and SCHEMA_STEP.match(p)))
             self.add((*prefix, *loc), message_of(error))
 
     def fail(self) -> NoReturn:

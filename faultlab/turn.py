@@ -32,7 +32,16 @@ from faultlab.lab.process import LabProcess, wait_listening
 from faultlab.private import create_private, remember_secrets, write_private
 from faultlab.profile import Turn
 from faultlab.tls import LabCA
-from faultlab.turn_urls import LISTENERS, TURN_PORT, TURNS_PORT, url
+from faultlab.turn_urls import (
+    CA_VAR,
+    CREDENTIAL_VAR,
+    LISTENERS,
+    TURN_PORT,
+    TURNS_PORT,
+    URLS_VAR,
+    USERNAME_VAR,
+    url,
+)
 from faultlab.vocabulary.lab import TurnReady
 
 REALM = "faultlab"
@@ -53,8 +62,8 @@ class TurnAccess:
     ca: Path
 
     def env(self) -> dict[str, str]:
-        return {"FAULTLAB_TURN_URLS": " ".join(self.urls), "FAULTLAB_TURN_USERNAME": self.username,
-                "FAULTLAB_TURN_CREDENTIAL": self.credential, "FAULTLAB_TURN_CA": str(self.ca)}
+        return {URLS_VAR: " ".join(self.urls), USERNAME_VAR: self.username,
+                CREDENTIAL_VAR: self.credential, CA_VAR: str(self.ca)}
 
 
 def credentials(secret: str, expiry: int, user: str = USER) -> tuple[str, str]:

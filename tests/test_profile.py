@@ -61,6 +61,8 @@ def test_a_key_that_is_no_plain_name_is_quoted_and_the_problem_stays_one_line() 
     """A mangled file's key (a newline, a dot, a space in it) is quoted in the path."""
     text = GOOD.replace("{count: {event: client.lost}", '{count: {event: client.lost, "odd\\n.": 1}')
     assert problems(text) == ['p.yaml:18: expect[1].count["odd\\n."]: unknown field']
+    text = GOOD.replace("{count: {event: client.lost}", '{count: {event: client.lost, "a[b]": 1}')
+    assert problems(text) == ['p.yaml:18: expect[1].count["a[b]"]: unknown field']
 
 
 def test_bad_fault_parameter_is_reported_inside_do() -> None:

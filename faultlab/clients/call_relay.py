@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from faultlab.clients.realtime import booking_session
+from faultlab.turn_urls import handed
 
 Answer = tuple[int, dict[str, Any]]
 PREFIX = "/call/"
@@ -23,11 +24,10 @@ BAD_GATEWAY = 502
 
 def ice_servers(env: Mapping[str, str]) -> list[dict[str, Any]]:
     """The lab's TURN server as RTCPeerConnection's `iceServers` take it (none without one)."""
-    urls = env.get("FAULTLAB_TURN_URLS", "").split()
-    if not urls:
+    turn = handed(env)
+    if not turn.urls:
         return []
-    return [{"urls": urls, "username": env.get("FAULTLAB_TURN_USERNAME", ""),
-             "credential": env.get("FAULTLAB_TURN_CREDENTIAL", "")}]
+    return [{"urls": turn.urls, "username": turn.username, "credential": turn.credential}]
 
 
 class CallRelay:
@@ -56,13 +56,15 @@ class CallRelay:
     def _call(self, offer: str) -> Answer:
         import openai
 
-        client = openai.OpenAI(timeout=self.timeout_s, max_retries=0)
         session: Any = {**booking_session(self.audio), "model": self.model}
         try:
-            answer = client.realtime.calls.create(sdp=offer, session=session)
+            with openai.OpenAI(timeout=self.timeout_s, max_retries=0) as client:
+                answer = client.realtime.calls.create(sdp=offer, session=session)
         except openai.APIStatusError as exc:
             return exc.status_code, {"error": exc.message, "status": exc.status_code}
         except openai.APIConnectionError as exc:  # no HTTP answer at all (a timeout too)
             return BAD_GATEWAY, {"error": f"the offer got no answer: {exc}"}
+        except openai.OpenAIError as exc:  # no key, or an answer the SDK cannot read
+            return BAD_GATEWAY, {"error": f"the offer went wrong: {exc}"}
         call = answer.response.headers.get("location", "").rsplit("/", 1)[-1]
         return 200, {"sdp": answer.text, "call": call}

@@ -43,7 +43,7 @@ from faultlab.events import EventWriter
 from faultlab.protocols.openai import AUDIO_RATE
 from faultlab.scenarios.booking.conversation import Turn
 from faultlab.speech import resample
-from faultlab.turn_urls import LISTENERS, listener_of
+from faultlab.turn_urls import LISTENERS, handed, listener_of
 from faultlab.units import parse_duration
 from faultlab.vocabulary.webrtc import ClientAudioStats, ClientCandidatePair, ClientIce
 
@@ -230,7 +230,7 @@ class WebRtcTransport(RealtimeTransport):
     def _turn_choices(self) -> list[list[str]]:
         """The TURN URL of each attempt, in order (aiortc takes one a call): those of `--turn`,
         or every URL the lab gave; [[]] (host candidates only) without a TURN server."""
-        urls = os.environ.get("FAULTLAB_TURN_URLS", "").split()
+        urls = handed(os.environ).urls
         if not urls:
             return [[]]
         return [chosen for t in self.args.turn or list(LISTENERS)
@@ -257,8 +257,8 @@ class WebRtcTransport(RealtimeTransport):
 
         from faultlab.webrtc import peer_connection, turn_servers
 
-        servers = turn_servers(urls, os.environ.get("FAULTLAB_TURN_USERNAME", ""),
-                               os.environ.get("FAULTLAB_TURN_CREDENTIAL", ""))
+        turn = handed(os.environ)
+        servers = turn_servers(urls, turn.username, turn.credential)
         call = Call(peer_connection(servers), self.events, _transport_of(urls))
         try:
             async with asyncio.timeout(self.args.ice_timeout or self.args.connect_timeout):

@@ -310,6 +310,8 @@ class EmulatorServer:
 
         assert isinstance(ws, wsinternals.Connection)
         ws.on_close_frame = client_closed
+        if ws.protocol.close_rcvd is not None:  # it came before the hook was set
+            loop.call_soon(client_closed)
         closed_here = False
 
         async def close(code: int, reason: str) -> None:

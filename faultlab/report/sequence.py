@@ -303,7 +303,7 @@ def _bands(events: Sequence[Event], t_end: float, lanes: set[LaneId]) -> list[Ba
 def _series(events: Sequence[Event]) -> list[Series]:
     """What the vocabulary's plotted records read, a series per gauge, in their records' order;
     a record's readings are each of its sources' own (two clients' counters never mix)."""
-    points: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    points: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
     last: dict[tuple[str, str], Record] = {}
     for e in events:
         record = read(e)
@@ -312,12 +312,15 @@ def _series(events: Sequence[Event]) -> list[Series]:
         key = (e.name, e.source)
         for gauge_name, value in record.readings(last.get(key)).items():
             if math.isfinite(value):
-                points.setdefault((e.name, gauge_name), []).append((e.t, value))
+                points.setdefault((e.name, e.source, gauge_name), []).append((e.t, value))
         last[key] = record
-    return [Series(gauge.name, gauge.unit, points[(name, gauge.name)])
-            for name in dict.fromkeys(name for name, _ in points)
+    sources = {(name, source) for name, source, _ in points}
+    several = len({source for _, source in sources}) > 1
+    return [Series(f"{gauge.name} ({source})" if several else gauge.name, gauge.unit,
+                   points[(name, source, gauge.name)])
+            for name, source in dict.fromkeys((n, s) for n, s, _ in points)
             if (declared := record_of(name)) is not None
-            for gauge in declared.PLOTTED if (name, gauge.name) in points]
+            for gauge in declared.PLOTTED if (name, source, gauge.name) in points]
 
 
 def build_view(events: Sequence[Event], record: RunRecord, *, description: str = "",

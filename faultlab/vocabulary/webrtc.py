@@ -6,6 +6,7 @@ every second the audio it receives. The expectations `candidate` and `audio_conc
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar, Self
 
@@ -69,14 +70,16 @@ class ClientAudioStats(Record):
 
     def readings(self, before: Self | None) -> dict[str, float]:
         """Since `before` (or the call's start: a new call counts from 0 again): the share of
-        the audio concealed and the packets lost per second; and RTP's jitter now."""
-        if before is not None and (self.received_s + self.concealed_s
-                                   < before.received_s + before.concealed_s):
+        the audio concealed (none if no audio came: a gap, not 0 %) and the packets lost (the
+        readings come every second); and RTP's jitter now."""
+        if before is not None and (
+                self.received_s + self.concealed_s < before.received_s + before.concealed_s
+                or self.packets_received < before.packets_received):
             before = None  # another call
         received = self.received_s - (before.received_s if before else 0.0)
         concealed = self.concealed_s - (before.concealed_s if before else 0.0)
         lost = self.packets_lost - (before.packets_lost if before else 0)
         span_s = received + concealed
-        return {"concealed": 100 * concealed / span_s if span_s > 0 else 0.0,
-                "packets lost": max(lost, 0) / span_s if span_s > 0 else 0.0,
+        return {"concealed": 100 * concealed / span_s if span_s > 0 else math.nan,
+                "packets lost": float(max(lost, 0)),
                 "jitter": self.jitter_ms}

@@ -10,6 +10,7 @@ from faultlab.protocols import GEMINI
 from faultlab.report.bursts import BURST_GAP_S, bursts
 from faultlab.report.record import RunRecord
 from faultlab.report.sequence import build_view
+from faultlab.vocabulary.webrtc import ClientAudioStats
 
 
 def ev(t: float, source: str, name: str, **fields: object) -> Event:
@@ -218,18 +219,33 @@ def stats(t: float, received_s: float, concealed_s: float, lost: int,
 def test_a_client_s_audio_stats_are_series_of_each_second_not_of_the_call() -> None:
     """The concealed share and the packets lost are those of each second (the counters run from
     the call's start, and from 0 again in a new call); the jitter is as read; another client's
-    counters never mix in."""
+    counters never mix in: its series are its own."""
     view = build_view([
         stats(1.0, 0.9, 0.1, 5),
         stats(2.0, 1.9, 0.1, 5, jitter_ms=9.0),
         stats(2.5, 0.5, 0.0, 0, source="other"),
         stats(3.0, 2.4, 0.6, 30),
+        stats(3.5, 2.4, 0.6, 30),  # no audio came: no share concealed, a gap
         stats(4.0, 0.8, 0.2, 10),  # a new call
     ], a_record())
     by_name = {s.name: s for s in view.series}
-    assert list(by_name) == ["concealed", "packets lost", "jitter"]
-    assert [(t, round(v, 6)) for t, v in by_name["concealed"].points] == [
-        (1.0, 10.0), (2.0, 0.0), (2.5, 0.0), (3.0, 50.0), (4.0, 20.0)]
-    assert [v for _, v in by_name["packets lost"].points] == [5.0, 0.0, 0.0, 25.0, 10.0]
-    assert by_name["jitter"].points[1] == (2.0, 9.0) and by_name["jitter"].unit == "ms"
+    assert list(by_name) == ["concealed (client)", "packets lost (client)", "jitter (client)",
+                             "concealed (other)", "packets lost (other)", "jitter (other)"]
+    assert [(t, round(v, 6)) for t, v in by_name["concealed (client)"].points] == [
+        (1.0, 10.0), (2.0, 0.0), (3.0, 50.0), (4.0, 20.0)]
+    assert [v for _, v in by_name["packets lost (client)"].points] == [5.0, 0.0, 25.0, 0.0, 10.0]
+    assert by_name["jitter (client)"].points[1] == (2.0, 9.0)
+    assert by_name["jitter (client)"].unit == "ms"
+    alone = build_view([stats(1.0, 0.9, 0.1, 5)], a_record())
+    assert [s.name for s in alone.series] == ["concealed", "packets lost", "jitter"]
     assert build_view([ev(1.0, "client", "client.lost", why="x")], a_record()).series == []
+
+
+def test_a_new_call_is_told_by_its_packets_too() -> None:
+    """A new call that has already played more than the last one had is told by its RTP
+    packets, which count from 0 again."""
+    before = ClientAudioStats(received_s=1.0, concealed_s=0.0, concealed=0.0,
+                              packets_received=50, packets_lost=4, jitter_ms=1.0)
+    after = ClientAudioStats(received_s=1.5, concealed_s=0.5, concealed=0.25,
+                             packets_received=10, packets_lost=3, jitter_ms=1.0)
+    assert after.readings(before) == {"concealed": 25.0, "packets lost": 3.0, "jitter": 1.0}

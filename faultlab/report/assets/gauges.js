@@ -10,7 +10,7 @@ function gaugeStrips(series, esc, num) {
     const points = s.points.map(([t, value], pi) => ({t, value, i: `${si}:${pi}`, name: s.name, unit: s.unit}));
     const top = points.reduce((m, p) => Math.max(m, p.value), 0);
     const step = top > 0 ? 10 ** Math.floor(Math.log10(top)) : 1;
-    return {...s, si, points, max: Math.ceil(top / step) * step || 1};
+    return {...s, si, points, max: +(Math.ceil(top / step) * step).toPrecision(12) || 1};
   });
 
   return {
@@ -26,7 +26,8 @@ function gaugeStrips(series, esc, num) {
       for (const s of strips) {
         const y0 = top + s.si * STRIP_H;
         const Y = (value) => y0 + STRIP_H - 6 - (value / s.max) * (STRIP_H - 16);
-        const first = Math.max(s.points.findIndex((p) => p.t >= v0) - 1, 0);
+        const after = s.points.findIndex((p) => p.t >= v0);
+        const first = after < 0 ? s.points.length - 1 : Math.max(after - 1, 0);
         let last = s.points.findIndex((p) => p.t > v1);
         last = last < 0 ? s.points.length - 1 : last;
         const shown = s.points.slice(first, last + 1);

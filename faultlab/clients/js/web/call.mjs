@@ -86,16 +86,20 @@ export class WebRtcCall {
 
   async drop(why) {
     if (this.lost.isSet() || this.leaving) return;
+    this.lost.set();
+    if (!this.up.isSet()) return; // not up yet: the attempt is refused (run), not lost
     this.emit(CLIENT_LOST, { why });
     this.status(`lost (${why})`);
     this.up.clear();
-    this.lost.set();
   }
 
   #onEvent(event) {
     this.lastMessage = now();
     const kind = String(event.type);
-    if (kind === 'response.created') this.speaking = true;
+    if (kind === 'response.created') { // the client's, or one the service's VAD began
+      this.speaking = true;
+      this.idle.clear();
+    }
     if (kind === 'response.function_call_arguments.done') {
       let args = {};
       try { args = JSON.parse(event.arguments || '{}'); } catch { /* the model's own mistake */ }
@@ -139,10 +143,10 @@ export class WebRtcCall {
     this.pc = pc;
     pc.oniceconnectionstatechange = () => this.#ice(pc.iceConnectionState);
     this.audio = pc.addTransceiver('audio', { direction: 'sendrecv' });
-    pc.ontrack = ({ streams }) => {
+    pc.ontrack = ({ streams, track }) => {
       // Played (muted by the lab's browser), so that the jitter buffer runs as in an app.
       const player = new Audio();
-      player.srcObject = streams[0];
+      player.srcObject = streams[0] ?? new MediaStream([track]);
       player.play().catch(() => {});
     };
     const channel = pc.createDataChannel(CHANNEL);
@@ -151,6 +155,7 @@ export class WebRtcCall {
     channel.onmessage = ({ data }) => this.#onEvent(JSON.parse(data));
     channel.onclose = () => { if (!this.leaving) this.drop('the channel closed'); };
     await pc.setLocalDescription(await pc.createOffer());
+    // The service takes no trickled candidates: those gathered by the connect timeout go.
     await within(new Promise((resolve) => {
       if (pc.iceGatheringState === 'complete') resolve();
       pc.onicegatheringstatechange = () => { if (pc.iceGatheringState === 'complete') resolve(); };
@@ -159,7 +164,8 @@ export class WebRtcCall {
       headers: { 'Content-Type': 'application/json' },
       body: JSON.stringify({ sdp: pc.localDescription.sdp }) });
     await pc.setRemoteDescription({ type: 'answer', sdp });
-    if (!await within(opened, this.o.connectTimeout)) throw new Error('the call\'s channel never opened');
+    await within(Promise.race([opened, this.lost.wait()]), this.o.connectTimeout);
+    if (channel.readyState !== 'open') throw new Error('the call\'s channel never opened');
   }
 
   #ice(state) {
@@ -222,15 +228,15 @@ export class WebRtcCall {
     this.emit(CLIENT_CONNECTED, {});
     this.status('connected');
     this.spawn(this.#stats());
-    if (openMicrophone !== null) {
-      const microphone = await openMicrophone();
-      await this.audio.sender.replaceTrack(microphone.getAudioTracks()[0]);
-    } else {
-      this.say(this.talk.opening(), true);
-    }
     const deadline = now() + this.o.duration;
     const talk = this.talk;
     try {
+      if (openMicrophone !== null) {
+        const microphone = await openMicrophone();
+        await this.audio.sender.replaceTrack(microphone.getAudioTracks()[0]);
+      } else {
+        this.say(this.talk.opening(), true);
+      }
       while (now() < deadline) {
         if (this.disconnectedAt !== null && now() - this.disconnectedAt > this.o.lostAfter) {
           await this.drop(`ICE disconnected for ${this.o.lostAfter} s`);

@@ -49,13 +49,14 @@ function options(query) {
   return { ...DEFAULTS, ...chosen };
 }
 
-/** The microphone (CAPTURE), resampled by an AudioContext at 16 kHz, tapped by an AudioWorklet into 40 ms pieces of 16-bit PCM, each sent at once on
- * whatever connection is up (lost while none is). */
 // The microphone's capture, as a voice app asks for it: no echo cancelling, noise suppression or
 // gain control (they would change what the lab plays in), one channel.
 const CAPTURE = { audio: { echoCancellation: false, noiseSuppression: false, autoGainControl: false,
   channelCount: 1 } };
 
+/** The microphone (CAPTURE), resampled by an AudioContext at 16 kHz, tapped by an AudioWorklet
+ * into 40 ms pieces of 16-bit PCM, each sent at once on whatever connection is up (lost while
+ * none is). */
 class PageMicrophone {
   constructor() {
     this.context = null;
