@@ -60,7 +60,7 @@ $(STAMP): pyproject.toml Makefile $(JS_SOURCES) $(EDITOR)/package-lock.json $(DO
 	$(PYTHON) -m venv $(VENV) && $(PYTHON) -m venv $(AGENTS_VENV) && $(PYTHON) -m venv $(PIPECAT_VENV) && $(PYTHON) -m venv $(LIVEKIT_VENV)
 	$(BIN)/pip install -q --disable-pip-version-check -e '.[dev,docs]' & f=$$!; \
 	$(AGENTS_VENV)/bin/pip install -q --disable-pip-version-check 'openai-agents==$(OPENAI_AGENTS)' & a=$$!; \
-	$(PIPECAT_VENV)/bin/pip install -q --disable-pip-version-check 'pipecat-ai[openai]==$(PIPECAT)' & p=$$!; \
+	$(PIPECAT_VENV)/bin/pip install -q --disable-pip-version-check 'pipecat-ai[openai,webrtc]==$(PIPECAT)' & p=$$!; \
 	$(LIVEKIT_VENV)/bin/pip install -q --disable-pip-version-check \
 	  'livekit-agents==$(LIVEKIT_AGENTS)' 'livekit-plugins-openai==$(LIVEKIT_AGENTS)' & l=$$!; \
 	wait $$f; rf=$$?; wait $$a; ra=$$?; wait $$p; rp=$$?; wait $$l; rl=$$?; \

@@ -12,8 +12,8 @@ ask the lab's resolver in the router (faultlab.resolver) for the names /etc/host
 held; a target outside the lab gives its name server (the uplink's); otherwise no name server
 answers and names outside /etc/hosts fail at once. Either way names are looked up in the files,
 then by DNS only (nsswitch.conf), never through a host's resolver daemon outside the lab. A run
-with `turn` starts the lab's TURN server (faultlab.turn) before the client, which gets its URLs
-and credentials.
+with `turn` starts the lab's TURN server (faultlab.turn) before the target and the client, which
+both get its URLs and credentials (an app's server hands them to its page).
 """
 
 from __future__ import annotations
@@ -112,8 +112,6 @@ class Launcher:
         if self.mic_path is not None:
             env["FAULTLAB_MIC"] = str(self.mic_path)
             env["FAULTLAB_MIC_WAV"] = str(self.run_dir / MIC_WAV)
-        if self.turn is not None:
-            env.update(self.turn.env())
         env.update(p.client.env)
         etc = self.run_dir / "etc"
         etc.mkdir(mode=PRIVATE_DIR, exist_ok=True)
@@ -155,8 +153,8 @@ class Launcher:
         return control
 
     async def start_turn(self) -> TurnServer:
-        """The lab's TURN server in the server's place (the profile's `turn`); the client is
-        given its URLs and credentials."""
+        """The lab's TURN server in the server's place (the profile's `turn`); the programs
+        started after it (the target, the client) are given its URLs and credentials."""
         from faultlab.turn import launch_turn
 
         assert self.profile.turn is not None
@@ -201,6 +199,8 @@ class Launcher:
             "FAULTLAB_ROLE": role, "FAULTLAB_T0": f"{self.bus.clock.t0_wall:.6f}",
             "FAULTLAB_TARGET_HOST": host, **kind.target_env(host),
         })
+        if self.turn is not None:
+            env.update(self.turn.env())
         if role == "target":
             env.update(program.env)
         return env

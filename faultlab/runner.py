@@ -129,12 +129,13 @@ class Run:
             launcher = Launcher(p, lab, self.run_dir, self.bus, self.tails, stack)
             # The microphone's clips are written first: an emulator target learns them as speech.
             mic = await launcher.start_mic() if p.mic is not None else None
+            # The TURN server first: the target (an app's server) hands its page the URLs too.
+            turn = await launcher.start_turn() if "turn" in p.needs else None
             processes = self._processes
             if p.target is not None and p.target.kind.in_lab:
                 processes["target"] = await launcher.start_target()
             proxy = await self._start_proxy(lab, launcher, stack) if "proxy" in p.needs else None
             resolver = await launcher.start_resolver() if "dns" in p.needs else None
-            turn = await launcher.start_turn() if "turn" in p.needs else None
             table = launcher.connection_table()
             self._faults = faults = FaultRuntime(lab, table, self.bus, proxy, mic, p.timeline,
                                                  self._fail, resolver, turn)
