@@ -69,7 +69,10 @@ timeout: {seconds + 30 + count}s
 def behind(chunks: list[tuple[float, float]]) -> list[float]:
     """How far behind its schedule each of a call's chunks (arrival t, audio s) reached the
     core: the audio up to its end is due in real time from the call's start, which is put at its
-    earliest chunk relative to its schedule (not its first: that one may be the late one)."""
+    earliest chunk relative to its schedule (not its first: that one may be the late one).
+    A lower bound: a call whose every chunk came equally late reads as on time (its lag is
+    in its start, which the core cannot tell from a call begun later); the load's own send lag
+    (webrtc_peers' worst_send_lag_ms) is reported beside it for that reason."""
     due = list(itertools.accumulate(audio_s for _, audio_s in chunks))
     offsets = [t - d for (t, _), d in zip(chunks, due, strict=True)]
     start = min(offsets, default=0.0)

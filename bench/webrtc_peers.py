@@ -63,9 +63,10 @@ def ping(host: str, port: int, seconds: float, out: Path) -> None:
                 sock.send(seq.to_bytes(8, "big") + bytes(RTP_BYTES - 8))
                 while int.from_bytes(sock.recv(2048)[:8], "big") != seq:
                     pass
+                rtts.append(time.perf_counter() - sent)
             except (TimeoutError, ConnectionRefusedError):
-                continue
-            rtts.append(time.perf_counter() - sent)
+                pass
+            # The next one a packet's interval after this one, refused at once or not.
             time.sleep(max(0.0, PACKET_EVERY_S - (time.perf_counter() - sent)))
     out.write_text(json.dumps(rtts))
 

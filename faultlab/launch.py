@@ -12,8 +12,8 @@ ask the lab's resolver in the router (faultlab.resolver) for the names /etc/host
 held; a target outside the lab gives its name server (the uplink's); otherwise no name server
 answers and names outside /etc/hosts fail at once. Either way names are looked up in the files,
 then by DNS only (nsswitch.conf), never through a host's resolver daemon outside the lab. A run
-with `turn` starts the lab's TURN server (faultlab.turn) before the target and the client, which
-both get its URLs and credentials (an app's server hands them to its page).
+with `turn` has the lab's TURN server (faultlab.turn); every program started gets its URLs and
+credentials (an app's server hands them to its page).
 """
 
 from __future__ import annotations
@@ -152,14 +152,15 @@ class Launcher:
         self.resolver_address = str(self.lab.router_address)
         return control
 
-    async def start_turn(self) -> TurnServer:
-        """The lab's TURN server in the server's place (the profile's `turn`); the programs
-        started after it (the target, the client) are given its URLs and credentials."""
-        from faultlab.turn import launch_turn
+    def prepare_turn(self) -> TurnServer:
+        """The lab's TURN server in the server's place (the profile's `turn`), to be started; the
+        programs started after this (the target, the client) are given its URLs and
+        credentials."""
+        from faultlab.turn import prepare_turn
 
         assert self.profile.turn is not None
-        server, self.turn = await launch_turn(self.lab, self.profile.turn, self.ca, self.run_dir,
-                                              self.bus, self.stack)
+        server, self.turn = prepare_turn(self.lab, self.profile.turn, self.ca, self.run_dir,
+                                         self.bus, self.stack)
         return server
 
     def lab_names(self) -> tuple[list[str], str | None]:

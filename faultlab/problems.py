@@ -38,10 +38,6 @@ def line_map(node: yaml.Node, path: Loc, lines: dict[Loc, int], problems: list[t
 
 # A key written as it is in a path; any other (a space, a newline, a dot in it) is quoted.
 PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
-# pydantic-core's schema kinds, as it writes them into an error's path: `tagged-union[...]`.
-SCHEMA_STEP = re.compile(r"(function-(after|before|wrap|plain)|tagged-union|union|chain|nullable"
-                         r"|default|model-fields|json-or-python|lax-or-strict)\[.*\]\Z", re.S)
-
 
 def format_loc(loc: Sequence[str | int]) -> str:
     """`expect[4].count.event`; a key that is no plain name quoted (`hosts["a b"]`), so that a
@@ -55,6 +51,28 @@ def format_loc(loc: Sequence[str | int]) -> str:
         else:
             out += f".{part}" if out else str(part)
     return out or "(profile)"
+
+
+def input_path(error: Mapping[str, Any], data: Any) -> Loc:
+    """The path of pydantic's `error` in `data`, the input it validated: the keys and indexes
+    that lead through it. pydantic's path also names the schemas it went through, as strings
+    (a model validator's `function-after[validate(), Step]`, a union's member `list[str]` or a
+    model's name): dropped, unless the input has such a key there. The last key of a missing
+    field stays."""
+    out: list[str | int] = []
+    node = data
+    loc = error["loc"]
+    for n, part in enumerate(loc):
+        if isinstance(node, Mapping) and part in node:
+            out.append(part)
+            node = node[part]
+        elif isinstance(part, int):
+            out.append(part)
+            node = (node[part] if isinstance(node, list) and -len(node) <= part < len(node)
+                    else None)
+        elif n == len(loc) - 1 and error["type"] == "missing":
+            out.append(part)
+    return tuple(out)
 
 
 def message_of(error: Mapping[str, Any]) -> str:
@@ -80,12 +98,10 @@ class Problems:
                          if loc[:n] in self.lines), 1)
         self.items.append((line, f"{self.source}:{line}: {format_loc(loc)}: {message}"))
 
-    def add_validation(self, prefix: Loc, exc: ValidationError) -> None:
+    def add_validation(self, prefix: Loc, exc: ValidationError, data: Any) -> None:
+        """pydantic's errors of validating `data` (what `prefix` names), each at its path."""
         for error in exc.errors():
-            # Pydantic names the schema it was in for some errors (a model validator's
-            # `function-after[validate(), Step]`): not part of the path, unlike a user's key.
-            loc = tuple(p for p in error["loc"] if not (isinstance(p, str) and SCHEMA_STEP.match(p)))
-            self.add((*prefix, *loc), message_of(error))
+            self.add((*prefix, *input_path(error, data)), message_of(error))
 
     def fail(self) -> NoReturn:
         raise ProfileError([text for _, text in sorted(self.items, key=lambda i: i[0])])

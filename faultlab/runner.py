@@ -129,11 +129,19 @@ class Run:
             launcher = Launcher(p, lab, self.run_dir, self.bus, self.tails, stack)
             # The microphone's clips are written first: an emulator target learns them as speech.
             mic = await launcher.start_mic() if p.mic is not None else None
-            # The TURN server first: the target (an app's server) hands its page the URLs too.
-            turn = await launcher.start_turn() if "turn" in p.needs else None
+            # Every program started from here (an app's server, which hands its page the URLs,
+            # too) is given the TURN server's URLs and credentials.
+            turn = launcher.prepare_turn() if "turn" in p.needs else None
+            # It listens before the target, which may be the page's server; after a target in
+            # an image, whose container takes the server's network along with its link.
+            imaged = p.target is not None and p.target.image is not None
+            if turn is not None and not imaged:
+                await turn.start()
             processes = self._processes
             if p.target is not None and p.target.kind.in_lab:
                 processes["target"] = await launcher.start_target()
+            if turn is not None and imaged:
+                await turn.start()
             proxy = await self._start_proxy(lab, launcher, stack) if "proxy" in p.needs else None
             resolver = await launcher.start_resolver() if "dns" in p.needs else None
             table = launcher.connection_table()

@@ -6,8 +6,11 @@ It takes the time-limited credentials of the TURN REST API (coturn's `--use-auth
 username is `EXPIRY:faultlab`, the credential the base64 HMAC-SHA1 of the username under the run's
 own secret: what a browser's or aiortc's `iceServers` take as they are. The client gets them with
 the URLs (`FAULTLAB_TURN_URLS`, space-separated), and the CA that signed the TLS listener's
-certificate (`FAULTLAB_TURN_CA`). The secret is in the server's configuration file (private to
-the run), not on its command line, which the run's events show.
+certificate (`FAULTLAB_TURN_CA`); so does every target in the lab (an app's server hands them to
+its page). It listens before the target starts (the page's server may be the target), after it
+for a target in an image, whose container takes the server's network with its link. The secret
+is in the server's configuration file (private to the run), not on its command line, which the
+run's events show.
 """
 
 from __future__ import annotations
@@ -154,11 +157,11 @@ class TurnServer:
             await self.process.stop()
 
 
-async def launch_turn(lab: Lab, turn: Turn, ca: LabCA, run_dir: Path, bus: EventBus,
-                      stack: AsyncExitStack) -> tuple[TurnServer, TurnAccess]:
-    """The TURN server in the server's namespace, once each of its listeners is up, and what
-    the client is given to reach it; `stack` stops it (and `lab gc` after a SIGKILL: a process
-    in the lab's namespace)."""
+def prepare_turn(lab: Lab, turn: Turn, ca: LabCA, run_dir: Path, bus: EventBus,
+                 stack: AsyncExitStack) -> tuple[TurnServer, TurnAccess]:
+    """The TURN server in the server's namespace, not yet started, and what the client is given
+    to reach it; `stack` stops it (and `lab gc` after a SIGKILL: a process in the lab's
+    namespace)."""
     program = turnserver()
     address = str(lab.server_address)
     secret = secrets.token_urlsafe(24)
@@ -168,7 +171,6 @@ async def launch_turn(lab: Lab, turn: Turn, ca: LabCA, run_dir: Path, bus: Event
     argv = turnserver_argv(program, address, turn, config, lab.scratch, certificate)
     server = TurnServer(lab, turn, argv, create_private(run_dir / "turn.log"), bus)
     stack.push_async_callback(server.stop)
-    await server.start()
     username, credential = credentials(secret, int(time.time()) + CREDENTIALS_S)
     remember_secrets([secret, credential])  # redacted wherever the run meets them (client.log)
     return server, TurnAccess(turn_urls(address, turn), username, credential, ca.cert_path)

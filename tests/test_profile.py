@@ -65,6 +65,27 @@ def test_a_key_that_is_no_plain_name_is_quoted_and_the_problem_stays_one_line() 
     assert problems(text) == ['p.yaml:18: expect[1].count["a[b]"]: unknown field']
 
 
+def test_a_union_member_pydantic_tried_is_no_part_of_the_path() -> None:
+    """pydantic names each member of a union it tried (`list[str]`, `str`) in an error's path:
+    the path is the input's, to the item at fault."""
+    text = GOOD.replace("  - {exit_code: 0}\n", "  - {exit_code: 0}\n  - {candidate: [relay/tcp, 5]}\n")
+    assert problems(text) == [
+        "p.yaml:18: expect[1].candidate: Input should be a valid string",
+        "p.yaml:18: expect[1].candidate[1]: Input should be a valid string"]
+    text = GOOD.replace("  - {exit_code: 0}\n", "  - {exit_code: 0}\n  - {candidate: 5}\n")
+    assert problems(text) == ["p.yaml:18: expect[1].candidate: Input should be a valid string",
+                              "p.yaml:18: expect[1].candidate: Input should be a valid array"]
+
+
+def test_a_target_may_not_listen_on_the_turn_servers_ports() -> None:
+    """The lab's TURN server listens on the server's address too: 3478, and 5349 with TLS."""
+    text = GOOD.replace("port: 8765", "port: 3478") + "turn: {udp: false, tls: false}\n"
+    assert problems(text) == ["p.yaml:2: target.port: 3478 is the lab's TURN server's port (the "
+                              "profile's 'turn'): give the target another one"]
+    parse_profile(GOOD.replace("port: 8765", "port: 5349") + "turn: {tls: false}\n", "p.yaml")
+    assert problems(GOOD.replace("port: 8765", "port: 5349") + "turn: {}\n")
+
+
 def test_bad_fault_parameter_is_reported_inside_do() -> None:
     """A fault's own model validates its parameters, and the error points into `do`."""
     text = GOOD.replace("direction: to_client", "direction: sideways")

@@ -188,7 +188,7 @@ def _space(block: dict[str, Any], source: str) -> Space:
     try:
         space = validate_plain(Space, block)
     except ValidationError as exc:
-        problems.add_validation(("explore",), exc)
+        problems.add_validation(("explore",), exc, block)
         problems.fail()
     # Each fault as its fault validates it, before the exploration's folder is made.
     variants(space.faults, problems)

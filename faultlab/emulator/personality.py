@@ -234,7 +234,7 @@ def read_personality_file(path: Path) -> tuple[str, dict[str, Any]]:
     try:
         personality_with(base, changes)
     except ValidationError as exc:
-        problems.add_validation((), exc)
+        problems.add_validation((), exc, changes)
     problems.raise_if_any()
     return base, changes
 

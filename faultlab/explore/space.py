@@ -181,10 +181,11 @@ def variants(templates: Sequence[dict[str, Any]], problems: Problems,
                 choices.append([(key, value)])
         else:
             for combo in itertools.product(*choices):
+                settings = dict(combo)
                 try:
-                    validate_plain(FAULTS[name].Params, dict(combo))
+                    validate_plain(FAULTS[name].Params, settings)
                 except ValidationError as exc:
-                    problems.add_validation((*loc, i), exc)
+                    problems.add_validation((*loc, i), exc, settings)
                     break
                 out.append(Variant(name, tuple(combo)))
     return out

@@ -22,6 +22,7 @@ from faultlab.profile.sections import Capture, Client, FieldRanges, Mic, Network
 from faultlab.profile.steps import RawStep, Step, check_fault, check_steps
 from faultlab.protocols import Protocol as RealtimeApi
 from faultlab.targets import NoTarget, RemoteTarget, Target, TargetKind
+from faultlab.turn_urls import LISTENERS
 
 
 class ProfileBase(Model):
@@ -148,7 +149,7 @@ def parse_profile(text: str | bytes, source: str = "<profile>", path: Path | Non
     try:
         raw = validate_plain(RawProfile, data)
     except ValidationError as exc:
-        problems.add_validation((), exc)
+        problems.add_validation((), exc, data)
         _check_parts(data, problems)
         problems.fail()
     if raw.target is not None:  # the files it names, from the profile's folder
@@ -253,6 +254,13 @@ def _check_target(raw: RawProfile, path: Path | None, problems: Problems) -> Non
     for loc, message in raw.target.kind.profile_problems(
             raw.hosts, raw.network.sysctl, raw.network.subnets_by_side(), folder):
         problems.add(loc, message)
+    if raw.turn is not None and raw.target.kind.in_lab:
+        # Both listen on the server's address: one of them could not, or the target's
+        # readiness would be the TURN server's.
+        taken = {port for name, (_, port, _) in LISTENERS.items() if getattr(raw.turn, name)}
+        if raw.target.listen_port in taken:
+            problems.add(("target", "port"), f"{raw.target.listen_port} is the lab's TURN "
+                         f"server's port (the profile's 'turn'): give the target another one")
 
 
 def unset_pass_env(profile: Profile) -> list[str]:
@@ -276,7 +284,7 @@ def _check_expectations(raw: list[dict[str, Any]], problems: Problems) -> list[E
         try:
             out.append(validate_plain(kinds[kind], item))
         except ValidationError as exc:
-            problems.add_validation(("expect", i), exc)
+            problems.add_validation(("expect", i), exc, item)
     return out
 
 

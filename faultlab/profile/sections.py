@@ -160,10 +160,10 @@ class Mic(Model):
 
 class Turn(Model):
     """A TURN server (coturn) in the server's namespace, for the client's WebRTC: on the server's
-    address, port 3478 for UDP and TCP, 5349 for TLS (its certificate from the run's CA). The
-    client and a program target get its URLs and credentials (`FAULTLAB_TURN_URLS`,
-    `FAULTLAB_TURN_USERNAME`, `FAULTLAB_TURN_CREDENTIAL`: an app's server hands them to its
-    page); the transports it listens on are these."""
+    address, port 3478 for UDP and TCP, 5349 for TLS (its certificate from the run's CA), which
+    a target in the lab may not listen on. The client and every target in the lab get its URLs
+    and credentials (`FAULTLAB_TURN_URLS`, `FAULTLAB_TURN_USERNAME`, `FAULTLAB_TURN_CREDENTIAL`:
+    an app's server hands them to its page); the transports it listens on are these."""
 
     udp: bool = True
     """Listen on UDP (`turn:ADDRESS:3478?transport=udp`)."""

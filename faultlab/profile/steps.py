@@ -109,10 +109,11 @@ def check_fault(index: int, do: dict[str, Any], problems: Problems) -> tuple[str
     if fault is None:
         problems.add((*loc, "fault"), f"unknown fault {name!r}; known: {', '.join(sorted(FAULTS))}")
         return None
+    settings = {k: v for k, v in do.items() if k != "fault"}
     try:
-        params = validate_plain(fault.Params, {k: v for k, v in do.items() if k != "fault"})
+        params = validate_plain(fault.Params, settings)
     except ValidationError as exc:
-        problems.add_validation(loc, exc)
+        problems.add_validation(loc, exc, settings)
         return None
     return name, params
 

@@ -2,7 +2,7 @@
 emulator over TLS (the CA from SSL_CERT_FILE), as openai-agents runs in
 openai_clients/test_openai_agents.py.
 
-Each is in a venv of its own, which `make install` makes (`.venv-pipecat`: pipecat-ai[openai]
+Each is in a venv of its own, which `make install` makes (`.venv-pipecat`: pipecat-ai[openai,webrtc]
 1.14.0; `.venv-livekit`: livekit-agents and livekit-plugins-openai 1.8.9), and is driven by a
 script of its own there (pipecat_session.py, livekit_session.py: how, and why so, in their
 docstrings) that imports nothing of faultlab and writes what the client saw as JSON. Each client

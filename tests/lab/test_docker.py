@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import sys
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -109,6 +110,29 @@ def test_the_target_as_a_container(clients_image: str, runs_dir: Path) -> None:
     result = run_profile(CONTAINER_TARGET.replace("IMAGE", clients_image), runs_dir)
     assert result.verdict == "PASS", failed(result)
     assert first(result, "process.start", role="target").fields["image"] == clients_image
+
+
+CONTAINER_TARGET_TURN = f"""\
+name: container-target-turn
+target: {{image: IMAGE, builtin: ws-echo-server, port: 8765}}
+turn: {{udp: true, tcp: true, tls: false}}
+client:
+  command: [{sys.executable}, {Path(__file__).with_name("turn_client.py")}]
+expect:
+  - {{count: {{event: client.turn_relayed}}, equals: 2}}
+  - {{count: {{event: client.turn_failed}}, equals: 0}}
+timeout: 20s
+"""
+
+
+def test_the_turn_server_listens_in_a_container_targets_network(
+        clients_image: str, runs_dir: Path) -> None:
+    """The container takes the server's network along with its link: the TURN server starts
+    after it, in its network, and the client's allocations are relayed from there."""
+    result = run_profile(CONTAINER_TARGET_TURN.replace("IMAGE", clients_image), runs_dir)
+    assert result.verdict == "PASS", failed(result) + (result.run_dir / "turn.log").read_text()[-3000:]
+    order = [e.fields["role"] for e in result.observed if e.name == "process.start"]
+    assert order.index("target") < order.index("turn")
 
 
 def test_field_profiles_with_the_containerised_client(clients_image: str, tmp_path: Path) -> None:

@@ -18,19 +18,23 @@ Its model: the faultlab emulator (`FAULTLAB_PYTHON -m faultlab emulator serve`, 
 openai-realtime) on the server's own loopback, started here as the model service a real agent
 reaches over the internet; it recognises the lab microphone's utterances
 ($FAULTLAB_RUN_DIR/speech) and logs to model.events.jsonl in the run folder. Server VAD ends the
-user's turn; book_slot books.
+user's turn; book_slot books. The bot stops it when SIGTERM (the run's stop) ends the bot, and the
+kernel when anything else does (PR_SET_PDEATHSIG).
 
 What it does goes to the run's timeline as its events ($FAULTLAB_EVENTS, one JSON line each):
-`bot.connected`, `bot.heard` (text: the model's transcript of the user), `bot.tool_call` (name,
-args), `bot.said` (text), `bot.disconnected`; each also sent to the page on the call's data
-channel ({"event": ..., fields}) so that the page can tell the user.
+`bot.model` (pid: the model service's process), `bot.connected`, `bot.heard` (text: the model's
+transcript of the user), `bot.tool_call` (name, args), `bot.said` (text), `bot.disconnected`.
+What the user is told of the call (heard, tool_call, said) also goes to the page on the call's
+data channel ({"event": ..., fields}).
 """
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -70,6 +74,7 @@ BOOK_SLOT = FunctionSchema(name="book_slot", description="Book an appointment sl
 CORS = {"Access-Control-Allow-Origin": "*", "Access-Control-Allow-Headers": "Content-Type",
         "Access-Control-Allow-Methods": "GET, POST, OPTIONS"}
 MODEL_READY_S = 30
+PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
 def announce(event: str, **fields: Any) -> None:
@@ -77,6 +82,12 @@ def announce(event: str, **fields: Any) -> None:
     line = json.dumps({"event": event, "ts": time.time(), **fields}) + "\n"
     with open(os.environ["FAULTLAB_EVENTS"], "a") as out:
         out.write(line)
+
+
+def dies_with_parent() -> None:
+    """In the model's child, before it runs: SIGTERM when the bot ends, however it ends."""
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
 
 
 def start_model(python: str) -> tuple[subprocess.Popen[str], str]:
@@ -88,7 +99,9 @@ def start_model(python: str) -> tuple[subprocess.Popen[str], str]:
          "--personality", "openai-realtime", "--ca-dir", str(run_dir / "model-ca"),
          "--utterances", str(run_dir / "speech"), "--events", str(run_dir / "model.events.jsonl")],
         stdout=subprocess.PIPE, stderr=(run_dir / "model.log").open("w"), text=True,
-        env={k: v for k, v in os.environ.items() if k != "FAULTLAB_EVENTS"})
+        env={k: v for k, v in os.environ.items() if k != "FAULTLAB_EVENTS"},
+        preexec_fn=dies_with_parent)
+    announce("bot.model", pid=proc.pid)
     assert proc.stdout is not None
     found: dict[str, str] = {}
     deadline = time.monotonic() + MODEL_READY_S
@@ -131,7 +144,8 @@ class Narrator(FrameProcessor):
 class Bot:
     def __init__(self, model_url: str) -> None:
         self.model_url = model_url
-        self.runner = WorkerRunner(handle_sigint=False)
+        # SIGTERM (the run's stop) cancels the calls and ends run().
+        self.runner = WorkerRunner(handle_sigint=False, handle_sigterm=True)
 
     async def call(self, connection: SmallWebRTCConnection) -> None:
         """One call's pipeline, as pipecat's realtime examples build it, over the call."""
@@ -195,17 +209,19 @@ async def preflight(request: web.Request) -> web.Response:
 
 async def serve(port: int, python: str) -> None:
     model, url = start_model(python)
-    bot = Bot(url)
-    app = web.Application()
-    app.add_routes([web.get("/api/ice", ice), web.post("/api/offer", bot.offer),
-                    web.options("/api/{route}", preflight)])
-    site_runner = web.AppRunner(app)
-    await site_runner.setup()
-    await web.TCPSite(site_runner, "0.0.0.0", port).start()
     try:
-        await bot.runner.run(auto_end=False)  # a host of calls, until SIGTERM ends the bot
+        bot = Bot(url)
+        app = web.Application()
+        app.add_routes([web.get("/api/ice", ice), web.post("/api/offer", bot.offer),
+                        web.options("/api/{route}", preflight)])
+        site_runner = web.AppRunner(app)
+        await site_runner.setup()
+        try:
+            await web.TCPSite(site_runner, "0.0.0.0", port).start()
+            await bot.runner.run(auto_end=False)  # a host of calls, until SIGTERM ends the bot
+        finally:
+            await site_runner.cleanup()
     finally:
-        await site_runner.cleanup()
         model.terminate()
         model.wait()
 
