@@ -12,6 +12,7 @@ import asyncio
 import fractions
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 from aiortc import (
@@ -154,18 +155,23 @@ class SpeakerTrack(MediaStreamTrack):
         return frame
 
 
+def nominated_pair(pc: RTCPeerConnection) -> Any:
+    """aioice's candidate pair that ICE nominated (None: none yet); another one once the peer
+    nominates another (a peer-reflexive one after its NAT rebound it, say). aiortc does not
+    expose it: it is aioice's connection's `_nominated`."""
+    ice = _ice_transport(pc)
+    nominated = getattr(getattr(ice, "_connection", None), "_nominated", {}) if ice else {}
+    return nominated.get(1)
+
+
 def selected_pair(pc: RTCPeerConnection) -> dict[str, str] | None:
     """The candidate pair ICE nominated (None: none yet): each end's type (host, srflx, prflx,
     relay) and address, the transport between them, and for a relayed local end how it reaches
-    its TURN server (`turn`: udp, tcp or tls), as a browser's `relayProtocol` says.
-
-    aiortc does not expose the pair: it is read from aioice's connection (`_nominated`) and,
-    for a relay, from its TURN transport's inner protocol (aioice.turn)."""
+    its TURN server (`turn`: udp, tcp or tls), as a browser's `relayProtocol` says; for a relay
+    it is read from its TURN transport's inner protocol (aioice.turn)."""
     from aioice.turn import TurnClientTcpProtocol
 
-    ice = _ice_transport(pc)
-    nominated = getattr(getattr(ice, "_connection", None), "_nominated", {}) if ice else {}
-    pair = nominated.get(1)
+    pair = nominated_pair(pc)
     if pair is None:
         return None
     local, remote = pair.local_candidate, pair.remote_candidate

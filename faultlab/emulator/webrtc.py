@@ -261,6 +261,7 @@ class Call:
         self.wake = asyncio.Event()
         self.tasks: list[asyncio.Task[None]] = []
         self.speaking: str | None = None  # the response whose audio the track plays
+        self.pair: Any = None  # the candidate pair ICE nominated, once connected
         self.ending = False
         em = calls.host
         self.conn = em.connect(asyncio.get_running_loop().time(), "realtime")
@@ -323,10 +324,12 @@ class Call:
             self.tasks.append(asyncio.create_task(self._hear(track)))
 
     async def _hear(self, track: Any) -> None:
-        """The user's audio, handed to the core every APPEND_S."""
+        """The user's audio, handed to the core every APPEND_S. Each frame tells whether ICE has
+        moved the call to another pair (the user's NAT rebound it: the user's packets come from
+        a peer-reflexive candidate): `moved`, with that pair."""
         from aiortc.mediastreams import MediaStreamError
 
-        from faultlab.webrtc import RATE
+        from faultlab.webrtc import RATE, nominated_pair, selected_pair
 
         pending = bytearray()
         loop = asyncio.get_running_loop()
@@ -336,6 +339,10 @@ class Call:
             except MediaStreamError:
                 return
             pending += self.mic.pcm(frame)
+            if self.pair is not None and nominated_pair(self.pc) not in (None, self.pair):
+                self.pair = nominated_pair(self.pc)
+                self.announce(EmulatorCall(self.conn.number, self.id, "moved",
+                                           selected_pair(self.pc)))
             if len(pending) >= APPEND_S * RATE * 2 and not self.conn.closed:
                 audio = base64.b64encode(pending).decode()
                 pending.clear()
@@ -344,12 +351,14 @@ class Call:
                 self.wake.set()
 
     async def _state(self) -> None:
-        from faultlab.webrtc import selected_pair
+        from faultlab.webrtc import nominated_pair, selected_pair
 
         if self.ending:
             return  # `ended` tells it
         state = self.pc.connectionState
         pair = selected_pair(self.pc) if state == "connected" else None
+        if state == "connected":
+            self.pair = nominated_pair(self.pc)
         self.announce(EmulatorCall(self.conn.number, self.id, state, pair))
         if state in ("failed", "closed"):
             self.gone.set()

@@ -138,8 +138,9 @@ class EmulatorAborted(Record):
 class EmulatorCall(Record):
     """A WebRTC call of the emulator (faultlab.emulator.webrtc) that carries connection `conn`:
     `answered` (its offer), then its peer connection's states (`connecting`, `connected` with the
-    candidate `pair` ICE chose, `disconnected`, `failed`, `closed`), `no channel` (the events'
-    channel never opened), and `ended`, with the user's audio the call carried: `heard_s` came,
+    candidate `pair` ICE chose, `disconnected`, `failed`, `closed`), `moved` when ICE nominated
+    another `pair` (a peer-reflexive one: the user's NAT rebound the call), `no channel` (the
+    events' channel never opened), and `ended`, with the user's audio the call carried: `heard_s` came,
     `concealed_s` was missing (lost, or dropped by the jitter buffer) and concealed."""
 
     NAME: ClassVar[str] = "emulator.call"

@@ -10,6 +10,7 @@ import pytest
 
 from faultlab.connections import ConnectionTable
 from faultlab.errors import MechanismError, ProfileError
+from faultlab.faults import FAULTS
 from faultlab.faults.nat_rebind import forget_flows
 from faultlab.lab.netfilter import commit
 
@@ -47,7 +48,7 @@ def router_calls(ctx: FakeContext) -> list[tuple[str, Any]]:
 def test_defaults_rebind_every_flow_to_a_port_the_nat_picks() -> None:
     """With no parameters every flow is rebound, to the client's own address and a new port."""
     assert params_of("nat_rebind").model_dump() == {"connection": None, "port": None,
-                                                    "address": None}
+                                                    "address": None, "protocol": "tcp"}
 
 
 @pytest.mark.parametrize(("params", "field"), [
@@ -57,6 +58,7 @@ def test_defaults_rebind_every_flow_to_a_port_the_nat_picks() -> None:
     ({"address": "224.0.0.1"}, "address"),
     ({"address": "not-an-address"}, "address"),
     ({"toward": "client"}, "toward"),
+    ({"protocol": "sctp"}, "protocol"),
 ])
 def test_bad_parameters_are_refused_by_name(params: dict[str, object], field: str) -> None:
     """A port out of range, an address no NAT would use, or a field it lacks, is refused by name."""
@@ -69,12 +71,12 @@ def test_one_connection_is_rebound_and_its_old_mapping_dropped_then_reverted() -
     conntrack entries forgotten; the revert removes both chains and nothing else."""
     ctx = with_connections(FakeContext(), 50000, 50001)
     details = apply_and_revert(build("nat_rebind", {"connection": "latest"}, step="nat"), ctx)
-    assert details == {"connection": "latest", "client_port": 50001, "port": None,
-                       "address": None, "forgotten": None}
+    assert details == {"connection": "latest", "protocol": "tcp", "client_port": 50001,
+                       "port": None, "address": None, "forgotten": None}
     assert router_calls(ctx) == [
         ("nat", [":FL-nat - [0:0]", SNAT_ONE, "-I POSTROUTING 1 -j FL-nat"]),
         ("filter", [":FL-nat - [0:0]", DROP_ONE, "-I FORWARD 1 -j FL-nat"]),
-        ("forget_flows", (CLIENT, 50001, SERVER, 443)),
+        ("forget_flows", (CLIENT, 50001, SERVER, 443, "tcp")),
         ("filter", ["-D FORWARD -j FL-nat", "-F FL-nat", "-X FL-nat"]),
         ("nat", ["-D POSTROUTING -j FL-nat", "-F FL-nat", "-X FL-nat"]),
     ]
@@ -103,7 +105,25 @@ def test_every_flow_to_the_target_port_when_no_connection_is_named() -> None:
                               f"-j SNAT --to-source {CLIENT}:1024-65535 --random-fully")
     assert calls[1][1][1] == (f"-A FL-nat -i s0 -p tcp -s {SERVER} -d {CLIENT} --sport 8765 "
                               "-m conntrack --ctstate NEW -j DROP")
-    assert calls[2] == ("forget_flows", (CLIENT, None, SERVER, 8765))
+    assert calls[2] == ("forget_flows", (CLIENT, None, SERVER, 8765, "tcp"))
+
+
+def test_udp_rebinds_every_datagram_flow_to_the_server() -> None:
+    """`protocol: udp`: every UDP flow from the client to the server's address, whatever its
+    port (a call's ICE candidates name it); a proxied run's UDP goes past the proxy."""
+    ctx = FakeContext(connections=ConnectionTable(port=8765))
+    apply_and_revert(build("nat_rebind", {"protocol": "udp"}, step="nat"), ctx)
+    calls = router_calls(ctx)
+    assert calls[0][1][1] == (f"-A FL-nat -o s0 -p udp -s {CLIENT} -d {SERVER} "
+                              f"-j SNAT --to-source {CLIENT}:1024-65535 --random-fully")
+    assert calls[1][1][1] == (f"-A FL-nat -i s0 -p udp -s {SERVER} -d {CLIENT} "
+                              "-m conntrack --ctstate NEW -j DROP")
+    assert calls[2] == ("forget_flows", (CLIENT, None, SERVER, None, "udp"))
+    fault = FAULTS["nat_rebind"]
+    with pytest.raises(ValueError, match="a connection is a TCP connection"):
+        fault.Params(protocol="udp", connection="latest")
+    assert fault.proxy_problem(fault.Params(protocol="udp")) is None
+    assert fault.proxy_problem(fault.Params()) is not None
 
 
 def test_an_unseen_connection_fails_and_touches_nothing() -> None:

@@ -1,9 +1,10 @@
 """OpenAI Realtime over WebRTC in the lab: profiles/webrtc/ runs the aiortc reference clients
 (openai-webrtc, openai-webrtc-recovery) against the emulator's calls over the user's hop as it
 fails: a call with nothing wrong (voice both ways), UDP blocked (TURN over TCP takes over), a TURN
-server that dies mid-call, a lossy cellular path; and the reference page's WebRTC mode in the
-lab's Chromium. Each passes; what ICE chose and what was concealed is read back from the runs'
-events; nothing of the lab is left."""
+server that dies mid-call, a lossy cellular path, a NAT rebinding while a tool call is pending;
+and the reference page's WebRTC mode in the lab's Chromium (the rebinding too). Each passes;
+what ICE chose and what was concealed is read back from the runs' events; nothing of the lab is
+left."""
 
 from __future__ import annotations
 
@@ -28,9 +29,9 @@ pytestmark = [pytest.mark.lab, pytest.mark.alone]
 
 # About 25 s for the four at once on 2 cores (a run 12-22 s).
 SUITE_TIMEOUT_S = patience(120)
-NAMES = ["call-with-voice", "lossy-cellular-uplink", "turn-dies-mid-call",
-         "udp-blocked-falls-back-to-turn-tcp"]
-BROWSER = ["browser-call", "browser-udp-blocked"]
+NAMES = ["call-with-voice", "lossy-cellular-uplink", "nat-rebind-aiortc-never-told",
+         "turn-dies-mid-call", "udp-blocked-falls-back-to-turn-tcp"]
+BROWSER = ["browser-call", "browser-udp-blocked", "nat-rebind-pending-tool-call"]
 
 
 def named(runs_dir: Path, name: str) -> list[dict[str, object]]:
@@ -48,6 +49,8 @@ def test_the_webrtc_profiles_pass_and_say_what_ice_chose(tmp_path: Path) -> None
     assert done.returncode == 0 and not failed, done.stdout[-6000:] + done.stderr
     assert_events_known(tmp_path)
     rows = suite_table(tmp_path)
+    untold = "webrtc-nat-rebind-aiortc-never-told"
+    assert rows.pop(untold)["bookings"] == "1"
     assert all((row["bookings"], row["user told"]) == ("1", "truth") for row in rows.values())
 
     # Voice both ways, straight over UDP: the emulator's side chose the same pair.
@@ -78,6 +81,16 @@ def test_the_webrtc_profiles_pass_and_say_what_ice_chose(tmp_path: Path) -> None
     assert order[:3] == ["fault.applied", "fault.applied", "client.lost"], order
     assert order[-1] == "recovery.new_session" and "recovery.failed" in order, order
 
+    # The NAT rebound an aiortc client's call: the server heard its result from the new port but
+    # kept its pair, so nothing more of the model reached the client after the rebinding.
+    rebound = named(tmp_path, "nat-rebind-aiortc-never-told")
+    (applied,) = [float(str(e["t"])) for e in rebound if e["event"] == "fault.applied"]
+    (heard,) = [float(str(e["t"])) for e in rebound if e["event"] == "emulator.tool_response"]
+    assert heard > applied
+    received = [e["packets_received"] for e in rebound if e["event"] == "client.audio_stats"
+                and float(str(e["t"])) > applied + 1.0]
+    assert len(received) >= 3 and len(set(received)) == 1, received
+
     # Nothing is left: no namespace, no process (emulator, coturn, client).
     for run in (p for p in tmp_path.glob("*-webrtc-*") if p.is_dir()):
         events = run_events(run)
@@ -90,11 +103,12 @@ def test_the_webrtc_profiles_pass_and_say_what_ice_chose(tmp_path: Path) -> None
 @pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))
 @pytest.mark.timeout(SUITE_TIMEOUT_S + 60)
 def test_the_page_calls_over_webrtc_from_the_lab_s_browser(tmp_path: Path) -> None:
-    """web-booking --webrtc, both at once: the page's offer reached the emulator through its own
+    """web-booking --webrtc, two at once: the page's offer reached the emulator through its own
     server; on an open path ICE connected straight (the emulator saw the same pair), the user's
     voice on the call's track was recognised, the model's voice arrived on the page's (its stats
     every second, nothing lost); with UDP blocked the page's call went through the TURN server
-    over TCP; each booking was told; the browsers and the labs are gone."""
+    over TCP; a NAT rebinding moved the call without an ICE restart; each booking was told; the
+    browsers and the labs are gone."""
     done = faultlab("run", "-q", "--jobs", "2", "--no-timeline", "--runs-dir", str(tmp_path),
                     *(str(PROFILES / "webrtc" / f"{name}.yaml") for name in BROWSER),
                     timeout=SUITE_TIMEOUT_S)
@@ -115,6 +129,16 @@ def test_the_page_calls_over_webrtc_from_the_lab_s_browser(tmp_path: Path) -> No
     # ICE may nominate a pair and then a better one: the call goes on the last (TCP or TLS).
     pairs = [e for e in blocked if e["event"] == "client.candidate_pair"]
     assert pairs and pairs[-1]["local"] == "relay" and pairs[-1]["turn"] in ("tcp", "tls"), pairs
+
+    # The NAT rebound the call: the server moved it to the page's new port, a peer-reflexive
+    # candidate at the page's address, and the page's ICE stayed connected.
+    rebound = named(tmp_path, "nat-rebind-pending-tool-call")
+    first, moved = [e["pair"] for e in rebound if e["event"] == "emulator.call"
+                    and e["state"] in ("connected", "moved")]
+    assert moved["remote"] == "prflx" and moved["local_address"] == first["local_address"]
+    old_host, old_port = first["remote_address"].rsplit(":", 1)
+    new_host, new_port = moved["remote_address"].rsplit(":", 1)
+    assert new_host == old_host and new_port != old_port, (first, moved)
 
     for run in (p for p in tmp_path.glob("*-webrtc-*") if p.is_dir()):
         events = run_events(run)
