@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import fractions
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +17,15 @@ from av import AudioFrame
 from pydantic import ValidationError
 
 import faultlab
-from faultlab.clients.webrtc import _transport_of, turn_order, turn_url
-from faultlab.events import Event
+from faultlab.clients.webrtc import (
+    VOICE_GAP_S,
+    Call,
+    CallLink,
+    _transport_of,
+    turn_order,
+    turn_url,
+)
+from faultlab.events import Event, EventWriter
 from faultlab.expect import AudioConcealed, Candidate, RunFacts
 from faultlab.webrtc import (
     FRAME_BYTES,
@@ -49,6 +57,33 @@ def test_a_peer_connection_asks_only_the_servers_it_is_given() -> None:
     bare, turned = asyncio.run(configured())
     assert bare == []
     assert [(s.urls, s.username, s.credential) for s in turned] == [(URLS[1], "u", "p")]
+
+
+def test_a_call_whose_voice_stopped_carries_nothing_whatever_ice_says(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """ICE says completed while nothing of the service comes after a NAT rebinding aioice never
+    nominates again: the call carries while the model's track sent a frame within VOICE_GAP_S
+    (or none yet), and a ping waits until it does again."""
+    from aiortc import RTCPeerConnection
+
+    monkeypatch.setattr(RTCPeerConnection, "iceConnectionState", property(lambda _: "completed"))
+
+    async def run() -> None:
+        call = Call(peer_connection(), EventWriter(None), None)
+        try:
+            assert call.carrying  # no frame yet: ICE decides
+            call.last_voice = time.monotonic()
+            assert call.carrying
+            call.last_voice = time.monotonic() - VOICE_GAP_S - 0.1
+            assert not call.carrying
+            waiter = await CallLink(call).ping()
+            assert not waiter.done()
+            call.voice_came()
+            assert waiter.done() and not waiter.cancelled()
+        finally:
+            await call.pc.close()
+
+    asyncio.run(run())
 
 
 def test_only_faultlab_webrtc_makes_peer_connections() -> None:

@@ -10,11 +10,17 @@ credentials from the environment). aiortc takes a single TURN server a call, so 
 the URLs in turn (`--turn`: udp, tcp, tls by default), each until `--ice-timeout`. No STUN
 server is ever asked (aiortc's default is Google's).
 
-A call is alive while ICE holds its pair: the loop's pings are answered while the ICE connection
-is connected (aioice checks consent every 5 s), so a path that dies is noticed when ICE says so,
-and `--lost-after` later. The service resumes nothing: openai-webrtc gives a lost call up, as
-openai-naive does; openai-webrtc-recovery calls again (every `--retry-after`, until `--window`)
-and restores the conversation into the new session, as openai-recovery does.
+A call is alive while ICE holds its pair and the model's voice comes: the loop's pings are
+answered while the ICE connection is connected (aioice checks consent every 5 s) and the
+service's track has sent a frame within VOICE_GAP_S (it sends one every 20 ms, silence too), so
+a path that dies is noticed when ICE says so or its voice stops, and `--lost-after` later. The
+voice tells what ICE does not: after the user's NAT rebinds the call, aioice's consent checks
+reach the service from the new port and are answered there, while the service, which aioice
+never asks to move (its checks do not nominate), sends to the old one.
+
+The service resumes nothing: openai-webrtc gives a lost call up, as openai-naive does;
+openai-webrtc-recovery calls again (every `--retry-after`, until `--window`) and restores the
+conversation into the new session, as openai-recovery does.
 
 Events: the reference clients' (client.connected, client.ask, client.tool_call, client.answer,
 client.lost, ...) and the call's: client.ice (state), client.candidate_pair (the pair ICE chose),
@@ -29,6 +35,7 @@ import asyncio
 import contextlib
 import json
 import os
+import time
 from collections.abc import AsyncIterator
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -53,6 +60,9 @@ if TYPE_CHECKING:
     from faultlab.webrtc import SpeakerTrack
 
 STATS_EVERY_S = 1.0
+# How long the service's track may send nothing before the call counts as dead: 100 of its
+# 20 ms frames (silence is sent as frames too); a lossy path's bursts are far shorter.
+VOICE_GAP_S = 2.0
 # ICE connection states in which the call carries media (RFC 8445; RTCIceConnectionState).
 CARRYING = ("connected", "completed")
 
@@ -117,6 +127,7 @@ class Call:
         self.held: Heard | None = None  # response.done, until the audio has played
         self.tasks: list[asyncio.Task[None]] = []
         self.call_id: str | None = None
+        self.last_voice: float | None = None  # when a frame of the model's track last came
         self.finished = False
         self.closing: asyncio.Task[None] | None = None
         # What arrived of the model's voice (ClientAudioStats), as a player takes it.
@@ -131,7 +142,20 @@ class Call:
 
     @property
     def carrying(self) -> bool:
-        return self.pc.iceConnectionState in CARRYING and not self.finished
+        voice = self.last_voice is None or time.monotonic() - self.last_voice < VOICE_GAP_S
+        return self.pc.iceConnectionState in CARRYING and voice and not self.finished
+
+    def voice_came(self) -> None:
+        """A frame of the model's track came: the call carries again if ICE does."""
+        self.last_voice = time.monotonic()
+        if self.carrying:
+            self._answer_pings()
+
+    def _answer_pings(self) -> None:
+        for waiter in self.pongs:
+            if not waiter.done():
+                waiter.set_result(None)
+        self.pongs.clear()
 
     def send(self, event: dict[str, Any]) -> None:
         if self.channel.readyState == "open":
@@ -161,10 +185,7 @@ class Call:
         state = self.pc.iceConnectionState
         self.events.announce(ClientIce(state, turn=self.turn))
         if state in CARRYING:
-            for waiter in self.pongs:
-                if not waiter.done():
-                    waiter.set_result(None)
-            self.pongs.clear()
+            self._answer_pings()
             pair = selected_pair(self.pc)
             if pair is not None:
                 self.events.announce(ClientCandidatePair(**pair))
@@ -187,6 +208,7 @@ class Call:
             except MediaStreamError:
                 return
             self.voice.pcm(frame)
+            self.voice_came()
             if self.playing:
                 self.received.put_nowait(Heard("output_audio", quiet=True, output=True,
                                                audio=True,
