@@ -154,6 +154,10 @@ class EventBus:
             self._file = None
 
 
+# What the run's log writes around an event's fields (Event.to_json): no field may take them.
+ENVELOPE = frozenset({"t", "source"})
+
+
 class EventFileTail:
     """Reads the JSON lines another process appends to a file, as they arrive."""
 
@@ -181,6 +185,9 @@ class EventFileTail:
                 data = json.loads(raw)
                 if not isinstance(data, dict) or not isinstance(data.get("event"), str):
                     raise ValueError("not an object with an 'event' name")
+                if taken := sorted(ENVELOPE & data.keys()):
+                    raise ValueError(f"a field named {taken[0]!r}, which the run's log gives "
+                                     "every event (its time, its process)")
             except ValueError as exc:
                 yield {"event": "bad_line", "line": raw[:200].decode(errors="replace"),
                        "error": str(exc)}

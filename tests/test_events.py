@@ -43,10 +43,12 @@ def test_tail_returns_only_complete_lines(tmp_path: Path) -> None:
         f.write('{"event": "a", "x": 1}\n{"event": "b"')
     assert [e["event"] for e in tail.read_new()] == ["a"]
     with path.open("a") as f:
-        f.write(', "y": 2}\nnot json\n')
+        f.write(', "y": 2}\nnot json\n{"event": "c", "source": "10.0.0.1:5"}\n')
     got = list(tail.read_new())
     assert got[0] == {"event": "b", "y": 2}
     assert got[1]["event"] == "bad_line"
+    # A field named as the log's own would be lost in it, and the event's process with it.
+    assert got[2]["event"] == "bad_line" and "'source'" in got[2]["error"]
 
 
 def test_writer_appends_timestamped_lines(tmp_path: Path) -> None:

@@ -47,7 +47,7 @@ def test_a_client_allocates_on_each_transport_and_the_relay_carries_its_datagram
     assert failures == []
     allocated = {e.fields["url"]: e.fields["relayed"] for e in result.observed
                  if e.name == "client.turn_allocated"}
-    relayed = {e.fields["url"]: e.fields["source"] for e in result.observed
+    relayed = {e.fields["url"]: e.fields["came_from"] for e in result.observed
                if e.name == "client.turn_relayed"}
     assert sorted(allocated) == sorted(ready["urls"]) and relayed == allocated
     assert all(address.split(":")[0] == server for address in allocated.values())

@@ -1,7 +1,7 @@
 """A TURN client for the lab's TURN server (aioice's, as aiortc's ICE uses it): for each URL it
 was given (FAULTLAB_TURN_URLS), an allocation with the run's credentials, then a datagram sent
 through the relay to a socket of the client's own, which says where it came from. Each outcome is
-an event: `client.turn_allocated` (url, relayed), `client.turn_relayed` (url, source) or
+an event: `client.turn_allocated` (url, relayed), `client.turn_relayed` (url, came_from) or
 `client.turn_failed` (url, error), each with its round; `client.turn_round` ends a round. A round
 goes over every URL once: each `--round EVENT` waits until the run's events file has that event
 (`start`: at once; a step's `fault.applied` at the client's start: its rules are in force before
@@ -66,7 +66,7 @@ async def through(url: str, peer: socket.socket, peer_got: Relayed, wait_s: floa
         relay.sendto(url.encode(), peer.getsockname())
         data, source = await asyncio.wait_for(asyncio.shield(peer_got.got), wait_s)
         assert data == url.encode(), data
-        announce("client.turn_relayed", url=url, source=f"{source[0]}:{source[1]}", round=n)
+        announce("client.turn_relayed", url=url, came_from=f"{source[0]}:{source[1]}", round=n)
     finally:
         relay.close()
 
