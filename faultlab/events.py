@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -158,8 +159,9 @@ class EventBus:
 ENVELOPE = frozenset({"t", "source"})
 
 
-class EventFileTail:
-    """Reads the JSON lines another process appends to a file, as they arrive."""
+class LineTail(ABC):
+    """The lines another process appends to a file, read as they arrive: `read_new` gives the
+    events of those read since it was last called (`source`'s)."""
 
     def __init__(self, path: Path, source: str) -> None:
         self.path = path
@@ -167,8 +169,9 @@ class EventFileTail:
         self._offset = 0
         self._partial = b""
 
-    def read_new(self) -> Iterator[dict[str, Any]]:
-        """Every complete line added since the last call, parsed; a bad line becomes `bad_line`."""
+    def new_lines(self) -> Iterator[bytes]:
+        """Every complete line added since the last call (a line being written is held back
+        until its newline arrives)."""
         try:
             with self.path.open("rb") as f:
                 f.seek(self._offset)
@@ -178,7 +181,19 @@ class EventFileTail:
         self._offset += len(chunk)
         lines = (self._partial + chunk).split(b"\n")
         self._partial = lines.pop()
-        for raw in lines:
+        yield from lines
+
+    @abstractmethod
+    def read_new(self) -> Iterator[dict[str, Any]]:
+        """The events of the lines added since the last call, each a dict with its `event`."""
+
+
+class EventFileTail(LineTail):
+    """The JSON lines of events another process appends to a file (`FAULTLAB_EVENTS`)."""
+
+    def read_new(self) -> Iterator[dict[str, Any]]:
+        """Every complete line added since the last call, parsed; a bad line becomes `bad_line`."""
+        for raw in self.new_lines():
             if not raw.strip():
                 continue
             try:

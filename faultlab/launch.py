@@ -157,10 +157,12 @@ class Launcher:
         programs started after this (the target, the client) are given its URLs and
         credentials."""
         from faultlab.turn import prepare_turn
+        from faultlab.turn_log import TurnLogTail
 
         assert self.profile.turn is not None
         server, self.turn = prepare_turn(self.lab, self.profile.turn, self.ca, self.run_dir,
                                          self.bus, self.stack)
+        self.tails.add_log(TurnLogTail(server.log))
         return server
 
     def lab_names(self) -> tuple[list[str], str | None]:

@@ -2,9 +2,10 @@
 and the one frame log that frame triggers follow.
 
 Clients, targets and the proxy append JSON lines to their own event files (`FAULTLAB_EVENTS`);
-`EventTails` puts them on the bus, their `ts` converted to the run clock. `FrameSource` reads the
-run's one frame log (the proxy's, else the emulator's) as frames numbered on the run's
-connections (faultlab.connections), so a frame is never counted twice.
+`EventTails` puts them on the bus, their `ts` converted to the run clock, and the events of a
+program's own log that faultlab reads (the TURN server's, faultlab.turn_log) as they come.
+`FrameSource` reads the run's one frame log (the proxy's, else the emulator's) as frames
+numbered on the run's connections (faultlab.connections), so a frame is never counted twice.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import math
 from pathlib import Path
 
 from faultlab.connections import ConnectionTable
-from faultlab.events import Event, EventBus, EventFileTail
+from faultlab.events import Event, EventBus, EventFileTail, LineTail
 from faultlab.frames import Frame
 from faultlab.private import create_private
 from faultlab.protocols import DEFAULT
@@ -30,13 +31,17 @@ class EventTails:
 
     def __init__(self, bus: EventBus) -> None:
         self.bus = bus
-        self._tails: list[EventFileTail] = []
+        self._tails: list[LineTail] = []
 
     def add(self, path: Path, source: str) -> Path:
         """Follow `path` (created empty) as the events of `source`; returns the path."""
         create_private(path)
         self._tails.append(EventFileTail(path, source))
         return path
+
+    def add_log(self, tail: LineTail) -> None:
+        """Follow a program's own log, its lines read as events by `tail`."""
+        self._tails.append(tail)
 
     def drain(self) -> None:
         """Put every complete line written so far on the bus."""

@@ -10,7 +10,7 @@ certificate (`FAULTLAB_TURN_CA`); so does every target in the lab (an app's serv
 its page). It listens before the target starts (the page's server may be the target), after it
 for a target in an image, whose container takes the server's network with its link. The secret
 is in the server's configuration file (private to the run), not on its command line, which the
-run's events show.
+run's events show. What it logs of its sessions becomes the run's events (faultlab.turn_log).
 """
 
 from __future__ import annotations

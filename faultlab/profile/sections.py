@@ -163,7 +163,9 @@ class Turn(Model):
     address, port 3478 for UDP and TCP, 5349 for TLS (its certificate from the run's CA), which
     a target in the lab may not listen on. The client and every target in the lab get its URLs
     and credentials (`FAULTLAB_TURN_URLS`, `FAULTLAB_TURN_USERNAME`, `FAULTLAB_TURN_CREDENTIAL`:
-    an app's server hands them to its page); the transports it listens on are these."""
+    an app's server hands them to its page); the transports it listens on are these. What it
+    logs of its sessions is on the run's timeline: `turn.allocation`, `turn.refused`,
+    `turn.closed`."""
 
     udp: bool = True
     """Listen on UDP (`turn:ADDRESS:3478?transport=udp`)."""

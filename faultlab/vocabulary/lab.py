@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from faultlab.vocabulary.base import Record
+from faultlab.vocabulary.base import Drawing, Record
 from faultlab.vocabulary.run import FrameLogged, ProxyUpstream
 
 
@@ -98,6 +98,46 @@ class TurnReady(Record):
     address: str
     transports: list[str]
     urls: list[str]
+
+
+@dataclass(frozen=True)
+class TurnAllocation(Record):
+    """The TURN server gave a client a relayed address (`relayed`) in session `session`, over
+    TLS or not (`tls`), as its log says (faultlab.turn_log)."""
+
+    NAME: ClassVar[str] = "turn.allocation"
+    DRAWN: ClassVar[Drawing] = Drawing("server")
+    session: str
+    relayed: str | None
+    tls: bool
+
+
+@dataclass(frozen=True)
+class TurnRefused(Record):
+    """The TURN server refused a client's `request` that carried credentials in session
+    `session` (`code` and `reason`: 401 Unauthorized for a wrong or expired credential)."""
+
+    NAME: ClassVar[str] = "turn.refused"
+    DRAWN: ClassVar[Drawing] = Drawing("server", "refused")
+    session: str
+    request: str
+    code: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class TurnClosed(Record):
+    """A TCP or TLS session of the TURN server ended (`client`: its address; `transport`: tcp or
+    tls; coturn's `reason`), having carried `bytes_from_client` and `bytes_to_client`."""
+
+    NAME: ClassVar[str] = "turn.closed"
+    DRAWN: ClassVar[Drawing] = Drawing("server", "close")
+    session: str
+    client: str
+    transport: str
+    reason: str
+    bytes_from_client: int | None = None
+    bytes_to_client: int | None = None
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The lab's TURN server (coturn): started when a profile has `turn`, on the transports it asks
 for, with credentials a real TURN client (aioice's) allocates with; its relay carries a datagram
-through the lab; nothing of it is left after the run."""
+through the lab; its log's sessions are the run's events; nothing of it is left after the run."""
 
 from __future__ import annotations
 
@@ -51,6 +51,14 @@ def test_a_client_allocates_on_each_transport_and_the_relay_carries_its_datagram
                if e.name == "client.turn_relayed"}
     assert sorted(allocated) == sorted(ready["urls"]) and relayed == allocated
     assert all(address.split(":")[0] == server for address in allocated.values())
+    # The TURN server's log says as much: an allocation each (one over TLS), with the address
+    # the client was given, and the end of the TCP and TLS sessions.
+    logged = [e.fields for e in result.observed if e.name == "turn.allocation"]
+    assert sorted(a["relayed"] for a in logged) == sorted(allocated.values())
+    assert sum(a["tls"] for a in logged) == 1
+    ended = [e.fields for e in result.observed if e.name == "turn.closed"]
+    assert sorted(e["transport"] for e in ended) == ["tcp", "tls"], ended
+    assert all(int(e["bytes_from_client"]) > 0 for e in ended)
     start = first(result, "process.start", role="turn").fields
     secret = (result.run_dir / "turnserver.conf").read_text().split("=", 1)[1].strip()
     assert secret and secret not in " ".join(start["argv"])
