@@ -156,7 +156,7 @@ class EventBus:
 
 
 # What the run's log writes around an event's fields (Event.to_json): no field may take them.
-ENVELOPE = frozenset({"t", "source"})
+BUS_FIELDS = ("t", "source")
 
 
 class LineTail(ABC):
@@ -200,7 +200,7 @@ class EventFileTail(LineTail):
                 data = json.loads(raw)
                 if not isinstance(data, dict) or not isinstance(data.get("event"), str):
                     raise ValueError("not an object with an 'event' name")
-                if taken := sorted(ENVELOPE & data.keys()):
+                if taken := [name for name in BUS_FIELDS if name in data]:
                     raise ValueError(f"a field named {taken[0]!r}, which the run's log gives "
                                      "every event (its time, its process)")
             except ValueError as exc:

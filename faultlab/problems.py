@@ -58,9 +58,13 @@ def input_path(error: Mapping[str, Any], data: Any) -> Loc:
     that lead through it. pydantic's path also names the schemas it went through, as strings
     (a model validator's `function-after[validate(), Step]`, a union's member `list[str]` or a
     model's name): dropped, unless the input has such a key there. The last key of a missing
-    field stays."""
+    field stays. The input is walked as pydantic read it, as JSON (faultlab.model.validate_plain):
+    a YAML key `1` or `on` is `"1"` or `"true"` there."""
     out: list[str | int] = []
-    node = data
+    try:
+        node = json.loads(json.dumps(data))
+    except (TypeError, ValueError):  # not plain data: walked as it is
+        node = data
     loc = error["loc"]
     for n, part in enumerate(loc):
         if isinstance(node, Mapping) and part in node:

@@ -27,7 +27,8 @@ TAIL_POLL_S = 0.01
 
 
 class EventTails:
-    """The event files of the run's processes, read onto the bus as lines arrive."""
+    """The event files of the run's processes, and the logs read as events, put on the bus as
+    their lines arrive."""
 
     def __init__(self, bus: EventBus) -> None:
         self.bus = bus

@@ -72,6 +72,11 @@ def test_a_union_member_pydantic_tried_is_no_part_of_the_path() -> None:
     assert problems(text) == [
         "p.yaml:18: expect[1].candidate: Input should be a valid string",
         "p.yaml:18: expect[1].candidate[1]: Input should be a valid string"]
+    # A key YAML reads as a number or a boolean is named as pydantic read it (as JSON).
+    text = GOOD.replace("{count: {event: client.lost}", "{count: {event: client.lost, 2: x}")
+    assert problems(text) == ["p.yaml:18: expect[1].count.2: unknown field"]
+    text = GOOD.replace("{count: {event: client.lost}", "{count: {event: client.lost, on: y}")
+    assert problems(text) == ["p.yaml:18: expect[1].count.true: unknown field"]
     text = GOOD.replace("  - {exit_code: 0}\n", "  - {exit_code: 0}\n  - {candidate: 5}\n")
     assert problems(text) == ["p.yaml:18: expect[1].candidate: Input should be a valid string",
                               "p.yaml:18: expect[1].candidate: Input should be a valid array"]
@@ -83,6 +88,9 @@ def test_a_target_may_not_listen_on_the_turn_servers_ports() -> None:
     assert problems(text) == ["p.yaml:2: target.port: 3478 is the lab's TURN server's port (the "
                               "profile's 'turn'): give the target another one"]
     parse_profile(GOOD.replace("port: 8765", "port: 5349") + "turn: {tls: false}\n", "p.yaml")
+    # A TURN server on UDP only leaves TCP's 3478 to the target.
+    parse_profile(GOOD.replace("port: 8765", "port: 3478") + "turn: {tcp: false, tls: false}\n",
+                  "p.yaml")
     assert problems(GOOD.replace("port: 8765", "port: 5349") + "turn: {}\n")
 
 

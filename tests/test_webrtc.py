@@ -80,6 +80,9 @@ def test_a_call_whose_voice_stopped_carries_nothing_whatever_ice_says(
             assert not waiter.done()
             call.voice_came()
             assert waiter.done() and not waiter.cancelled()
+            call.last_voice = time.monotonic() - VOICE_GAP_S - 0.1
+            call.voice_gap_s = 0.0  # --voice-gap 0: ICE alone
+            assert call.carrying
         finally:
             await call.pc.close()
 

@@ -12,11 +12,12 @@ server is ever asked (aiortc's default is Google's).
 
 A call is alive while ICE holds its pair and the model's voice comes: the loop's pings are
 answered while the ICE connection is connected (aioice checks consent every 5 s) and the
-service's track has sent a frame within VOICE_GAP_S (it sends one every 20 ms, silence too), so
-a path that dies is noticed when ICE says so or its voice stops, and `--lost-after` later. The
-voice tells what ICE does not: after the user's NAT rebinds the call, aioice's consent checks
-reach the service from the new port and are answered there, while the service, which aioice
-never asks to move (its checks do not nominate), sends to the old one.
+service's track has sent a frame within `--voice-gap` (2 s: the emulator sends one every 20 ms,
+silence too; 0 turns it off, for a service that stops its track in silence), so a path that
+dies is noticed when ICE says so or its voice stops, and `--lost-after` later. The voice tells
+what ICE does not: after the user's NAT rebinds the call, aioice's consent checks reach the
+service from the new port and are answered there, while the service, which aioice never asks to
+move (its checks do not nominate), sends to the old one.
 
 The service resumes nothing: openai-webrtc gives a lost call up, as openai-naive does;
 openai-webrtc-recovery calls again (every `--retry-after`, until `--window`) and restores the
@@ -60,8 +61,8 @@ if TYPE_CHECKING:
     from faultlab.webrtc import SpeakerTrack
 
 STATS_EVERY_S = 1.0
-# How long the service's track may send nothing before the call counts as dead: 100 of its
-# 20 ms frames (silence is sent as frames too); a lossy path's bursts are far shorter.
+# How long the service's track may send nothing before the call counts as dead (--voice-gap):
+# 100 of its 20 ms frames (silence is sent as frames too); a lossy path's bursts are far shorter.
 VOICE_GAP_S = 2.0
 # ICE connection states in which the call carries media (RFC 8445; RTCIceConnectionState).
 CARRYING = ("connected", "completed")
@@ -84,7 +85,7 @@ def turn_order(text: str) -> list[str]:
 
 class CallLink:
     """A call as the loop's liveness watches a WebSocket (faultlab.clients.sdk): a ping is
-    answered while ICE carries the call; aborting it closes the peer connection."""
+    answered while the call carries (Call.carrying); aborting it closes the peer connection."""
 
     def __init__(self, call: Call) -> None:
         self.call = call
@@ -112,12 +113,14 @@ class CallLink:
 class Call:
     """One call: its peer connection, the events it received, the audio both ways."""
 
-    def __init__(self, pc: RTCPeerConnection, events: EventWriter, turn: str | None) -> None:
+    def __init__(self, pc: RTCPeerConnection, events: EventWriter, turn: str | None,
+                 voice_gap_s: float = VOICE_GAP_S) -> None:
         from faultlab.webrtc import CHANNEL, PcmReader, SpeakerTrack
 
         self.pc = pc
         self.events = events
         self.turn = turn  # how it reaches its TURN server, if it has one
+        self.voice_gap_s = voice_gap_s  # 0: ICE alone tells whether it carries
         self.mic: SpeakerTrack = SpeakerTrack()
         self.channel: RTCDataChannel = pc.createDataChannel(CHANNEL)  # O18
         self.received: asyncio.Queue[Heard | None] = asyncio.Queue()
@@ -142,7 +145,8 @@ class Call:
 
     @property
     def carrying(self) -> bool:
-        voice = self.last_voice is None or time.monotonic() - self.last_voice < VOICE_GAP_S
+        voice = (not self.voice_gap_s or self.last_voice is None
+                 or time.monotonic() - self.last_voice < self.voice_gap_s)
         return self.pc.iceConnectionState in CARRYING and voice and not self.finished
 
     def voice_came(self) -> None:
@@ -281,7 +285,8 @@ class WebRtcTransport(RealtimeTransport):
 
         turn = handed(os.environ)
         servers = turn_servers(urls, turn.username, turn.credential)
-        call = Call(peer_connection(servers), self.events, _transport_of(urls))
+        call = Call(peer_connection(servers), self.events, _transport_of(urls),
+                    self.args.voice_gap)
         try:
             async with asyncio.timeout(self.args.ice_timeout or self.args.connect_timeout):
                 await call.pc.setLocalDescription(await call.pc.createOffer())
@@ -374,6 +379,10 @@ def webrtc_parser(give_up_after_s: float) -> argparse.ArgumentParser:
     p.add_argument("--ice-timeout", type=parse_duration, default=5.0,
                    help="a call whose ICE has not connected (and channel opened) by then is "
                         "given up, and the next TURN URL tried")
+    p.add_argument("--voice-gap", type=parse_duration, default=VOICE_GAP_S,
+                   help="a call whose model's track sent nothing for this long carries nothing, "
+                        "whatever ICE says (0: ICE alone; for a service that stops its track in "
+                        "silence)")
     return p
 
 

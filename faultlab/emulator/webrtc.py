@@ -324,9 +324,8 @@ class Call:
             self.tasks.append(asyncio.create_task(self._hear(track)))
 
     async def _hear(self, track: Any) -> None:
-        """The user's audio, handed to the core every APPEND_S. Each frame tells whether ICE has
-        moved the call to another pair (the user's NAT rebound it: the user's packets come from
-        a peer-reflexive candidate): `moved`, with that pair."""
+        """The user's audio, handed to the core every APPEND_S; at each frame, whether ICE moved
+        the call to another pair (a NAT rebound the user's port: a peer-reflexive one)."""
         from aiortc.mediastreams import MediaStreamError
 
         from faultlab.webrtc import RATE, nominated_pair, selected_pair

@@ -255,9 +255,10 @@ def _check_target(raw: RawProfile, path: Path | None, problems: Problems) -> Non
             raw.hosts, raw.network.sysctl, raw.network.subnets_by_side(), folder):
         problems.add(loc, message)
     if raw.turn is not None and raw.target.kind.in_lab:
-        # Both listen on the server's address: one of them could not, or the target's
+        # Both listen on the server's address over TCP: one of them could not, or the target's
         # readiness would be the TURN server's.
-        taken = {port for name, (_, port, _) in LISTENERS.items() if getattr(raw.turn, name)}
+        taken = {port for name, (_, port, carrier) in LISTENERS.items()
+                 if getattr(raw.turn, name) and carrier == "tcp"}
         if raw.target.listen_port in taken:
             problems.add(("target", "port"), f"{raw.target.listen_port} is the lab's TURN "
                          f"server's port (the profile's 'turn'): give the target another one")

@@ -127,8 +127,9 @@ class TurnRefused(Record):
 
 @dataclass(frozen=True)
 class TurnClosed(Record):
-    """A TCP or TLS session of the TURN server ended (`client`: its address; `transport`: tcp or
-    tls; coturn's `reason`), having carried `bytes_from_client` and `bytes_to_client`."""
+    """A session of the TURN server ended (`client`: its address; `transport`: udp, tcp or tls;
+    coturn's `reason`: a client's close, an allocation's expiry), having carried
+    `bytes_from_client` and `bytes_to_client`."""
 
     NAME: ClassVar[str] = "turn.closed"
     DRAWN: ClassVar[Drawing] = Drawing("server", "close")

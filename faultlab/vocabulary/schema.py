@@ -16,12 +16,13 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from faultlab.events import BUS_FIELDS
 from faultlab.vocabulary.base import Record
 from faultlab.vocabulary.registry import vocabulary
 
 SCHEMA_DRAFT = "https://json-schema.org/draft/2020-12/schema"
 # What every line has besides its record's fields: the bus's (`t`, `source`) or a writer's (`ts`).
-ENVELOPE = ("t", "source", "ts", "event")
+ENVELOPE = (*BUS_FIELDS, "ts", "event")
 RUN_EVENTS = "events.jsonl"
 OWN_EVENTS = "*.events.jsonl"
 

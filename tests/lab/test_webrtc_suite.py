@@ -27,7 +27,7 @@ from .helpers import (
 
 pytestmark = [pytest.mark.lab, pytest.mark.alone]
 
-# About 25 s for the four at once on 2 cores (a run 12-22 s).
+# About 40 s for the six, four at once on 2 cores (a run 7-22 s).
 SUITE_TIMEOUT_S = patience(120)
 NAMES = ["call-with-voice", "lossy-cellular-uplink", "nat-rebind-aiortc-calls-again",
          "nat-rebind-aiortc-never-told", "turn-dies-mid-call", "udp-blocked-falls-back-to-turn-tcp"]
@@ -85,9 +85,12 @@ def test_the_webrtc_profiles_pass_and_say_what_ice_chose(tmp_path: Path) -> None
     # model's track reached the client, whose ICE still said completed.
     rebound = named(tmp_path, "nat-rebind-aiortc-never-told")
     (applied,) = [float(str(e["t"])) for e in rebound if e["event"] == "fault.applied"]
-    received = [e["packets_received"] for e in rebound if e["event"] == "client.audio_stats"
-                and float(str(e["t"])) > applied + 1.0]
-    assert len(received) >= 2 and len(set(received)) == 1, received
+    stats = [(float(str(e["t"])), int(str(e["packets_received"]))) for e in rebound
+             if e["event"] == "client.audio_stats"]
+    before = max((n for t, n in stats if t <= applied), default=0)
+    # The track sends 50 packets a second: 2 s or more of them went on after the rebinding until
+    # the client gave up; at most those under way at the last count before it arrived.
+    assert stats[-1][0] > applied + 2.0 and stats[-1][1] - before < 75, (applied, stats)
     states = [e["state"] for e in rebound if e["event"] == "client.ice"]
     assert states[-1] in ("completed", "closed") and "failed" not in states, states
     # Calling again: the new call comes from the NAT's new port, a peer-reflexive candidate.
@@ -137,8 +140,9 @@ def test_the_page_calls_over_webrtc_from_the_lab_s_browser(tmp_path: Path) -> No
     # The NAT rebound the call: the server moved it to the page's new port, a peer-reflexive
     # candidate at the page's address, and the page's ICE stayed connected.
     rebound = named(tmp_path, "nat-rebind-pending-tool-call")
-    first, moved = [e["pair"] for e in rebound if e["event"] == "emulator.call"
-                    and e["state"] in ("connected", "moved")]
+    calls = [e for e in rebound if e["event"] == "emulator.call"]
+    first = next(e["pair"] for e in calls if e["state"] == "connected")
+    moved = next(e["pair"] for e in calls if e["state"] == "moved")
     assert moved["remote"] == "prflx" and moved["local_address"] == first["local_address"]
     old_host, old_port = first["remote_address"].rsplit(":", 1)
     new_host, new_port = moved["remote_address"].rsplit(":", 1)

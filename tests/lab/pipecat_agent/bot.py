@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import functools
 import json
 import os
 import signal
@@ -84,10 +85,13 @@ def announce(event: str, **fields: Any) -> None:
         out.write(line)
 
 
-def dies_with_parent() -> None:
-    """In the model's child, before it runs: SIGTERM when the bot ends, however it ends."""
+def dies_with(parent: int) -> None:
+    """In the model's child, before it runs: SIGTERM when the bot (`parent`) ends, however it
+    ends; at once if it ended before this was in place."""
     if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def start_model(python: str) -> tuple[subprocess.Popen[str], str]:
@@ -100,7 +104,7 @@ def start_model(python: str) -> tuple[subprocess.Popen[str], str]:
          "--utterances", str(run_dir / "speech"), "--events", str(run_dir / "model.events.jsonl")],
         stdout=subprocess.PIPE, stderr=(run_dir / "model.log").open("w"), text=True,
         env={k: v for k, v in os.environ.items() if k != "FAULTLAB_EVENTS"},
-        preexec_fn=dies_with_parent)
+        preexec_fn=functools.partial(dies_with, os.getpid()))
     announce("bot.model", pid=proc.pid)
     assert proc.stdout is not None
     found: dict[str, str] = {}
