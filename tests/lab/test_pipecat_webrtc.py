@@ -9,7 +9,11 @@ only way in, and aiortc, the bot's ICE, reaches the relay from its host candidat
 goes over TURN on TCP or TLS; the user's spoken request crosses it (the model's transcript),
 the bot books once and says so, and its voice reaches the page, no RTP packet lost on the way (TCP
 carries the relay's leg). Nothing of the lab is left: the browser, coturn, the bot and its model
-service end with the run."""
+service end with the run.
+
+And a call whose path loses UDP while the bot's booking is pending: the page restarts the call's
+peer connection as pipecat's clients do (restart_pc), and pipecat's pipeline, model session and
+pending booking go on: the bot's word of the booking reaches the page on the new one."""
 
 from __future__ import annotations
 
@@ -30,23 +34,25 @@ AGENT = Path(__file__).parent / "pipecat_agent"
 PIPECAT = REPO / ".venv-pipecat" / "bin" / "python"
 PORT = 7860  # pipecat's examples' own
 BOOKING = "Book me the 3pm slot tomorrow, please."
-# The page gives up after 63 s at worst (page/index.html: ICE gathering 5 s, the call's connection
-# 15 s, the answer 40 s, 3 s more of its voice); the browser's own limit is past that.
-READY_S, PAGE_S, CLIENT_S = patience(60), patience(75), patience(90)
+# The page gives up after 83 s at worst (page/index.html: ICE gathering 5 s, the call's connection
+# 15 s, the answer 40 s, one restart begun at its end 20 s more, 3 s of its voice); the browser's
+# own limit is past that.
+READY_S, PAGE_S, CLIENT_S = patience(60), patience(90), patience(105)
 RUN_TIMEOUT_S = READY_S + CLIENT_S + patience(30)
 
 
-def profile(folder: Path) -> Path:
-    path = folder / "pipecat-udp-blocked.yaml"
+def profile(folder: Path, name: str, description: str, scenario: str, booking_s: float = 0) -> Path:
+    """The bot as a program target, the page as its user; `scenario`: the profile's `turn`,
+    `timeline` and `expect`."""
+    path = folder / f"{name}.yaml"
     path.write_text(f"""
-name: pipecat-smallwebrtc-udp-blocked
-description: A pipecat SmallWebRTC bot called from the browser with UDP blocked.
+name: {name}
+description: {description}
 target:
-  command: [{PIPECAT}, {AGENT / 'bot.py'}, "{PORT}", {sys.executable}]
+  command: [{PIPECAT}, {AGENT / 'bot.py'}, "{PORT}", {sys.executable}, "{booking_s}"]
   port: {PORT}
   ready_timeout: {READY_S}s
 hosts: [bot.test]
-turn: {{udp: true, tcp: true, tls: true}}
 mic: {{utterances: ["{BOOKING}"]}}
 client:
   browser:
@@ -54,25 +60,55 @@ client:
     path: /?bot=http://bot.test:{PORT}
     done: client.done
     timeout: {PAGE_S}s
+timeout: {CLIENT_S}s
+{scenario}""")
+    return path
+
+
+UDP_BLOCKED = """\
+turn: {udp: true, tcp: true, tls: true}
 timeline:
   - id: no-udp
-    when: {{at: 0s}}
-    do: {{fault: drop, protocol: udp, direction: to_server}}
+    when: {at: 0s}
+    do: {fault: drop, protocol: udp, direction: to_server}
 expect:
-  - {{candidate: [relay/tcp, relay/tls]}}
-  - {{count: {{event: bot.tool_call}}, equals: 1}}
-  - {{count: {{event: client.lost}}, equals: 0}}
-  - {{exit_code: 0}}
-timeout: {CLIENT_S}s
-""")
-    return path
+  - {candidate: [relay/tcp, relay/tls]}
+  - {count: {event: bot.tool_call}, equals: 1}
+  - {count: {event: client.lost}, equals: 0}
+  - {exit_code: 0}
+"""
+
+# The booking takes 18 s; the path carries no UDP for 14 s from its start. Chrome's ICE says
+# disconnected 6 s into such a loss (measured: 5.9 s; a 5 s loss it saw only after the path was
+# back, and went on); the page restarts the call's peer connection 2 s later (8.1 s in), which
+# connects once the path is back (in 10 ms), before the booking is done.
+TUNNEL = """\
+timeline:
+  - id: tunnel
+    when: {event: bot.tool_call}
+    do: {fault: drop, protocol: udp}
+  - when: {step: tunnel}
+    after: 14s
+    do: {fault: restore, faults: [tunnel]}
+expect:
+  - {event: client.ice, where: {state: restart}, within: 12s,
+     after: {event: fault.applied, where: {step: tunnel}}}
+  - {event: bot.restart}
+  - {count: {event: bot.tool_call}, equals: 1}
+  - {count: {event: bot.booked}, equals: 1}
+  - {count: {event: client.lost}, equals: 0}
+  - {exit_code: 0}
+"""
 
 
 @pytest.mark.skipif(bool(unavailable()), reason=unavailable() or "")
 @pytest.mark.timeout(RUN_TIMEOUT_S + 60)
 def test_a_pipecat_bot_called_from_the_browser_with_udp_blocked(tmp_path: Path) -> None:
     assert PIPECAT.exists(), f"no {PIPECAT}: `make install` makes it"
-    done = faultlab("run", "--no-timeline", "--runs-dir", str(tmp_path), str(profile(tmp_path)),
+    path = profile(tmp_path, "pipecat-smallwebrtc-udp-blocked",
+                   "A pipecat SmallWebRTC bot called from the browser with UDP blocked.",
+                   UDP_BLOCKED)
+    done = faultlab("run", "--no-timeline", "--runs-dir", str(tmp_path), str(path),
                     timeout=RUN_TIMEOUT_S)
     (run,) = [p for p in tmp_path.glob("*-pipecat-*") if p.is_dir()]
     events = run_events(run)
@@ -101,9 +137,47 @@ def test_a_pipecat_bot_called_from_the_browser_with_udp_blocked(tmp_path: Path) 
     assert started and not [pid for pid in started if pid_alive(pid)]
 
 
+@pytest.mark.skipif(bool(unavailable()), reason=unavailable() or "")
+@pytest.mark.timeout(RUN_TIMEOUT_S + 60)
+def test_the_page_restarts_the_call_s_peer_connection_and_the_pending_booking_is_told(
+        tmp_path: Path) -> None:
+    """The path carries no UDP for 14 s from the bot's tool call (its booking takes 18 s): the
+    page's ICE goes disconnected, it restarts the call's peer connection (pipecat's restart_pc:
+    a new one for the same pc_id), which connects once the path is back; the bot's pipeline,
+    model session and pending booking went on, and its answer reaches the page on the new one."""
+    assert PIPECAT.exists(), f"no {PIPECAT}: `make install` makes it"
+    path = profile(tmp_path, "pipecat-smallwebrtc-restart",
+                   "A pipecat SmallWebRTC call whose path loses UDP while a booking is pending.",
+                   TUNNEL, booking_s=18)
+    done = faultlab("run", "--no-timeline", "--runs-dir", str(tmp_path), str(path),
+                    timeout=RUN_TIMEOUT_S)
+    (run,) = [p for p in tmp_path.glob("*-pipecat-*") if p.is_dir()]
+    events = run_events(run)
+    print(what_it_did(events))
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr + (run / "target.log").read_text()[-4000:]
+
+    def first(name: str, **where: object) -> float:
+        return next(float(str(e["t"])) for e in events if e["event"] == name
+                    and all(e.get(k) == v for k, v in where.items()))
+
+    # In this order: the path lost, the page restarted, the bot took the new peer connection,
+    # the path back, the new one up, the booking done, and the bot's word of it on the page.
+    order = [first("fault.applied", step="tunnel"), first("client.ice", state="restart"),
+             first("bot.restart"), first("fault.reverted", step="tunnel"),
+             first("bot.connected", again=True), first("bot.booked")]
+    assert order == sorted(order), order
+    told = [e for e in events if e["event"] == "client.answer" and float(str(e["t"])) > order[-1]]
+    assert told and "booked" in str(told[0]["text"]), told
+    assert [e["again"] for e in events if e["event"] == "bot.connected"] == [False, True]
+
+    owner = next(int(str(e["pid"])) for e in events if e["event"] == "run.start")
+    assert lab_traces(run_slot(run), owner) == []
+
+
 def what_it_did(events: list[dict[str, object]]) -> str:
     """The call as the run saw it, one line an event of the bot's or the page's."""
-    shown = ("client.ice", "client.candidate_pair", "bot.connected", "bot.heard", "bot.tool_call",
+    shown = ("fault.applied", "fault.reverted", "client.ice", "client.candidate_pair",
+             "bot.connected", "bot.restart", "bot.heard", "bot.tool_call", "bot.booked",
              "bot.said", "client.answer", "client.lost", "bot.disconnected", "client.done")
     lines = [f"{float(str(e['t'])):7.2f} {e['event']} "
              + " ".join(f"{k}={v}" for k, v in e.items() if k not in ("t", "event", "source", "ts"))

@@ -4,13 +4,15 @@ voice agent runs. Run by the interpreter of `.venv-pipecat` (pipecat-ai[openai,w
 `make install`); it imports nothing of faultlab. tests/lab/test_pipecat_webrtc.py runs it as a
 program target in the namespace lab.
 
-    bot.py PORT FAULTLAB_PYTHON
+    bot.py PORT FAULTLAB_PYTHON [BOOKING_S]
 
 It serves, with CORS for the page (served on the client's own loopback):
 - GET /api/ice: the page's ICE servers, the lab's TURN server (FAULTLAB_TURN_URLS and its
   credentials: an app's server hands them to its page), none without one;
 - POST /api/offer: SmallWebRTC's signalling ({sdp, type} in, {sdp, type, pc_id} out; the offer
-  carries its candidates, no trickle); each offer a call with a pipeline of its own.
+  carries its candidates, no trickle); each offer a call with a pipeline of its own, but one
+  that names a call's `pc_id` with `restart_pc: true`: pipecat's restart of that call's peer
+  connection (a new one, its ICE anew, for the same pipeline: the conversation goes on).
 The bot's own ICE has no server: host candidates on the server's address (aiortc would ask
 Google's STUN server if given none at all; pipecat passes an empty list).
 
@@ -18,14 +20,16 @@ Its model: the faultlab emulator (`FAULTLAB_PYTHON -m faultlab emulator serve`, 
 openai-realtime) on the server's own loopback, started here as the model service a real agent
 reaches over the internet; it recognises the lab microphone's utterances
 ($FAULTLAB_RUN_DIR/speech) and logs to model.events.jsonl in the run folder. Server VAD ends the
-user's turn; book_slot books. The bot stops it when SIGTERM (the run's stop) ends the bot, and the
-kernel when anything else does (PR_SET_PDEATHSIG).
+user's turn; book_slot books, in BOOKING_S seconds (0 by default). The bot stops it when
+SIGTERM (the run's stop) ends the bot, and the kernel when anything else does
+(PR_SET_PDEATHSIG).
 
 What it does goes to the run's timeline as its events ($FAULTLAB_EVENTS, one JSON line each):
-`bot.model` (pid: the model service's process), `bot.connected`, `bot.heard` (text: the model's
-transcript of the user), `bot.tool_call` (name, args), `bot.said` (text), `bot.disconnected`.
-What the user is told of the call (heard, tool_call, said) also goes to the page on the call's
-data channel ({"event": ..., fields}).
+`bot.model` (pid: the model service's process), `bot.connected` (again: its peer connection
+restarted), `bot.restart` (pc_id: the page asked for one), `bot.heard` (text: the model's
+transcript of the user), `bot.tool_call` (name, args), `bot.booked` (slot), `bot.said` (text),
+`bot.disconnected`. What the user is told of the call (heard, tool_call, booked, said) also goes
+to the page on the call's data channel ({"event": ..., fields}) while it is connected.
 """
 
 from __future__ import annotations
@@ -146,8 +150,10 @@ class Narrator(FrameProcessor):
 
 
 class Bot:
-    def __init__(self, model_url: str) -> None:
+    def __init__(self, model_url: str, booking_s: float) -> None:
         self.model_url = model_url
+        self.booking_s = booking_s
+        self.calls: dict[str, SmallWebRTCConnection] = {}  # by pc_id
         # SIGTERM (the run's stop) cancels the calls and ends run().
         self.runner = WorkerRunner(handle_sigint=False, handle_sigterm=True)
 
@@ -166,7 +172,10 @@ class Bot:
 
         async def book_slot(params: FunctionCallParams) -> None:
             narrator.tell("bot.tool_call", name="book_slot", args=dict(params.arguments))
-            await params.result_callback({"status": "booked", "slot": params.arguments.get("slot")})
+            await asyncio.sleep(self.booking_s)  # the booking system's time
+            slot = params.arguments.get("slot")
+            narrator.tell("bot.booked", slot=slot)
+            await params.result_callback({"status": "booked", "slot": slot})
 
         llm.register_function("book_slot", book_slot)
         # As examples/realtime/realtime-openai.py: the context opens with a user message, and
@@ -180,10 +189,15 @@ class Bot:
                       transport.output(), pair.assistant()]),
             params=PipelineParams(), cancel_on_idle_timeout=False)
 
+        greeted = False
+
         @transport.event_handler("on_client_connected")
         async def connected(transport: Any, client: Any) -> None:
-            announce("bot.connected")
-            await worker.queue_frames([LLMRunFrame()])
+            nonlocal greeted
+            announce("bot.connected", again=greeted)
+            if not greeted:  # once a call: a restarted peer connection is the same conversation
+                greeted = True
+                await worker.queue_frames([LLMRunFrame()])
 
         @transport.event_handler("on_client_disconnected")
         async def disconnected(transport: Any, client: Any) -> None:
@@ -194,9 +208,15 @@ class Bot:
 
     async def offer(self, request: web.Request) -> web.Response:
         body = await request.json()
+        known = self.calls.get(body.get("pc_id") or "")
+        if known is not None and body.get("restart_pc"):
+            announce("bot.restart", pc_id=known.pc_id)
+            await known.renegotiate(sdp=body["sdp"], type=body["type"], restart_pc=True)
+            return web.json_response(known.get_answer(), headers=CORS)
         connection = SmallWebRTCConnection(ice_servers=[])  # host candidates only, no STUN
         await connection.initialize(sdp=body["sdp"], type=body["type"])
         await self.call(connection)
+        self.calls[connection.pc_id] = connection
         return web.json_response(connection.get_answer(), headers=CORS)
 
 
@@ -211,10 +231,10 @@ async def preflight(request: web.Request) -> web.Response:
     return web.Response(headers=CORS)
 
 
-async def serve(port: int, python: str) -> None:
+async def serve(port: int, python: str, booking_s: float) -> None:
     model, url = start_model(python)
     try:
-        bot = Bot(url)
+        bot = Bot(url, booking_s)
         app = web.Application()
         app.add_routes([web.get("/api/ice", ice), web.post("/api/offer", bot.offer),
                         web.options("/api/{route}", preflight)])
@@ -233,4 +253,4 @@ async def serve(port: int, python: str) -> None:
 if __name__ == "__main__":
     logger.remove()
     logger.add(sys.stderr, level="INFO")
-    asyncio.run(serve(int(sys.argv[1]), sys.argv[2]))
+    asyncio.run(serve(int(sys.argv[1]), sys.argv[2], float(sys.argv[3]) if len(sys.argv) > 3 else 0))
