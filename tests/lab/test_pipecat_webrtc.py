@@ -34,10 +34,10 @@ AGENT = Path(__file__).parent / "pipecat_agent"
 PIPECAT = REPO / ".venv-pipecat" / "bin" / "python"
 PORT = 7860  # pipecat's examples' own
 BOOKING = "Book me the 3pm slot tomorrow, please."
-# The page gives up after 83 s at worst (page/index.html: ICE gathering 5 s, the call's connection
-# 15 s, the answer 40 s, one restart begun at its end 20 s more, 3 s of its voice); the browser's
-# own limit is past that.
-READY_S, PAGE_S, CLIENT_S = patience(60), patience(90), patience(105)
+# The page gives up after 131 s at worst (page/index.html: its ICE servers asked 10 s, the call's
+# gathering 5 s, its offer answered 10 s, its connection 15 s; the answer 60 s, a second more to
+# notice, and a restart begun then 30 s more); the browser's own limit is past that.
+READY_S, PAGE_S, CLIENT_S = patience(60), patience(140), patience(155)
 RUN_TIMEOUT_S = READY_S + CLIENT_S + patience(30)
 
 
@@ -78,10 +78,10 @@ expect:
   - {exit_code: 0}
 """
 
-# The booking takes 18 s; the path carries no UDP for 14 s from its start. Chrome's ICE says
-# disconnected 6 s into such a loss (measured: 5.9 s; a 5 s loss it saw only after the path was
-# back, and went on); the page restarts the call's peer connection 2 s later (8.1 s in), which
-# connects once the path is back (in 10 ms), before the booking is done.
+# The booking takes 24 s; the path carries no UDP for 14 s from its start. Chrome's ICE says
+# disconnected 6 s into such a loss (measured: 5.9-6.1 s; a 5 s loss it saw only after the path
+# was back, and went on); the page restarts the call's peer connection 2 s later (8.1-8.2 s in),
+# which connects once the path is back (in 10-30 ms), well before the booking is done.
 TUNNEL = """\
 timeline:
   - id: tunnel
@@ -91,7 +91,7 @@ timeline:
     after: 14s
     do: {fault: restore, faults: [tunnel]}
 expect:
-  - {event: client.ice, where: {state: restart}, within: 12s,
+  - {event: client.ice, where: {state: restart}, within: 14s,
      after: {event: fault.applied, where: {step: tunnel}}}
   - {event: bot.restart}
   - {count: {event: bot.tool_call}, equals: 1}
@@ -141,14 +141,14 @@ def test_a_pipecat_bot_called_from_the_browser_with_udp_blocked(tmp_path: Path) 
 @pytest.mark.timeout(RUN_TIMEOUT_S + 60)
 def test_the_page_restarts_the_call_s_peer_connection_and_the_pending_booking_is_told(
         tmp_path: Path) -> None:
-    """The path carries no UDP for 14 s from the bot's tool call (its booking takes 18 s): the
+    """The path carries no UDP for 14 s from the bot's tool call (its booking takes 24 s): the
     page's ICE goes disconnected, it restarts the call's peer connection (pipecat's restart_pc:
     a new one for the same pc_id), which connects once the path is back; the bot's pipeline,
     model session and pending booking went on, and its answer reaches the page on the new one."""
     assert PIPECAT.exists(), f"no {PIPECAT}: `make install` makes it"
     path = profile(tmp_path, "pipecat-smallwebrtc-restart",
                    "A pipecat SmallWebRTC call whose path loses UDP while a booking is pending.",
-                   TUNNEL, booking_s=18)
+                   TUNNEL, booking_s=24)
     done = faultlab("run", "--no-timeline", "--runs-dir", str(tmp_path), str(path),
                     timeout=RUN_TIMEOUT_S)
     (run,) = [p for p in tmp_path.glob("*-pipecat-*") if p.is_dir()]
@@ -169,6 +169,10 @@ def test_the_page_restarts_the_call_s_peer_connection_and_the_pending_booking_is
     told = [e for e in events if e["event"] == "client.answer" and float(str(e["t"])) > order[-1]]
     assert told and "booked" in str(told[0]["text"]), told
     assert [e["again"] for e in events if e["event"] == "bot.connected"] == [False, True]
+    # The bot's voice on the new one: the page counts it from the restart on.
+    played = [float(str(e["received_s"])) for e in events if e["event"] == "client.audio_stats"
+              and float(str(e["t"])) > order[1]]
+    assert played and max(played) > 2.0, played
 
     owner = next(int(str(e["pid"])) for e in events if e["event"] == "run.start")
     assert lab_traces(run_slot(run), owner) == []

@@ -12,7 +12,8 @@ It serves, with CORS for the page (served on the client's own loopback):
 - POST /api/offer: SmallWebRTC's signalling ({sdp, type} in, {sdp, type, pc_id} out; the offer
   carries its candidates, no trickle); each offer a call with a pipeline of its own, but one
   that names a call's `pc_id` with `restart_pc: true`: pipecat's restart of that call's peer
-  connection (a new one, its ICE anew, for the same pipeline: the conversation goes on).
+  connection (a new one, its ICE anew, for the same pipeline: the conversation goes on; 404 for
+  a call it does not hold). Each peer connection has its own pc_id.
 The bot's own ICE has no server: host candidates on the server's address (aiortc would ask
 Google's STUN server if given none at all; pipecat passes an empty list).
 
@@ -26,10 +27,11 @@ SIGTERM (the run's stop) ends the bot, and the kernel when anything else does
 
 What it does goes to the run's timeline as its events ($FAULTLAB_EVENTS, one JSON line each):
 `bot.model` (pid: the model service's process), `bot.connected` (again: its peer connection
-restarted), `bot.restart` (pc_id: the page asked for one), `bot.heard` (text: the model's
-transcript of the user), `bot.tool_call` (name, args), `bot.booked` (slot), `bot.said` (text),
-`bot.disconnected`. What the user is told of the call (heard, tool_call, booked, said) also goes
-to the page on the call's data channel ({"event": ..., fields}) while it is connected.
+restarted), `bot.restart` (pc_id: the new peer connection's, replaced: the old one's),
+`bot.heard` (text: the model's transcript of the user), `bot.tool_call` (name, args),
+`bot.booked` (slot), `bot.said` (text), `bot.disconnected`. What the user is told of the call
+(heard, tool_call, booked, said) also goes to the page on the call's data channel
+({"event": ..., fields}) while it is connected.
 """
 
 from __future__ import annotations
@@ -202,16 +204,23 @@ class Bot:
         @transport.event_handler("on_client_disconnected")
         async def disconnected(transport: Any, client: Any) -> None:
             announce("bot.disconnected")
+            for pc_id in [i for i, known in self.calls.items() if known is connection]:
+                del self.calls[pc_id]  # a restart of it has no pipeline to go on with
             await worker.cancel()
 
         await self.runner.add_workers(worker)
 
     async def offer(self, request: web.Request) -> web.Response:
         body = await request.json()
-        known = self.calls.get(body.get("pc_id") or "")
-        if known is not None and body.get("restart_pc"):
-            announce("bot.restart", pc_id=known.pc_id)
+        if body.get("restart_pc"):
+            known = self.calls.get(body.get("pc_id") or "")
+            if known is None:  # not a call of this bot's, or one that ended
+                return web.json_response({"error": "no such call"}, status=404, headers=CORS)
+            old = known.pc_id
             await known.renegotiate(sdp=body["sdp"], type=body["type"], restart_pc=True)
+            # The new peer connection has an id of its own, which the page's next restart names.
+            self.calls[known.pc_id] = known
+            announce("bot.restart", pc_id=known.pc_id, replaced=old)
             return web.json_response(known.get_answer(), headers=CORS)
         connection = SmallWebRTCConnection(ice_servers=[])  # host candidates only, no STUN
         await connection.initialize(sdp=body["sdp"], type=body["type"])
