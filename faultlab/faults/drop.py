@@ -8,9 +8,7 @@ the client's namespace, and the server leg at the router.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal, Self
-
-from pydantic import model_validator
+from typing import Any, ClassVar, Literal
 
 from faultlab.faults.base import Fault, FaultContext, Layer, register
 from faultlab.faults.flows import Direction, FlowParams, iptables_matches
@@ -34,13 +32,6 @@ class DropParams(FlowParams):
     """Only the packets of this protocol, `udp` or `tcp`: `udp` blocks UDP as a firewall that
     lets only TCP through does (a WebRTC client must then reach its TURN server over TCP or
     TLS); absent: every packet."""
-
-    @model_validator(mode="after")
-    def _one_protocol(self) -> Self:
-        if self.protocol == "udp" and self.connection is not None:
-            raise ValueError("a connection is a TCP connection: 'protocol: udp' takes no "
-                             "'connection'")
-        return self
 
 
 @register

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Self
+
+from pydantic import model_validator
 
 from faultlab.connections import Connection, ConnectionChoice
 from faultlab.errors import MechanismError
@@ -25,6 +27,14 @@ class FlowParams(FaultParams):
     """One TCP connection to hurt: `first`, `latest` or `k` (the k-th seen, from 1), chosen when
     the step fires (it must have been seen by then: an unseen one fails the run); absent: all
     flows, later ones included."""
+
+    @model_validator(mode="after")
+    def _a_connection_is_tcp(self) -> Self:
+        # A fault whose parameters choose a `protocol` (drop, nat_rebind) hurts UDP by flows.
+        if getattr(self, "protocol", None) == "udp" and self.connection is not None:
+            raise ValueError("a connection is a TCP connection: 'protocol: udp' takes no "
+                             "'connection'")
+        return self
 
 
 def selected(ctx: FaultContext, connection: ConnectionChoice | None) -> Connection | None:

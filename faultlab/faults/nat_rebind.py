@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import socket
 from ipaddress import IPv4Address
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 from pyroute2 import Conntrack, IPRoute
 from pyroute2.netlink.nfnetlink.nfctsocket import NFCTAttrTuple
 
@@ -51,13 +51,6 @@ class NatRebindParams(FlowParams):
     protocol: Transport = "tcp"
     """Whose flows are rebound: `tcp` (the client's connections to the target's port) or `udp`
     (every UDP flow from the client to the server's address, a WebRTC call's included)."""
-
-    @model_validator(mode="after")
-    def _one_protocol(self) -> Self:
-        if self.protocol == "udp" and self.connection is not None:
-            raise ValueError("a connection is a TCP connection: 'protocol: udp' takes no "
-                             "'connection'")
-        return self
 
     @field_validator("address")
     @classmethod

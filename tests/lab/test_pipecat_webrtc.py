@@ -104,16 +104,9 @@ expect:
 @pytest.mark.skipif(bool(unavailable()), reason=unavailable() or "")
 @pytest.mark.timeout(RUN_TIMEOUT_S + 60)
 def test_a_pipecat_bot_called_from_the_browser_with_udp_blocked(tmp_path: Path) -> None:
-    assert PIPECAT.exists(), f"no {PIPECAT}: `make install` makes it"
-    path = profile(tmp_path, "pipecat-smallwebrtc-udp-blocked",
-                   "A pipecat SmallWebRTC bot called from the browser with UDP blocked.",
-                   UDP_BLOCKED)
-    done = faultlab("run", "--no-timeline", "--runs-dir", str(tmp_path), str(path),
-                    timeout=RUN_TIMEOUT_S)
-    (run,) = [p for p in tmp_path.glob("*-pipecat-*") if p.is_dir()]
-    events = run_events(run)
-    print(what_it_did(events))
-    assert done.returncode == 0, done.stdout[-6000:] + done.stderr + (run / "target.log").read_text()[-4000:]
+    run, events = called(profile(
+        tmp_path, "pipecat-smallwebrtc-udp-blocked",
+        "A pipecat SmallWebRTC bot called from the browser with UDP blocked.", UDP_BLOCKED))
 
     pairs = [e for e in events if e["event"] == "client.candidate_pair"]
     assert pairs and pairs[-1]["local"] == "relay" and pairs[-1]["turn"] in ("tcp", "tls"), pairs
@@ -145,16 +138,10 @@ def test_the_page_restarts_the_call_s_peer_connection_and_the_pending_booking_is
     page's ICE goes disconnected, it restarts the call's peer connection (pipecat's restart_pc:
     a new one for the same pc_id), which connects once the path is back; the bot's pipeline,
     model session and pending booking went on, and its answer reaches the page on the new one."""
-    assert PIPECAT.exists(), f"no {PIPECAT}: `make install` makes it"
-    path = profile(tmp_path, "pipecat-smallwebrtc-restart",
-                   "A pipecat SmallWebRTC call whose path loses UDP while a booking is pending.",
-                   TUNNEL, booking_s=24)
-    done = faultlab("run", "--no-timeline", "--runs-dir", str(tmp_path), str(path),
-                    timeout=RUN_TIMEOUT_S)
-    (run,) = [p for p in tmp_path.glob("*-pipecat-*") if p.is_dir()]
-    events = run_events(run)
-    print(what_it_did(events))
-    assert done.returncode == 0, done.stdout[-6000:] + done.stderr + (run / "target.log").read_text()[-4000:]
+    run, events = called(profile(
+        tmp_path, "pipecat-smallwebrtc-restart",
+        "A pipecat SmallWebRTC call whose path loses UDP while a booking is pending.", TUNNEL,
+        booking_s=24))
 
     def first(name: str, **where: object) -> float:
         return next(float(str(e["t"])) for e in events if e["event"] == name
@@ -176,6 +163,19 @@ def test_the_page_restarts_the_call_s_peer_connection_and_the_pending_booking_is
 
     owner = next(int(str(e["pid"])) for e in events if e["event"] == "run.start")
     assert lab_traces(run_slot(run), owner) == []
+
+
+def called(path: Path) -> tuple[Path, list[dict[str, object]]]:
+    """`faultlab run` of the profile at `path` (its runs beside it), which must pass; its run
+    folder and events, what the call did printed."""
+    assert PIPECAT.exists(), f"no {PIPECAT}: `make install` makes it"
+    done = faultlab("run", "--no-timeline", "--runs-dir", str(path.parent), str(path),
+                    timeout=RUN_TIMEOUT_S)
+    (run,) = [p for p in path.parent.glob("*-pipecat-*") if p.is_dir()]
+    events = run_events(run)
+    print(what_it_did(events))
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr + (run / "target.log").read_text()[-4000:]
+    return run, events
 
 
 def what_it_did(events: list[dict[str, object]]) -> str:
