@@ -324,8 +324,8 @@ class Call:
             self.tasks.append(asyncio.create_task(self._hear(track)))
 
     async def _hear(self, track: Any) -> None:
-        """The user's audio, handed to the core every APPEND_S; at each frame, whether ICE moved
-        the call to another pair (a NAT rebound the user's port: a peer-reflexive one)."""
+        """The user's audio, handed to the core every APPEND_S; then too, whether ICE moved the
+        call to another pair (a NAT rebound the user's port: a peer-reflexive one)."""
         from aiortc.mediastreams import MediaStreamError
 
         from faultlab.webrtc import RATE, nominated_pair, selected_pair
@@ -338,11 +338,11 @@ class Call:
             except MediaStreamError:
                 return
             pending += self.mic.pcm(frame)
-            if self.pair is not None and nominated_pair(self.pc) not in (None, self.pair):
-                self.pair = nominated_pair(self.pc)
-                self.announce(EmulatorCall(self.conn.number, self.id, "moved",
-                                           selected_pair(self.pc)))
             if len(pending) >= APPEND_S * RATE * 2 and not self.conn.closed:
+                if self.pair is not None and (now := nominated_pair(self.pc)) not in (None, self.pair):
+                    self.pair = now
+                    self.announce(EmulatorCall(self.conn.number, self.id, "moved",
+                                               selected_pair(self.pc)))
                 audio = base64.b64encode(pending).decode()
                 pending.clear()
                 self.conn.receive(json.dumps({"type": "input_audio_buffer.append",
