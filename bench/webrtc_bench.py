@@ -6,7 +6,8 @@ puts NFQUEUE's queue in the path) and without it.
 Each figure is a faultlab run in a netns lab (aiortc offers no loopback candidates, so the calls
 need a path between two namespaces): the calls come from one load process in the client
 namespace (bench/webrtc_peers.py `calls`), each an aiortc peer connection sending its
-microphone's 20 ms Opus frames in real time to the emulator (OpenAI Realtime), whose frame log
+microphone's 20 ms Opus packets (silence, encoded once) in real time to the emulator (OpenAI
+Realtime), whose frame log
 says when each 100 ms of a call's audio reached its core. The latency: round trips of a datagram
 every 20 ms to an echo in the server namespace, the lab's median beside the same on the host's
 loopback, halved.
@@ -147,10 +148,11 @@ def collect(counts: Sequence[int] = (10, 20, 30), seconds: float = 8.0) -> list[
         rows.append(alone(
             figure, Measure(sustained, "calls"), "higher", ">= 20 calls", sustained >= 20,
             note=f"webrtc: the most of {', '.join(map(str, counts))} concurrent aiortc calls "
-                 f"({seconds:g} s of real-time Opus audio each, from one load process in the lab's "
-                 "client namespace) one emulator process (OpenAI Realtime) took in with no 100 ms "
-                 "chunk more than 100 ms late (worst chunk, and the load process's own worst lag "
-                 "in handing a frame over, which shares the cores: " + "; ".join(tried) + "); no "
+                 f"({seconds:g} s of real-time Opus audio each, pre-encoded silence, from one "
+                 "load process in the lab's client namespace) one emulator process (OpenAI "
+                 "Realtime) took in with no 100 ms chunk more than 100 ms late (worst chunk, "
+                 "and the load process's own worst lag in handing a packet over, which shares "
+                 "the cores: " + "; ".join(tried) + "); no "
                  "peer (the service is not load-tested here)"))
 
         loop = statistics.median(loopback_rtt(folder))

@@ -8,16 +8,20 @@
     python bench/webrtc_peers.py calls COUNT SECONDS OUT
                                                     # COUNT concurrent WebRTC calls to the
                                                     # emulator (OPENAI_BASE_URL), each sending
-                                                    # its microphone's 20 ms frames in real
-                                                    # time; the worst send lag (ms) into OUT
+                                                    # its microphone's 20 ms Opus packets in
+                                                    # real time; the worst send lag (ms) into
+                                                    # OUT
 
 A call here is what the `openai-webrtc` client makes (faultlab.webrtc.peer_connection, the
-openai SDK's `realtime.calls.create`), without its conversation: the load is the audio.
+openai SDK's `realtime.calls.create`), without its conversation: the load is the audio, the
+microphone's silence as aiortc encodes it, encoded once (aiortc sends a track's `av.Packet` as
+it is, and encodes an `AudioFrame` first).
 """
 
 from __future__ import annotations
 
 import asyncio
+import fractions
 import itertools
 import json
 import os
@@ -71,24 +75,64 @@ def ping(host: str, port: int, seconds: float, out: Path) -> None:
     out.write_text(json.dumps(rtts))
 
 
+def encoded_silence(frames: int) -> list[bytes]:
+    """`frames` 20 ms Opus packets of the microphone's silence, as aiortc's own encoder makes
+    them (48 kHz stereo, 96 kb/s, from the track's 24 kHz mono): what each call of the load
+    sends, encoded once instead of once a frame per call. Encoding in the load (20 calls
+    resampling and encoding at once, on the cores the emulator runs on) made the load lag
+    418 ms handing its frames over, which the emulator's figure could not tell from its own."""
+    import numpy as np
+    from aiortc.codecs.opus import OpusEncoder
+    from av import AudioFrame
+
+    from faultlab.webrtc import FRAME_SAMPLES, RATE
+
+    encoder, packets = OpusEncoder(), []
+    while len(packets) < frames:
+        frame = AudioFrame.from_ndarray(np.zeros((1, FRAME_SAMPLES), dtype="<i2"), format="s16",
+                                        layout="mono")
+        frame.sample_rate, frame.pts = RATE, len(packets) * FRAME_SAMPLES
+        frame.time_base = fractions.Fraction(1, RATE)
+        packets += encoder.encode(frame)[0]
+    return packets[:frames]
+
+
 async def calls(count: int, seconds: float, out: Path) -> None:
+    import av
     import openai
-    from aiortc import RTCSessionDescription
+    from aiortc import MediaStreamTrack, RTCSessionDescription
 
-    from faultlab.webrtc import RATE, SpeakerTrack, peer_connection
+    from faultlab.webrtc import PTIME_S, peer_connection
 
+    # Opus's first packets differ (its encoder settles); the rest of silence repeat.
+    settled = encoded_silence(50)[10:]
     worst_lag = 0.0
 
-    class Microphone(SpeakerTrack):
-        """The speaker track's real-time frames, and how late each was handed over."""
+    class Microphone(MediaStreamTrack):
+        """The microphone's pre-encoded 20 ms packets, in real time (as faultlab.webrtc's
+        SpeakerTrack paces its frames), and how late each was handed over."""
 
-        async def recv(self):  # type: ignore[no-untyped-def]
+        kind = "audio"
+
+        def __init__(self) -> None:
+            super().__init__()
+            self._start: float | None = None
+            self._sent = 0
+
+        async def recv(self) -> av.Packet:  # type: ignore[override]
             nonlocal worst_lag
-            due = None if self._start is None else self._start + self._sent / RATE
-            frame = await super().recv()
-            if due is not None:
+            now = time.monotonic()
+            if self._start is None:
+                self._start = now
+            else:
+                due = self._start + self._sent * PTIME_S
+                await asyncio.sleep(max(0.0, due - now))
                 worst_lag = max(worst_lag, time.monotonic() - due)
-            return frame
+            packet = av.Packet(settled[self._sent % len(settled)])
+            packet.pts = self._sent * 960  # 20 ms at Opus's 48 kHz
+            packet.time_base = fractions.Fraction(1, 48000)
+            self._sent += 1
+            return packet
 
     client = openai.AsyncOpenAI()
 
