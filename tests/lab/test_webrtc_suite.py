@@ -9,6 +9,7 @@ left."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,6 @@ from faultlab.browser.chromium import unavailable
 
 from ..conftest import PROFILES, faultlab, patience
 from .helpers import (
-    assert_events_known,
     lab_traces,
     pid_alive,
     run_events,
@@ -27,11 +27,44 @@ from .helpers import (
 
 pytestmark = [pytest.mark.lab, pytest.mark.alone]
 
-# About 40 s for the six, four at once on 2 cores (a run 7-22 s).
-SUITE_TIMEOUT_S = patience(120)
+# About 55 s for the nine, four at once on 2 cores (a run 7-30 s).
+SUITE_TIMEOUT_S = patience(150)
 NAMES = ["call-with-voice", "lossy-cellular-uplink", "nat-rebind-aiortc-calls-again",
          "nat-rebind-aiortc-never-told", "turn-dies-mid-call", "udp-blocked-falls-back-to-turn-tcp"]
 BROWSER = ["browser-call", "browser-udp-blocked", "nat-rebind-pending-tool-call"]
+NO_BROWSER = unavailable()
+
+
+@dataclass(frozen=True)
+class Suite:
+    runs_dir: Path
+    verdicts: dict[str, str]
+    output: str
+
+    def passed(self, names: list[str]) -> None:
+        """Each of `names` ran and passed, and every event it wrote is a known one (as
+        tests/lab/helpers.assert_events_known checks a whole folder's)."""
+        assert {n: self.verdicts.get(f"webrtc-{n}") for n in names} == dict.fromkeys(
+            names, "PASS"), self.output
+        checked = faultlab("events", "check", *map(str, self.runs(names)))
+        assert checked.returncode == 0, checked.stdout[-4000:] + checked.stderr
+
+    def runs(self, names: list[str]) -> list[Path]:
+        return [run for name in names for run in self.runs_dir.glob(f"*-webrtc-{name}")]
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory: pytest.TempPathFactory) -> Suite:
+    """profiles/webrtc/ run once, four at once, for both tests (the browser's profiles only
+    where there is a browser): one suite of nine took 56 s, two of six and three 75 s."""
+    assert sorted(p.stem for p in (PROFILES / "webrtc").glob("*.yaml")) == sorted(NAMES + BROWSER)
+    runs_dir = tmp_path_factory.mktemp("webrtc")
+    done = faultlab("run", "-q", "--jobs", "4", "--no-timeline", "--runs-dir", str(runs_dir),
+                    *(str(PROFILES / "webrtc" / f"{name}.yaml")
+                      for name in NAMES + ([] if NO_BROWSER else BROWSER)),
+                    timeout=SUITE_TIMEOUT_S)
+    verdicts = dict(re.findall(r"^== (\S+): (\w+)", done.stdout, re.M))
+    return Suite(runs_dir, verdicts, done.stdout[-6000:] + done.stderr)
 
 
 def named(runs_dir: Path, name: str) -> list[dict[str, object]]:
@@ -40,15 +73,11 @@ def named(runs_dir: Path, name: str) -> list[dict[str, object]]:
 
 
 @pytest.mark.timeout(SUITE_TIMEOUT_S + 60)
-def test_the_webrtc_profiles_pass_and_say_what_ice_chose(tmp_path: Path) -> None:
-    assert sorted(p.stem for p in (PROFILES / "webrtc").glob("*.yaml")) == sorted(NAMES + BROWSER)
-    done = faultlab("run", "-q", "--jobs", "4", "--no-timeline", "--runs-dir", str(tmp_path),
-                    *(str(PROFILES / "webrtc" / f"{name}.yaml") for name in NAMES),
-                    timeout=SUITE_TIMEOUT_S)
-    failed = re.findall(r"== (\S+): (?:FAIL|ERROR)", done.stdout)
-    assert done.returncode == 0 and not failed, done.stdout[-6000:] + done.stderr
-    assert_events_known(tmp_path)
-    rows = suite_table(tmp_path)
+def test_the_webrtc_profiles_pass_and_say_what_ice_chose(suite: Suite) -> None:
+    suite.passed(NAMES)
+    tmp_path = suite.runs_dir
+    rows = {name: row for name, row in suite_table(tmp_path).items()
+            if name.removeprefix("webrtc-") in NAMES}
     untold = "webrtc-nat-rebind-aiortc-never-told"
     assert rows.pop(untold)["bookings"] == "1"
     assert all((row["bookings"], row["user told"]) == ("1", "truth") for row in rows.values())
@@ -99,7 +128,7 @@ def test_the_webrtc_profiles_pass_and_say_what_ice_chose(tmp_path: Path) -> None
     assert [p["remote"] for p in pairs] == ["host", "prflx"], pairs
 
     # Nothing is left: no namespace, no process (emulator, coturn, client).
-    for run in (p for p in tmp_path.glob("*-webrtc-*") if p.is_dir()):
+    for run in suite.runs(NAMES):
         events = run_events(run)
         owner = next(int(str(e["pid"])) for e in events if e["event"] == "run.start")
         assert lab_traces(run_slot(run), owner) == [], run.name
@@ -107,22 +136,17 @@ def test_the_webrtc_profiles_pass_and_say_what_ice_chose(tmp_path: Path) -> None
         assert started and not [pid for pid in started if pid_alive(pid)], run.name
 
 
-@pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))
+@pytest.mark.skipif(NO_BROWSER is not None, reason=str(NO_BROWSER))
 @pytest.mark.timeout(SUITE_TIMEOUT_S + 60)
-def test_the_page_calls_over_webrtc_from_the_lab_s_browser(tmp_path: Path) -> None:
-    """web-booking --webrtc, two at once: the page's offer reached the emulator through its own
+def test_the_page_calls_over_webrtc_from_the_lab_s_browser(suite: Suite) -> None:
+    """web-booking --webrtc: the page's offer reached the emulator through its own
     server; on an open path ICE connected straight (the emulator saw the same pair), the user's
     voice on the call's track was recognised, the model's voice arrived on the page's (its stats
     every second, nothing lost); with UDP blocked the page's call went through the TURN server
     over TCP; a NAT rebinding moved the call without an ICE restart; each booking was told; the
     browsers and the labs are gone."""
-    done = faultlab("run", "-q", "--jobs", "2", "--no-timeline", "--runs-dir", str(tmp_path),
-                    *(str(PROFILES / "webrtc" / f"{name}.yaml") for name in BROWSER),
-                    timeout=SUITE_TIMEOUT_S)
-    failed = re.findall(r"== (\S+): (?:FAIL|ERROR)", done.stdout)
-    assert done.returncode == 0 and not failed, done.stdout[-6000:] + done.stderr
-    assert_events_known(tmp_path)
-
+    suite.passed(BROWSER)
+    tmp_path = suite.runs_dir
     voice = named(tmp_path, "browser-call")
     (call,) = [e for e in voice if e["event"] == "emulator.call" and e["state"] == "connected"]
     assert call["pair"]["local"] == "host" and call["pair"]["protocol"] == "udp"
@@ -148,7 +172,7 @@ def test_the_page_calls_over_webrtc_from_the_lab_s_browser(tmp_path: Path) -> No
     new_host, new_port = moved["remote_address"].rsplit(":", 1)
     assert new_host == old_host and new_port != old_port, (first, moved)
 
-    for run in (p for p in tmp_path.glob("*-webrtc-*") if p.is_dir()):
+    for run in suite.runs(BROWSER):
         events = run_events(run)
         assert [e["code"] for e in events if e["event"] == "client.done"] == [0], run.name
         owner = next(int(str(e["pid"])) for e in events if e["event"] == "run.start")
