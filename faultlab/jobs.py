@@ -191,10 +191,10 @@ async def run_suite(runs: Sequence[PlannedRun], runs_dir: Path, jobs: int, optio
 async def run_parallel(runs: Sequence[PlannedRun], runs_dir: Path, jobs: int,
                        options: RunOptions, report: Callable[[RunRecord], None],
                        progress: Progress, records: dict[int, RunRecord]) -> None:
-    """Run `runs`, up to `jobs` at once, each as its own `faultlab run`, the longest first;
-    `report` is told of each run as it ends, and `records` gets it under its planned index.
-    Cancelled (by a signal), it stops every running job with SIGTERM, so each tears its lab
-    down, and `records` still gets what they recorded (their runs, interrupted)."""
+    """Run `runs`, up to `jobs` at once, each as its own `faultlab run`; `report` is told of each
+    run as it ends, and `records` gets it under its planned index. Cancelled (by a signal), it
+    stops every running job with SIGTERM, so each tears its lab down, and `records` still gets
+    what they recorded (their runs, interrupted)."""
     gate = asyncio.Semaphore(jobs)
 
     async def one(index: int, run: PlannedRun) -> None:
@@ -212,16 +212,7 @@ async def run_parallel(runs: Sequence[PlannedRun], runs_dir: Path, jobs: int,
             report(job.record)
             progress.show()
 
-    await gather_shown([one(i, runs[i]) for i in longest_first(runs)], progress)
-
-
-def longest_first(runs: Sequence[PlannedRun]) -> list[int]:
-    """The runs' indexes in the order they start: the longest timeout first (a profile's timeout
-    is the best guess of its length before it has run), else as planned. A long run started last
-    ends the suite late: profiles/field/ at --jobs 8 took 74 s as planned (R4, 25 s, started
-    48 s in), 71 s longest first; its two longest, B1-reaped (39 s) and B2 (29 s), have the
-    longest timeouts."""
-    return sorted(range(len(runs)), key=lambda i: -runs[i].profile.timeout)
+    await gather_shown([one(i, r) for i, r in enumerate(runs)], progress)
 
 
 async def gather_shown(jobs: Sequence[Coroutine[Any, Any, None]], progress: Progress) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from faultlab.jobs import PlannedRun, Progress, longest_first, parse_shard, plan, shard
+from faultlab.jobs import PlannedRun, Progress, parse_shard, plan, shard
 from faultlab.profile import Profile, parse_profile
 from faultlab.report.record import RunRecord
 
@@ -48,13 +48,6 @@ def test_progress_counts_and_estimates() -> None:
     progress.finished_one(record)
     line = progress.line()
     assert "[1/4 done, 1 running, 1 failed" in line and "~1:30 left" in line
-
-
-def test_jobs_start_the_longest_timeout_first_else_as_planned() -> None:
-    runs = plan([parse_profile(f"name: {n}\nclient: {{command: [x]}}\ntimeout: {t}\n")
-                 for n, t in (("a", "30s"), ("b", "1m"), ("c", "30s"), ("d", "45s"))], repeat=2)
-    assert [(runs[i].profile.name, runs[i].repeat) for i in longest_first(runs)] == [
-        ("b", 0), ("b", 1), ("d", 0), ("d", 1), ("a", 0), ("a", 1), ("c", 0), ("c", 1)]
 
 
 def test_planned_runs_repeat_each_profile_in_turn() -> None:

@@ -91,7 +91,8 @@ def test_recorded_sessions_replay_to_the_same_client_events_and_table_row(tmp_pa
     captured = from_pcap(originals["field-R0"], tmp_path / "R0.cassette.jsonl")
     from_capture = replaying(PROFILES / "field" / "R0.yaml", captured, tmp_path,
                              "replay-capture-")
-    replayed = faultlab("run", "-q", "--jobs", "4", "--no-timeline", "--runs-dir",
+    # The eight replays at once (a replay mostly waits on the recorded timings).
+    replayed = faultlab("run", "-q", "--jobs", "8", "--no-timeline", "--runs-dir",
                         str(tmp_path / "replayed"), *map(str, replays), str(from_capture),
                         str(PROFILES / "cassettes"), timeout=300)
     assert replayed.returncode == 0, replayed.stdout
