@@ -22,6 +22,8 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 ConnectionChoice = Literal["first", "latest"] | Annotated[int, Field(ge=1, strict=True)]
+# A flow's transport protocol (a packet fault's `protocol`, a listening socket's).
+Transport = Literal["tcp", "udp"]
 
 
 def choose[T](connections: Sequence[T], which: ConnectionChoice) -> T | None:

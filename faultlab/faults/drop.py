@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
+from faultlab.connections import Transport
 from faultlab.faults.base import Fault, FaultContext, Layer, register
 from faultlab.faults.flows import Direction, FlowParams, iptables_matches
 from faultlab.faults.legs import LEGS, LegChain, leg_matches, proxied
 from faultlab.lab.namespace import Namespace
 from faultlab.lab.netfilter import chain_name, install, uninstall
-from faultlab.lab.process import Transport
 
 
 class DropParams(FlowParams):

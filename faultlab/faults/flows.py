@@ -6,10 +6,9 @@ from typing import Literal, Self
 
 from pydantic import model_validator
 
-from faultlab.connections import Connection, ConnectionChoice
+from faultlab.connections import Connection, ConnectionChoice, Transport
 from faultlab.errors import MechanismError
 from faultlab.faults.base import FaultContext, FaultParams
-from faultlab.lab.process import Transport
 
 Direction = Literal["both", "to_server", "to_client"]
 OneWay = Literal["to_server", "to_client"]

@@ -25,11 +25,11 @@ from pydantic import Field, field_validator
 from pyroute2 import Conntrack, IPRoute
 from pyroute2.netlink.nfnetlink.nfctsocket import NFCTAttrTuple
 
+from faultlab.connections import Transport
 from faultlab.errors import MechanismError
 from faultlab.faults.base import Fault, FaultContext, FaultParams, Layer, register
 from faultlab.faults.flows import FlowParams
 from faultlab.lab.netfilter import chain_name, install, uninstall
-from faultlab.lab.process import Transport
 
 # The ports a rebind picks from when no `port` is given (random-fully: never the old one but by
 # a 1-in-64k chance).

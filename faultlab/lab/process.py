@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
+from faultlab.connections import Transport
 from faultlab.errors import LabError
 from faultlab.events import EventBus
 from faultlab.vocabulary import ProcessExit, ProcessStart
@@ -145,7 +146,6 @@ NLMSG_ERROR, NLMSG_DONE = 2, 3
 TCP_LISTEN = 10
 # A UDP socket bound to a port is in state CLOSE (TCP_CLOSE, 7) for sock_diag and /proc.
 UDP_BOUND = 7
-Transport = Literal["tcp", "udp"]
 STATES: dict[Transport, tuple[int, int]] = {"tcp": (socket.IPPROTO_TCP, TCP_LISTEN),
                                             "udp": (socket.IPPROTO_UDP, UDP_BOUND)}
 
