@@ -27,7 +27,7 @@ from .helpers import (
 
 pytestmark = [pytest.mark.lab, pytest.mark.alone]
 
-# About 55 s for the nine, four at once on 2 cores (a run 7-30 s).
+# About 50 s for the nine, four at once on 2 cores (a run 7-30 s).
 SUITE_TIMEOUT_S = patience(150)
 NAMES = ["call-with-voice", "lossy-cellular-uplink", "nat-rebind-aiortc-calls-again",
          "nat-rebind-aiortc-never-told", "turn-dies-mid-call", "udp-blocked-falls-back-to-turn-tcp"]
@@ -56,7 +56,7 @@ class Suite:
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory: pytest.TempPathFactory) -> Suite:
     """profiles/webrtc/ run once, four at once, for both tests (the browser's profiles only
-    where there is a browser): one suite of nine took 56 s, two of six and three 75 s."""
+    where there is a browser): the nine took 48-50 s, as two suites (six, then three) 74 s."""
     assert sorted(p.stem for p in (PROFILES / "webrtc").glob("*.yaml")) == sorted(NAMES + BROWSER)
     runs_dir = tmp_path_factory.mktemp("webrtc")
     # The pages spread out (four runs start at once, the rest in the order given): more than two
