@@ -29,6 +29,7 @@ import socket
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 # An Opus packet of 20 ms of speech with its RTP and SRTP headers: ~120-200 bytes.
 RTP_BYTES = 172
@@ -87,7 +88,7 @@ def encoded_silence(frames: int) -> list[bytes]:
 
     from faultlab.webrtc import FRAME_SAMPLES, RATE
 
-    encoder, packets = OpusEncoder(), []
+    encoder, packets = OpusEncoder(), list[bytes]()
     while len(packets) < frames:
         frame = AudioFrame.from_ndarray(np.zeros((1, FRAME_SAMPLES), dtype="<i2"), format="s16",
                                         layout="mono")
@@ -119,7 +120,7 @@ async def calls(count: int, seconds: float, out: Path) -> None:
             self._start: float | None = None
             self._sent = 0
 
-        async def recv(self) -> av.Packet:  # type: ignore[override]
+        async def recv(self) -> av.Packet[Any]:
             nonlocal worst_lag
             now = time.monotonic()
             if self._start is None:
