@@ -86,12 +86,16 @@ def test_naming_a_fault_imports_its_module_alone() -> None:
 
 
 def test_the_proxy_process_loads_neither_the_lab_nor_pyroute2() -> None:
-    """The proxy imports its addon (and the app faults it applies) and nothing of the lab: the
+    """The proxy imports its addon and the app faults it applies, and nothing of the lab: the
     faults' `Transport` type lived in faultlab.lab.process, whose package imports pyroute2 and
     the backends (0.13 s of the proxy's 0.48 s of imports, each run)."""
+    app = sorted(name for name, fault in FAULTS.items() if fault.layer == "app")
+    assert {"freeze", "abort", "rewrite"} <= set(app)
     done = subprocess.run([sys.executable, "-c", (
         "import json, sys\nfrom faultlab.proxy.__main__ import bare_addons_package\n"
         "bare_addons_package()\nimport faultlab.proxy.process\n"
+        "from faultlab.faults import FAULTS\n"
+        f"assert all(FAULTS[name].layer == 'app' for name in {app!r})\n"
         "print(json.dumps(sorted(m for m in sys.modules if m == 'pyroute2' or "
         "m.startswith('faultlab.lab'))))")], capture_output=True, text=True, check=True)
     assert json.loads(done.stdout) == []
