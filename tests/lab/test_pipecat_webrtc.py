@@ -17,6 +17,7 @@ pending booking go on: the bot's word of the booking reaches the page on the new
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -24,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from faultlab.browser.chromium import unavailable
+from faultlab.report.record import RESULT_FILE
 
 from ..conftest import REPO, faultlab, patience
 from .helpers import lab_traces, pid_alive, run_events, run_slot
@@ -101,12 +103,30 @@ expect:
 """
 
 
+@pytest.fixture(scope="module")
+def calls(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Both calls' profiles run at once, each in its own lab (one after another they took 21 s
+    and 38 s); their run folders by the profile's name."""
+    assert PIPECAT.exists(), f"no {PIPECAT}: `make install` makes it"
+    folder = tmp_path_factory.mktemp("pipecat")
+    paths = [profile(folder, "pipecat-smallwebrtc-udp-blocked",
+                     "A pipecat SmallWebRTC bot called from the browser with UDP blocked.",
+                     UDP_BLOCKED),
+             profile(folder, "pipecat-smallwebrtc-restart",
+                     "A pipecat SmallWebRTC call whose path loses UDP while a booking is pending.",
+                     TUNNEL, booking_s=24)]
+    done = faultlab("run", "-q", "--jobs", "2", "--no-timeline", "--runs-dir", str(folder),
+                    *map(str, paths), timeout=RUN_TIMEOUT_S)
+    runs = {path.stem: run for path in paths for run in folder.glob(f"*-{path.stem}")
+            if run.is_dir()}
+    assert len(runs) == len(paths), done.stdout[-6000:] + done.stderr
+    return runs
+
+
 @pytest.mark.skipif(bool(unavailable()), reason=unavailable() or "")
 @pytest.mark.timeout(RUN_TIMEOUT_S + 60)
-def test_a_pipecat_bot_called_from_the_browser_with_udp_blocked(tmp_path: Path) -> None:
-    run, events = called(profile(
-        tmp_path, "pipecat-smallwebrtc-udp-blocked",
-        "A pipecat SmallWebRTC bot called from the browser with UDP blocked.", UDP_BLOCKED))
+def test_a_pipecat_bot_called_from_the_browser_with_udp_blocked(calls: dict[str, Path]) -> None:
+    run, events = called(calls, "pipecat-smallwebrtc-udp-blocked")
 
     pairs = [e for e in events if e["event"] == "client.candidate_pair"]
     assert pairs and pairs[-1]["local"] == "relay" and pairs[-1]["turn"] in ("tcp", "tls"), pairs
@@ -133,15 +153,12 @@ def test_a_pipecat_bot_called_from_the_browser_with_udp_blocked(tmp_path: Path) 
 @pytest.mark.skipif(bool(unavailable()), reason=unavailable() or "")
 @pytest.mark.timeout(RUN_TIMEOUT_S + 60)
 def test_the_page_restarts_the_call_s_peer_connection_and_the_pending_booking_is_told(
-        tmp_path: Path) -> None:
+        calls: dict[str, Path]) -> None:
     """The path carries no UDP for 14 s from the bot's tool call (its booking takes 24 s): the
     page's ICE goes disconnected, it restarts the call's peer connection (pipecat's restart_pc:
     a new one for the same pc_id), which connects once the path is back; the bot's pipeline,
     model session and pending booking went on, and its answer reaches the page on the new one."""
-    run, events = called(profile(
-        tmp_path, "pipecat-smallwebrtc-restart",
-        "A pipecat SmallWebRTC call whose path loses UDP while a booking is pending.", TUNNEL,
-        booking_s=24))
+    run, events = called(calls, "pipecat-smallwebrtc-restart")
 
     def first(name: str, **where: object) -> float:
         return next(float(str(e["t"])) for e in events if e["event"] == name
@@ -165,16 +182,15 @@ def test_the_page_restarts_the_call_s_peer_connection_and_the_pending_booking_is
     assert lab_traces(run_slot(run), owner) == []
 
 
-def called(path: Path) -> tuple[Path, list[dict[str, object]]]:
-    """`faultlab run` of the profile at `path` (its runs beside it), which must pass; its run
-    folder and events, what the call did printed."""
-    assert PIPECAT.exists(), f"no {PIPECAT}: `make install` makes it"
-    done = faultlab("run", "--no-timeline", "--runs-dir", str(path.parent), str(path),
-                    timeout=RUN_TIMEOUT_S)
-    (run,) = [p for p in path.parent.glob("*-pipecat-*") if p.is_dir()]
+def called(calls: dict[str, Path], name: str) -> tuple[Path, list[dict[str, object]]]:
+    """The run of the profile `name` (which must have passed): its folder and events, what the
+    call did printed."""
+    run = calls[name]
     events = run_events(run)
     print(what_it_did(events))
-    assert done.returncode == 0, done.stdout[-6000:] + done.stderr + (run / "target.log").read_text()[-4000:]
+    record = json.loads((run / RESULT_FILE).read_text())
+    assert record["verdict"] == "PASS", ((run / "summary.md").read_text()
+                                         + (run / "target.log").read_text()[-4000:])
     return run, events
 
 
