@@ -51,6 +51,11 @@ class Suite:
     def runs(self, names: list[str]) -> list[Path]:
         return [run for name in names for run in self.runs_dir.glob(f"*-webrtc-{name}")]
 
+    def events(self, name: str) -> list[dict[str, object]]:
+        """The events of the run of profile `name`."""
+        (run,) = self.runs([name])
+        return run_events(run)
+
 
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory: pytest.TempPathFactory) -> Suite:
@@ -69,23 +74,17 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Suite:
     return Suite(runs_dir, verdicts, done.stdout[-6000:] + done.stderr)
 
 
-def named(runs_dir: Path, name: str) -> list[dict[str, object]]:
-    (run,) = runs_dir.glob(f"*-webrtc-{name}")
-    return run_events(run)
-
-
 @pytest.mark.timeout(SUITE_TIMEOUT_S + 60)
 def test_the_webrtc_profiles_pass_and_say_what_ice_chose(suite: Suite) -> None:
     suite.passed(NAMES)
-    tmp_path = suite.runs_dir
-    rows = {name: row for name, row in suite_table(tmp_path).items()
+    rows = {name: row for name, row in suite_table(suite.runs_dir).items()
             if name.removeprefix("webrtc-") in NAMES}
     untold = "webrtc-nat-rebind-aiortc-never-told"
     assert rows.pop(untold)["bookings"] == "1"
     assert all((row["bookings"], row["user told"]) == ("1", "truth") for row in rows.values())
 
     # Voice both ways, straight over UDP: the emulator's side chose the same pair.
-    voice = named(tmp_path, "call-with-voice")
+    voice = suite.events("call-with-voice")
     calls = [e for e in voice if e["event"] == "emulator.call" and e["state"] == "connected"]
     assert [c["pair"]["local"] + "/" + c["pair"]["protocol"] for c in calls] == ["host/udp"]
     played = [e for e in voice if e["event"] == "client.audio_end"]
@@ -97,7 +96,7 @@ def test_the_webrtc_profiles_pass_and_say_what_ice_chose(suite: Suite) -> None:
     assert "response.output_audio.delta" not in kinds  # the voice is on the track
 
     # UDP blocked: the UDP relay never came, TCP's did; the server saw the relay.
-    blocked = named(tmp_path, "udp-blocked-falls-back-to-turn-tcp")
+    blocked = suite.events("udp-blocked-falls-back-to-turn-tcp")
     ice = [(e["state"], e.get("turn")) for e in blocked if e["event"] == "client.ice"]
     assert ("gave up", "udp") in ice and ("completed", "tcp") in ice, ice
     (server_pair,) = [e["pair"] for e in blocked
@@ -106,7 +105,7 @@ def test_the_webrtc_profiles_pass_and_say_what_ice_chose(suite: Suite) -> None:
 
     # The TURN server died: the client lost its call at once, its next calls failed until the
     # restore, and a new call relayed again.
-    died = named(tmp_path, "turn-dies-mid-call")
+    died = suite.events("turn-dies-mid-call")
     order = [e["event"] for e in died if e["event"] in (
         "fault.applied", "client.lost", "recovery.failed", "recovery.new_session")]
     assert order[:3] == ["fault.applied", "fault.applied", "client.lost"], order
@@ -114,7 +113,7 @@ def test_the_webrtc_profiles_pass_and_say_what_ice_chose(suite: Suite) -> None:
 
     # The NAT rebound an aiortc client's call: the server kept its pair, so nothing more of the
     # model's track reached the client, whose ICE still said completed.
-    rebound = named(tmp_path, "nat-rebind-aiortc-never-told")
+    rebound = suite.events("nat-rebind-aiortc-never-told")
     (applied,) = [float(str(e["t"])) for e in rebound if e["event"] == "fault.applied"]
     stats = [(float(str(e["t"])), int(str(e["packets_received"]))) for e in rebound
              if e["event"] == "client.audio_stats"]
@@ -125,7 +124,7 @@ def test_the_webrtc_profiles_pass_and_say_what_ice_chose(suite: Suite) -> None:
     states = [e["state"] for e in rebound if e["event"] == "client.ice"]
     assert states[-1] in ("completed", "closed") and "failed" not in states, states
     # Calling again: the new call comes from the NAT's new port, a peer-reflexive candidate.
-    again = named(tmp_path, "nat-rebind-aiortc-calls-again")
+    again = suite.events("nat-rebind-aiortc-calls-again")
     pairs = [e["pair"] for e in again if e["event"] == "emulator.call" and e["state"] == "connected"]
     assert [p["remote"] for p in pairs] == ["host", "prflx"], pairs
 
@@ -148,8 +147,7 @@ def test_the_page_calls_over_webrtc_from_the_lab_s_browser(suite: Suite) -> None
     over TCP; a NAT rebinding moved the call without an ICE restart; each booking was told; the
     browsers and the labs are gone."""
     suite.passed(BROWSER)
-    tmp_path = suite.runs_dir
-    voice = named(tmp_path, "browser-call")
+    voice = suite.events("browser-call")
     (call,) = [e for e in voice if e["event"] == "emulator.call" and e["state"] == "connected"]
     assert call["pair"]["local"] == "host" and call["pair"]["protocol"] == "udp"
     stats = [e for e in voice if e["event"] == "client.audio_stats"]
@@ -158,14 +156,14 @@ def test_the_page_calls_over_webrtc_from_the_lab_s_browser(suite: Suite) -> None
     states = [e["state"] for e in voice if e["event"] == "client.ice"]
     assert "connected" in states and states[-1] == "closed", states
 
-    blocked = named(tmp_path, "browser-udp-blocked")
+    blocked = suite.events("browser-udp-blocked")
     # ICE may nominate a pair and then a better one: the call goes on the last (TCP or TLS).
     pairs = [e for e in blocked if e["event"] == "client.candidate_pair"]
     assert pairs and pairs[-1]["local"] == "relay" and pairs[-1]["turn"] in ("tcp", "tls"), pairs
 
     # The NAT rebound the call: the server moved it to the page's new port, a peer-reflexive
     # candidate at the page's address, and the page's ICE stayed connected.
-    rebound = named(tmp_path, "nat-rebind-pending-tool-call")
+    rebound = suite.events("nat-rebind-pending-tool-call")
     calls = [e for e in rebound if e["event"] == "emulator.call"]
     first = next(e["pair"] for e in calls if e["state"] == "connected")
     moved = next(e["pair"] for e in calls if e["state"] == "moved")
