@@ -11,7 +11,6 @@ import and as much to draw a silent-loss run, about half of a lone run's own CPU
 
 from __future__ import annotations
 
-import io
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -108,14 +107,10 @@ def write_timeline_png(view: View, path: Path) -> None:
 
 
 def timeline_png(view: View) -> bytes:
-    """The PNG's bytes: drawn, then reduced to 256 colours (a picture of flat colours and text
-    loses nothing seen, and a third of its size)."""
+    """The PNG's bytes."""
     canvas = Canvas(WIDTH_PX, HEIGHT_PX)
     _draw(canvas, view)
-    image = canvas.reduced()
-    out = io.BytesIO()
-    image.quantize(256).save(out, format="png", optimize=True)
-    return out.getvalue()
+    return canvas.png()
 
 
 def _draw(canvas: Canvas, view: View) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
@@ -232,3 +233,16 @@ def test_an_install_without_entry_points_still_has_the_booking_pack(
     finally:
         monkeypatch.undo()
         packs.cache_clear()
+
+
+def test_a_reference_client_loads_its_conversation_without_the_packs_expectations() -> None:
+    """The booking pack's clients import its conversation, not the pack: its expectations import
+    faultlab's expectation models and pydantic, 0.18 s of each client's start for nothing."""
+    clients = sorted(set(packs()["booking"].clients.values()))
+    assert "faultlab.clients.naive" in clients
+    code = ("import importlib, json, sys\n"
+            f"for name in {clients!r}:\n    importlib.import_module(name)\n"
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('faultlab.expect') "
+            "or m in ('faultlab.scenarios.booking.expectations', 'faultlab.scenarios.booking.pack'))))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout) == []

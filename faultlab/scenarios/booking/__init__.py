@@ -2,41 +2,14 @@
 slot, the model calls the booking tool, the backend records a job and then commits it; later the
 user asks "Did you book it?".
 
+- `pack`: the pack itself (`PACK`, the `faultlab.scenarios` entry point), which loads the rest;
 - `brain`: the emulator's model of the assistant (a personality's `scenario: booking`, the default);
 - `backend`: the booking backend the clients hand each tool call to (the ledger, `backend.*`);
 - `conversation`: the client's side of it (book, answer the call, ask, status lines), which the
-  reference clients the pack brings as builtins (`CLIENTS`: on Gemini Live in Python, Node and a
-  page, and on OpenAI Realtime; faultlab/clients/) hold;
+  reference clients the pack brings as builtins (faultlab/clients/) hold;
 - `expectations`: `truthful` and `bookings`, the suite columns "bookings" and "user told", and the
-  backend's events in each summary;
-- `PROBE`: what `faultlab calibrate` says to make a model call `book_slot`.
+  backend's events in each summary.
+
+This package imports nothing: a reference client imports its conversation without the pack's
+expectations (and faultlab's expectation models, pydantic with them: 0.18 s of a client's start).
 """
-
-from __future__ import annotations
-
-from faultlab.scenarios.booking import expectations
-from faultlab.scenarios.booking.brain import booking_assistant
-from faultlab.scenarios.pack import ProbeWords, ScenarioPack
-
-# The words of the field's booking scenario: the emulator's model calls book_slot for them, and
-# the instruction asks the real one to. (Words such as "booked" next to the tool's name would read
-# to the emulator's model as a status line saying the slot is taken.)
-PROBE = ProbeWords(
-    instruction="You book appointment slots with the book_slot tool: call it as soon as a slot is "
-                "asked for.",
-    request="Book me the 3pm slot tomorrow, please.", tool="book_slot",
-    description="Book an appointment slot.", parameter="slot")
-
-# The reference clients of the booking conversation, by builtin name: the module each runs.
-CLIENTS = {
-    "naive": "faultlab.clients.naive", "field-recovery": "faultlab.clients.recovery",
-    "racing-recovery": "faultlab.clients.racing", "node-booking": "faultlab.clients.node",
-    "web-booking": "faultlab.clients.web", "openai-naive": "faultlab.clients.openai_naive",
-    "openai-recovery": "faultlab.clients.openai_recovery",
-    "openai-webrtc": "faultlab.clients.openai_webrtc",
-    "openai-webrtc-recovery": "faultlab.clients.openai_webrtc_recovery",
-}
-
-PACK = ScenarioPack("booking", brain=booking_assistant, probe=PROBE, clients=CLIENTS)
-
-__all__ = ["PACK", "PROBE", "expectations"]
