@@ -31,7 +31,7 @@ BUILTINS: dict[str, tuple[str, ...]] = {
     "faultlab.clients": ("command = faultlab.profile.client_kinds:COMMAND",
                          "builtin = faultlab.profile.client_kinds:BUILTIN",
                          "browser = faultlab.profile.client_kinds:BROWSER"),
-    "faultlab.scenarios": ("booking = faultlab.scenarios.booking.pack:PACK",),
+    "faultlab.scenarios": ("booking = faultlab.scenarios.booking:PACK",),
 }
 
 

@@ -2,7 +2,8 @@
 slot, the model calls the booking tool, the backend records a job and then commits it; later the
 user asks "Did you book it?".
 
-- `pack`: the pack itself (`PACK`, the `faultlab.scenarios` entry point), which loads the rest;
+- `pack`: the pack itself (`PACK`, which the `faultlab.scenarios` entry point names here), which
+  loads the rest;
 - `brain`: the emulator's model of the assistant (a personality's `scenario: booking`, the default);
 - `backend`: the booking backend the clients hand each tool call to (the ledger, `backend.*`);
 - `conversation`: the client's side of it (book, answer the call, ask, status lines), which the
@@ -10,6 +11,21 @@ user asks "Did you book it?".
 - `expectations`: `truthful` and `bookings`, the suite columns "bookings" and "user told", and the
   backend's events in each summary.
 
-This package imports nothing: a reference client imports its conversation without the pack's
-expectations (and faultlab's expectation models, pydantic with them: 0.18 s of a client's start).
+This package imports nothing until its `PACK` is asked for: a reference client imports its
+conversation without the pack's expectations (and faultlab's expectation models, pydantic with
+them: 0.18 s of a client's start).
 """
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def __getattr__(name: str) -> Any:
+    """`PACK` (the entry point, `faultlab.scenarios.booking:PACK`, as installs name it) and the
+    pack's other names, loaded from `pack` when first asked for."""
+    if name in ("PACK", "PROBE", "CLIENTS"):
+        from faultlab.scenarios.booking import pack
+
+        return getattr(pack, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
