@@ -237,7 +237,7 @@ def test_an_install_without_entry_points_still_has_the_booking_pack(
 
 def test_a_reference_client_loads_its_conversation_without_the_packs_expectations() -> None:
     """The booking pack's clients import its conversation, not the pack: its expectations import
-    faultlab's expectation models and pydantic, 0.18 s of each client's start for nothing."""
+    faultlab's expectation models and pydantic, 0.1 s of an OpenAI or Node client's start."""
     clients = sorted(set(packs()["booking"].clients.values()))
     assert "faultlab.clients.naive" in clients
     code = ("import importlib, json, sys\n"

@@ -13,7 +13,9 @@ user asks "Did you book it?".
 
 This package imports nothing until its `PACK` is asked for: a reference client imports its
 conversation without the pack's expectations (and faultlab's expectation models, pydantic with
-them: 0.18 s of a client's start).
+them): 0.1 s of the start of a client that does not import pydantic itself (measured: the OpenAI
+client's imports 0.47 -> 0.37 s, the Node client's wrapper 0.33 -> 0.20 s; a google-genai client
+imports pydantic anyway).
 """
 
 from __future__ import annotations
