@@ -26,7 +26,7 @@ from table import Measure, Row, versus
 from faultlab.profile import load_profile
 from faultlab.report.columns import since_fault
 from faultlab.runner import Run
-from faultlab.vocabulary import ClientRecovered
+from faultlab.vocabulary.session import ClientRecovered
 
 FIELD = Path(__file__).resolve().parent.parent / "profiles" / "field"
 CLIENTS = {"field-recovery": FIELD / "BR1.yaml", "racing-recovery": FIELD / "BR1-racing.yaml"}

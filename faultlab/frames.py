@@ -1,7 +1,7 @@
 """Frames: the WebSocket messages of a run, and the one way a profile matches them.
 
 A frame comes from exactly one log per run: the proxy's (`proxy.frame`) when the run has a proxy,
-else the emulator's (`emulator.frame`); both write one format (faultlab.vocabulary.FrameLogged).
+else the emulator's (`emulator.frame`); both write one format (faultlab.vocabulary.run.FrameLogged).
 `FrameWatch` counts a `FrameMatch`'s hits, so `nth: 2`
 fires on the second matching message, whichever process it runs in.
 """
@@ -19,7 +19,8 @@ from pydantic import Field, field_validator
 from faultlab.events import Event
 from faultlab.model import Model
 from faultlab.protocols import DEFAULT, Protocol
-from faultlab.vocabulary import FrameLogged, Sender
+from faultlab.vocabulary import Sender
+from faultlab.vocabulary.run import FrameLogged
 
 MAX_REGEX_CHARS = 1000  # a pattern in a profile; compiling is then quick (a 1,000-char one: 2 ms)
 

@@ -23,13 +23,7 @@ from faultlab.lab.base import Lab
 from faultlab.profile import Step
 from faultlab.proxy.control import ArmedStep, ProxyControl
 from faultlab.timeline import Due
-from faultlab.vocabulary import (
-    FaultApplied,
-    FaultFailed,
-    FaultReverted,
-    FaultRevertFailed,
-    ProxyUpstream,
-)
+from faultlab.vocabulary.run import FaultApplied, FaultFailed, FaultReverted, FaultRevertFailed, ProxyUpstream
 
 if TYPE_CHECKING:
     from faultlab.mic import VirtualMic  # numpy: only a run with a microphone imports it

@@ -35,9 +35,7 @@ from faultlab.report.record import RunRecord
 from faultlab.result import RunResult
 from faultlab.sources import EventTails, FrameSource
 from faultlab.timeline import Due, Timeline
-from faultlab.vocabulary import (
-    CassetteFailed,
-    CassetteWritten,
+from faultlab.vocabulary.run import (
     LabReady,
     RunEnd,
     RunError,
@@ -46,6 +44,7 @@ from faultlab.vocabulary import (
     RunTeardown,
     RunTimeout,
 )
+from faultlab.vocabulary.server import CassetteFailed, CassetteWritten
 
 
 def make_run_dir(runs_dir: Path, name: str, started: datetime) -> Path:

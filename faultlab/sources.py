@@ -20,8 +20,8 @@ from faultlab.frames import Frame
 from faultlab.private import create_private
 from faultlab.protocols import DEFAULT
 from faultlab.protocols import Protocol as RealtimeApi
-from faultlab.vocabulary import FrameLogged
 from faultlab.vocabulary.lab import ProxyWsStart
+from faultlab.vocabulary.run import FrameLogged
 
 TAIL_POLL_S = 0.01
 

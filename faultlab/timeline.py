@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from faultlab.events import Event, KindMatch
 from faultlab.frames import Frame, FrameWatch
 from faultlab.profile import Step
-from faultlab.vocabulary import FaultApplied, TcpConnect
+from faultlab.vocabulary.run import FaultApplied, TcpConnect
 
 
 def in_proxy(step: Step) -> bool:

@@ -14,15 +14,7 @@ from click.testing import CliRunner
 from faultlab.cli import cli
 from faultlab.events import Event, EventWriter
 from faultlab.report.sequence import PALETTE, build_view
-from faultlab.vocabulary import (
-    Drawing,
-    Record,
-    ResumeRefused,
-    ToolCall,
-    record_of,
-    register,
-    vocabulary,
-)
+from faultlab.vocabulary import Drawing, Record, record_of, register, vocabulary
 from faultlab.vocabulary.audio import UplinkStart
 from faultlab.vocabulary.js import EVENTS_MJS, REGENERATE, render
 from faultlab.vocabulary.lab import DnsQuery, ProxyRewrote, ProxyWsEnd, ProxyWsStart, ResolverReady
@@ -49,7 +41,9 @@ from faultlab.vocabulary.session import (
     ResumeAttempt,
     ResumeGaveUp,
     ResumeOk,
+    ResumeRefused,
     StatusNote,
+    ToolCall,
     ToolResponse,
 )
 

@@ -8,7 +8,7 @@ microphone: Chromium's fake capture device plays the run's utterances (`FAULTLAB
 then silence. Autoplay and media permissions are granted.
 
 Events, stamped with the DevTools protocol's own times (the kernel's monotonic clock, as the
-run's): `browser.frame` per WebSocket message (faultlab.vocabulary.FrameLogged, the browser's
+run's): `browser.frame` per WebSocket message (faultlab.vocabulary.run.FrameLogged, the browser's
 numbering of its sockets as `conn`), `browser.ws_open` / `browser.ws_closed` / `browser.ws_error`,
 `browser.load`, console messages (a JSON object with an `event` is the page's own event, by its
 name; any other line is `browser.console`), `browser.error` (an uncaught exception),
@@ -39,7 +39,7 @@ from faultlab.events import EventWriter
 from faultlab.lab.process import BROWSER_DIR_PREFIX
 from faultlab.protocols import recognising
 from faultlab.protocols.base import Protocol
-from faultlab.vocabulary import FrameLogged, Record
+from faultlab.vocabulary import Record
 from faultlab.vocabulary.browser import (
     BrowserConsole,
     BrowserCrash,
@@ -55,6 +55,7 @@ from faultlab.vocabulary.browser import (
     BrowserWsHandshake,
     BrowserWsOpen,
 )
+from faultlab.vocabulary.run import FrameLogged
 
 CONSOLE_CHARS = 500  # of a console line that is not an event; the rest is cut
 UNTIL_EVERY_S = 0.1

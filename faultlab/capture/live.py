@@ -29,8 +29,8 @@ from faultlab.lab.base import Lab
 from faultlab.lab.privilege import in_user_namespace
 from faultlab.lab.process import terminate
 from faultlab.private import open_private
-from faultlab.vocabulary import TcpConnect, TcpFin, TcpRst
 from faultlab.vocabulary.lab import CaptureStart, CaptureStop
+from faultlab.vocabulary.run import TcpConnect, TcpFin, TcpRst
 
 READY_TIMEOUT_S = 5.0
 DRAIN_QUIET_S = 0.1

@@ -22,7 +22,7 @@ from faultlab.capture.tshark import (
     find_tshark,
     merge_keylogs,
 )
-from faultlab.vocabulary import LabReady
+from faultlab.vocabulary.run import LabReady
 
 CLIENT_CAPTURE = "capture.pcap"
 SERVER_CAPTURE = "server.pcap"

@@ -30,7 +30,7 @@ from faultlab.emulator.session import Connection, Emulator
 from faultlab.events import Announcement
 from faultlab.protocols import DEFAULT_DIALECT
 from faultlab.protocols import Protocol as RealtimeApi
-from faultlab.vocabulary import FrameLogged
+from faultlab.vocabulary.run import FrameLogged
 from faultlab.vocabulary.server import CassetteDiverged, CassettePlay
 
 # A policy violation: the client sent what the recording's client did not.

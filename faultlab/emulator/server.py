@@ -38,7 +38,7 @@ from faultlab.emulator.outbox import Action
 from faultlab.emulator.refusals import close_reason
 from faultlab.events import Announcement
 from faultlab.protocols import DEFAULT_DIALECT
-from faultlab.vocabulary import FrameLogged
+from faultlab.vocabulary.run import FrameLogged
 from faultlab.vocabulary.server import (
     EmulatorAborted,
     EmulatorListening,

@@ -47,7 +47,7 @@ from faultlab.emulator.sessions import Handles, Session
 from faultlab.emulator.turns import Emit, Turns
 from faultlab.events import Announcement
 from faultlab.protocols import DEFAULT_DIALECT
-from faultlab.vocabulary import FrameLogged
+from faultlab.vocabulary.run import FrameLogged
 from faultlab.vocabulary.server import (
     EmulatorForgot,
     EmulatorReleased,

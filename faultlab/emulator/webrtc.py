@@ -37,7 +37,7 @@ from websockets.http11 import Response
 
 from faultlab.emulator.apis.openai_encode import ERROR_TYPE
 from faultlab.emulator.outbox import Action
-from faultlab.vocabulary import FrameLogged
+from faultlab.vocabulary.run import FrameLogged
 from faultlab.vocabulary.server import EmulatorCall, EmulatorRefused
 
 if TYPE_CHECKING:

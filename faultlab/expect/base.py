@@ -10,7 +10,7 @@ from faultlab.events import Event
 from faultlab.model import Model
 from faultlab.protocols import DEFAULT
 from faultlab.protocols import Protocol as RealtimeApi
-from faultlab.vocabulary import ProcessStart
+from faultlab.vocabulary.run import ProcessStart
 
 
 @dataclass(frozen=True)

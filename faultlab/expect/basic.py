@@ -9,7 +9,7 @@ from pydantic import Field, model_validator
 from faultlab.expect.base import Expectation, Outcome, RunFacts
 from faultlab.expect.registry import register
 from faultlab.model import Duration, EventMatch
-from faultlab.vocabulary import ProcessExit
+from faultlab.vocabulary.run import ProcessExit
 
 ProcessRole = Literal["client", "target"]
 

@@ -20,16 +20,10 @@ from faultlab.expect.registry import register
 from faultlab.frames import connection_of, sender_of
 from faultlab.model import Duration, EventMatch, Model
 from faultlab.protocols import Protocol as RealtimeApi
-from faultlab.vocabulary import (
-    ClientRecovered,
-    FaultApplied,
-    FrameLogged,
-    ResumeOk,
-    ResumeRefused,
-    RunTeardown,
-)
 from faultlab.vocabulary.lab import ProxyWsEnd
+from faultlab.vocabulary.run import FaultApplied, FrameLogged, RunTeardown
 from faultlab.vocabulary.server import ServerDisconnect
+from faultlab.vocabulary.session import ClientRecovered, ResumeOk, ResumeRefused
 
 
 @register

@@ -41,7 +41,7 @@ from faultlab.jobs import Job, Progress, RunOptions, gather_shown
 from faultlab.plainyaml import load_mapping
 from faultlab.profile import Profile, parse_profile
 from faultlab.report.record import RunRecord
-from faultlab.vocabulary import FrameLogged
+from faultlab.vocabulary.run import FrameLogged
 
 BASE_PROFILE = "profile.yaml"
 # The path of the profile explored, whose folder its relative paths start from.

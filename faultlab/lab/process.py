@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from faultlab.connections import Transport
 from faultlab.errors import LabError
 from faultlab.events import EventBus
-from faultlab.vocabulary import ProcessExit, ProcessStart
+from faultlab.vocabulary.run import ProcessExit, ProcessStart
 
 
 @dataclass(frozen=True)

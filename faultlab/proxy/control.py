@@ -23,7 +23,7 @@ from faultlab.events import Event
 from faultlab.faults import FAULTS, Fault, FaultParams
 from faultlab.frames import FrameMatch
 from faultlab.model import Model
-from faultlab.vocabulary import TcpConnect
+from faultlab.vocabulary.run import TcpConnect
 
 CONNECT_POLL_S = 0.02
 # A request the proxy has not answered by then fails the run (it answers in microseconds).

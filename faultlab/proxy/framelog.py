@@ -1,6 +1,6 @@
 """The mitmproxy addon: every WebSocket message becomes an event, after the faults have seen it.
 
-Frames (`proxy.frame`, faultlab.vocabulary.FrameLogged, as the emulator writes them) name their
+Frames (`proxy.frame`, faultlab.vocabulary.run.FrameLogged, as the emulator writes them) name their
 connection by the flow (`conn`) and carry the run's connection number `k`
 (faultlab.connections) once the run has told it; `proxy.ws_start` gives the flow's client port,
 by which the run numbers them in any case; `proxy.upstream` gives the proxy's own socket toward
@@ -25,8 +25,8 @@ from faultlab.cassette.tape import Closed, Message, TapeWriter
 from faultlab.private import credentials, remember_secrets
 from faultlab.proxy import internals
 from faultlab.proxy.state import ProxyState
-from faultlab.vocabulary import FrameLogged, ProxyUpstream
 from faultlab.vocabulary.lab import ProxyWsEnd, ProxyWsStart
+from faultlab.vocabulary.run import FrameLogged, ProxyUpstream
 
 KEEP_MESSAGES = 1
 # The code a side reports for a connection that ended without a close frame (RFC 6455 7.1.5).

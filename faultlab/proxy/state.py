@@ -28,7 +28,7 @@ from faultlab.protocols import DEFAULT
 from faultlab.protocols import Protocol as RealtimeApi
 from faultlab.proxy import internals
 from faultlab.proxy.control import Apply, Arm, ArmedStep, FaultOrder, Number, Reply, Request, Revert
-from faultlab.vocabulary import FaultApplied, FaultFailed
+from faultlab.vocabulary.run import FaultApplied, FaultFailed
 
 
 @dataclass

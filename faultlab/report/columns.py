@@ -15,15 +15,9 @@ from faultlab.events import Event
 from faultlab.expect.session import delivered_audio
 from faultlab.report.registry import COLUMNS, SUMMARY_EVENTS, Column, counts, register_column, span
 from faultlab.scenarios import packs
-from faultlab.vocabulary import (
-    ClientLost,
-    ClientRecovered,
-    Record,
-    ResumeAttempt,
-    ResumeOk,
-    ResumeRefused,
-    fault_spans,
-)
+from faultlab.vocabulary import Record
+from faultlab.vocabulary.run import fault_spans
+from faultlab.vocabulary.session import ClientLost, ClientRecovered, ResumeAttempt, ResumeOk, ResumeRefused
 
 # Events of other processes are stamped by their own clocks: a consequence may carry a time a
 # hair before the fault's (the proxy reports an abort once done; the client saw it meanwhile).

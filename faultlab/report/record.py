@@ -23,7 +23,7 @@ from faultlab.cassette.format import RUN_CASSETTE
 from faultlab.errors import FaultlabError
 from faultlab.private import redact_text, remember_env_secrets, write_private
 from faultlab.report.columns import columns
-from faultlab.vocabulary import fault_spans
+from faultlab.vocabulary.run import fault_spans
 
 if TYPE_CHECKING:
     from faultlab.lab.process import Ending

@@ -22,23 +22,12 @@ from faultlab.frames import connection_of, sender_of
 from faultlab.protocols import DEFAULT, PROTOCOLS
 from faultlab.protocols import Protocol as RealtimeApi
 from faultlab.report.bursts import Burst, bursts
-from faultlab.vocabulary import (
-    NOT_DRAWN,
-    SESSION_PREFIXES,
-    ClientReceived,
-    Drawing,
-    FrameLogged,
-    Record,
-    TcpFin,
-    TcpRst,
-    fault_spans,
-    read,
-    record_of,
-)
+from faultlab.vocabulary import NOT_DRAWN, Drawing, Record, read, record_of
 from faultlab.vocabulary.base import Lane as LaneId
 from faultlab.vocabulary.lab import PROXY_EVENTS, ProxyWsEnd
+from faultlab.vocabulary.run import FrameLogged, TcpFin, TcpRst, fault_spans
 from faultlab.vocabulary.server import EMULATOR_PREFIX, ServerClose
-from faultlab.vocabulary.session import CLIENT_PREFIX
+from faultlab.vocabulary.session import CLIENT_PREFIX, SESSION_PREFIXES, ClientReceived
 
 if TYPE_CHECKING:
     from faultlab.report.record import RunRecord

@@ -11,8 +11,9 @@ from faultlab.private import redact_text, remember_env_secrets, write_private
 from faultlab.report.bursts import Burst, bursts
 from faultlab.report.columns import summary_events
 from faultlab.report.record import describe_ending
-from faultlab.vocabulary import (
-    SESSION_PREFIXES,
+from faultlab.vocabulary.audio import AUDIO_PREFIXES
+from faultlab.vocabulary.lab import TargetReady
+from faultlab.vocabulary.run import (
     FaultApplied,
     FaultFailed,
     FaultReverted,
@@ -31,9 +32,8 @@ from faultlab.vocabulary import (
     TcpRst,
     fault_spans,
 )
-from faultlab.vocabulary.audio import AUDIO_PREFIXES
-from faultlab.vocabulary.lab import TargetReady
 from faultlab.vocabulary.server import ECHO_PREFIX
+from faultlab.vocabulary.session import SESSION_PREFIXES
 
 if TYPE_CHECKING:
     from faultlab.result import RunResult

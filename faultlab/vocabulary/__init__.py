@@ -5,8 +5,13 @@ A record is written with `EventBus.announce` (or `EventWriter.announce` in anoth
 read back from any `Event` with `Record.read`, which is None for an event of another name. The
 JSONL is what it always was: a record's `fields` are the event's fields. Each record declares how
 the report draws it (`Drawing`); `vocabulary()` finds every record by event name: those of the
-modules below (a module of records imported here is found by itself) and those `register` adds
-(a scenario pack's). `faultlab events schema` prints them as one JSON Schema.
+modules below (`registry.record_modules`, imported when it is first asked) and those `register` adds (a
+scenario pack's). `faultlab events schema` prints them as one JSON Schema.
+
+A record is imported from its module (`from faultlab.vocabulary.session import ClientLost`);
+this package imports none of them, so that a process writes its own events without building
+every record of the vocabulary (the emulator, the proxy, a client and a peer each load a module
+or two of seven: ~45 ms of each one's start).
 
 - `run`: the run's own (faults, frames, TCP, processes, the run);
 - `session`: what a client says of its session (connected, lost, resumes, the conversation);
@@ -17,109 +22,8 @@ modules below (a module of records imported here is found by itself) and those `
 - `webrtc`: what a WebRTC client says of its call (ICE, the candidate pair, received audio).
 """
 
-from faultlab.vocabulary import audio, browser, lab, run, server, session, webrtc
 from faultlab.vocabulary.base import NOT_DRAWN, Drawing, Gauge, Lane, Record, Sender
 from faultlab.vocabulary.registry import read, record_of, register, vocabulary
-from faultlab.vocabulary.run import (
-    AppliedFault,
-    FaultApplied,
-    FaultFailed,
-    FaultReverted,
-    FaultRevertFailed,
-    FaultSpan,
-    FrameLogged,
-    LabReady,
-    ProcessExit,
-    ProcessStart,
-    ProxyUpstream,
-    RunEnd,
-    RunError,
-    RunInterrupted,
-    RunStart,
-    RunTeardown,
-    RunTimeout,
-    TcpConnect,
-    TcpFin,
-    TcpRst,
-    fault_spans,
-)
-from faultlab.vocabulary.server import *  # noqa: F403 (the server's records: server.__all__)
-from faultlab.vocabulary.session import (
-    SESSION_PREFIXES,
-    Answer,
-    Ask,
-    AudioEnd,
-    AudioStart,
-    ClientConnected,
-    ClientLost,
-    ClientReceived,
-    ClientRecovered,
-    ClientRefused,
-    RecoveryNewSession,
-    RecoveryRestored,
-    ResumeAttempt,
-    ResumeGaveUp,
-    ResumeOk,
-    ResumeRefused,
-    ToolCall,
-    ToolResponse,
-)
 
-__all__ = [
-    "NOT_DRAWN",
-    "SESSION_PREFIXES",
-    "Answer",
-    "AppliedFault",
-    "Ask",
-    "AudioEnd",
-    "AudioStart",
-    "ClientConnected",
-    "ClientLost",
-    "ClientReceived",
-    "ClientRecovered",
-    "ClientRefused",
-    "Drawing",
-    "FaultApplied",
-    "FaultFailed",
-    "FaultRevertFailed",
-    "FaultReverted",
-    "FaultSpan",
-    "FrameLogged",
-    "Gauge",
-    "LabReady",
-    "Lane",
-    "ProcessExit",
-    "ProcessStart",
-    "ProxyUpstream",
-    "Record",
-    "RecoveryNewSession",
-    "RecoveryRestored",
-    "ResumeAttempt",
-    "ResumeGaveUp",
-    "ResumeOk",
-    "ResumeRefused",
-    "RunEnd",
-    "RunError",
-    "RunInterrupted",
-    "RunStart",
-    "RunTeardown",
-    "RunTimeout",
-    "Sender",
-    "TcpConnect",
-    "TcpFin",
-    "TcpRst",
-    "ToolCall",
-    "ToolResponse",
-    "audio",
-    "browser",
-    "fault_spans",
-    "lab",
-    "read",
-    "record_of",
-    "register",
-    "run",
-    "server",
-    "session",
-    "vocabulary",
-    "webrtc",
-]
+__all__ = ["NOT_DRAWN", "Drawing", "Gauge", "Lane", "Record", "Sender", "read", "record_of",
+           "register", "vocabulary"]

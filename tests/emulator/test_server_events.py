@@ -16,7 +16,8 @@ from faultlab.emulator.personality import PERSONALITIES, personality_with
 from faultlab.emulator.session import Emulator
 from faultlab.events import Event, EventBus, RunClock, read_events
 from faultlab.scenarios.booking.brain import booking_assistant
-from faultlab.vocabulary import FrameLogged, Record, server
+from faultlab.vocabulary import Record, server
+from faultlab.vocabulary.run import FrameLogged
 from faultlab.vocabulary.schema import problems_of
 
 RECORDS: dict[str, type[Record]] = {

@@ -22,7 +22,7 @@ from faultlab.impair.core import Impairer, Shape
 from faultlab.injector import FaultRuntime
 from faultlab.lab.netfilter import commit
 from faultlab.proxy.framelog import FrameLog
-from faultlab.vocabulary import ProxyUpstream
+from faultlab.vocabulary.run import ProxyUpstream
 
 from .conftest import (
     CLIENT,

@@ -14,7 +14,7 @@ import yaml
 from faultlab.cassette.format import RUN_CASSETTE, read_cassette
 from faultlab.report.record import RESULT_FILE, RunRecord
 from faultlab.report.suite import table
-from faultlab.vocabulary import CassetteWritten
+from faultlab.vocabulary.server import CassetteWritten
 
 from ..conftest import PROFILES, faultlab
 from .helpers import assert_events_known, failed, run_profile

@@ -17,7 +17,7 @@ from faultlab.expect.base import Expectation, Outcome, RunFacts
 from faultlab.expect.registry import register
 from faultlab.report.registry import counts, register_column, register_summary_events
 from faultlab.scenarios.booking.events import RECORDS, BackendCommit, BackendDeduped, BackendJob
-from faultlab.vocabulary import Answer, Ask
+from faultlab.vocabulary.session import Answer, Ask
 
 # What an answer claims about the booking, tried in order.
 CLAIMS = (
