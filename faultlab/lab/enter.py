@@ -12,7 +12,6 @@ process's own.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import signal
 import sys
@@ -27,7 +26,9 @@ def main(argv: list[str]) -> None:
     if len(argv) < 5 or argv[3] != "--":
         sys.exit("usage: enter.py RUNNER_PID NETNS_PATH ETC_DIR|- -- ARGV...")
     runner, netns_path, etc, command = int(argv[0]), argv[1], argv[2], argv[4:]
-    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    # The interpreter's own symbols, libc's among them: ctypes.util.find_library("c") runs
+    # `ldconfig -p`, 30 ms of CPU at each lab process's start (measured: 45 ms against 16 ms).
+    libc = ctypes.CDLL(None, use_errno=True)
     # If the runner dies without tearing down (SIGKILL), its lab processes die with it.
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != runner:  # it died before the line above took effect
