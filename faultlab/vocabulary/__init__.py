@@ -5,8 +5,8 @@ A record is written with `EventBus.announce` (or `EventWriter.announce` in anoth
 read back from any `Event` with `Record.read`, which is None for an event of another name. The
 JSONL is what it always was: a record's `fields` are the event's fields. Each record declares how
 the report draws it (`Drawing`); `vocabulary()` finds every record by event name: those of the
-modules below (`registry.record_modules`, imported when it is first asked) and those `register` adds (a
-scenario pack's). `faultlab events schema` prints them as one JSON Schema.
+modules below (`registry.record_modules`, imported when it is first asked) and those `register`
+adds (a scenario pack's). `faultlab events schema` prints them as one JSON Schema.
 
 A record is imported from its module (`from faultlab.vocabulary.session import ClientLost`);
 this package imports none of them, so that a process writes its own events without building
