@@ -24,10 +24,10 @@ from typing import Any
 
 
 def __getattr__(name: str) -> Any:
-    """`PACK` (the entry point, `faultlab.scenarios.booking:PACK`, as installs name it) and the
-    pack's other names, loaded from `pack` when first asked for."""
-    if name in ("PACK", "PROBE", "CLIENTS"):
-        from faultlab.scenarios.booking import pack
+    """`PACK`, which the entry point names here (`faultlab.scenarios.booking:PACK`, as installs
+    have it), loaded from `pack` when first asked for."""
+    if name == "PACK":
+        from faultlab.scenarios.booking.pack import PACK
 
-        return getattr(pack, name)
+        return PACK
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
