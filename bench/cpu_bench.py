@@ -35,7 +35,7 @@ from pathlib import Path
 
 import table
 from baseline import BASELINE, ROOT, checkout, compile_modules, describe, unavailable
-from process_tree import ROLES, Tree, read_cmdline, read_stats
+from process_tree import ROLES, Tree, read_cmdline, read_stats, recorded_argv
 from table import Measure, Row, skipped, versus
 
 from faultlab.jobs import STOP_GRACE_S
@@ -110,6 +110,7 @@ def run_sampled(checkout: Path, case: Case, runs_dir: Path) -> Sampled:
     argv = [sys.executable, "-m", "faultlab", "run", "-q", "--runs-dir", str(runs_dir),
             *case.args]
     env = {**os.environ, "PYTHONPATH": str(checkout)}
+    earlier = set(runs_dir.glob("*/events.jsonl"))
     before = _reaped_cpu_s()
     with tempfile.TemporaryFile("w+") as out:
         proc = subprocess.Popen(argv, cwd=checkout, env=env, stdout=out,
@@ -123,6 +124,8 @@ def run_sampled(checkout: Path, case: Case, runs_dir: Path) -> Sampled:
             _stop(proc)
         out.seek(0)
         printed = out.read()
+    for events in set(runs_dir.glob("*/events.jsonl")) - earlier:
+        tree.recorded.update(recorded_argv(events))
     verdicts = VERDICT_LINE.findall(printed)
     return Sampled(proc.returncode, ",".join(sorted(verdicts)) or "no verdict", tree,
                    (_reaped_cpu_s() - before) / case.runs, case.runs)

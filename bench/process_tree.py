@@ -9,6 +9,8 @@ that lived less) is missed. Standard library only: the tests load it without fau
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -61,6 +63,9 @@ class Tree:
     root: int
     cpu_s: dict[Key, float] = field(default_factory=dict)
     argv: dict[Key, tuple[str, ...]] = field(default_factory=dict)
+    # The command lines the runs recorded (their `process.start`), by pid: a process forked
+    # without exec (a warm job's emulator and proxy) shows its parent's in /proc.
+    recorded: dict[int, tuple[str, ...]] = field(default_factory=dict)
 
     def update(self, stats: Mapping[int, str], cmdline: Callable[[int], tuple[str, ...]]) -> None:
         """Take one snapshot: `stats` every process's stat line by pid, `cmdline` read only
@@ -84,17 +89,31 @@ class Tree:
         """CPU seconds by role, of every role with a process in the tree."""
         out: dict[str, float] = defaultdict(float)
         for key, cpu_s in self.cpu_s.items():
-            out[role(self.argv.get(key, ()))] += cpu_s
+            out[role(self._argv(key))] += cpu_s
         return dict(out)
+
+    def _argv(self, key: Key) -> tuple[str, ...]:
+        return self.recorded.get(key[0]) or self.argv.get(key, ())
 
     def commands(self, of_role: str) -> list[str]:
         """The command lines of the tree's processes of `of_role`."""
         out = []
         for key in self.cpu_s:
-            argv = self.argv.get(key, ())
+            argv = self._argv(key)
             if role(argv) == of_role:
                 out.append(" ".join(argv) or "(seen only as a zombie)")
         return out
+
+
+def recorded_argv(events: Path) -> dict[int, tuple[str, ...]]:
+    """The command line of each lab process a run's events.jsonl records, by pid."""
+    out = {}
+    for line in events.read_text().splitlines():
+        with contextlib.suppress(ValueError):
+            event = json.loads(line)
+            if event.get("event") == "process.start":
+                out[int(event["pid"])] = tuple(str(a) for a in event["argv"])
+    return out
 
 
 def read_stats() -> dict[int, str]:

@@ -16,6 +16,8 @@ BY_NAME = {
                                "it (each imports faultlab.faults.base: lazily, so no cycle)",
     "faultlab/warm.py": "a warm job runs `python -m faultlab` in the forked process (the command "
                         "runs jobs: this module)",
+    "faultlab/lab/zygote.py": "a forked lab process runs its module as `python -m` would (the "
+                              "emulator's command, the proxy, the peers; the lab runs them)",
 }
 # importer -> imported -> "file:line" of every statement that makes the edge
 Graph = dict[str, dict[str, list[str]]]

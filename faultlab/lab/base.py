@@ -19,6 +19,7 @@ from types import TracebackType
 from typing import IO, Any, ClassVar, Literal, Self
 
 from faultlab.errors import LabError
+from faultlab.lab import zygote
 from faultlab.lab.namespace import Namespace
 from faultlab.lab.process import HostProcess, Member
 from faultlab.lab.uplink import UplinkSpec
@@ -138,10 +139,16 @@ class Lab(ABC):
 
     async def start(self, role: Role, argv: Sequence[str], env: Mapping[str, str],
                     etc: Path | None, log: Path, image: Image | None = None) -> Member:
-        """Start a lab member in `role`'s place, its output appended to `log`: a host process,
-        or a container of `image` on a lab that runs them."""
+        """Start a lab member in `role`'s place, its output appended to `log`: a host process
+        (faultlab's own programs forked warm in a warm job: `faultlab.lab.zygote`), or a
+        container of `image` on a lab that runs them."""
         if image is not None:
             raise LabError(f"the {self.backend} lab runs no containers")
+        if (warm := zygote.current()) is not None and zygote.forked_module(argv, env) is not None:
+            try:
+                return await warm.start(self.place(role).path, etc, argv, env, log)
+            except OSError as exc:
+                raise LabError(f"cannot start {argv[2]!r} in {role}: {exc}") from None
         with log.open("ab") as out:
             return HostProcess(await self.spawn(role, argv, env, etc, stdout=out,
                                                 stderr=asyncio.subprocess.STDOUT))

@@ -43,7 +43,19 @@ class Ending:
         return f"signal {-self.code}"
 
 
-async def terminate(proc: asyncio.subprocess.Process, grace_s: float) -> Ending:
+class Stoppable(Protocol):
+    """A process leading its own session: an asyncio subprocess, or one forked warm."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    async def wait(self) -> int: ...
+
+
+async def terminate(proc: Stoppable, grace_s: float) -> Ending:
     """SIGTERM, then SIGKILL after `grace_s`; how the process ended."""
     if proc.returncode is not None:
         return Ending(proc.returncode)

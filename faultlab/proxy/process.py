@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 from pathlib import Path
 
 from mitmproxy import options
 from mitmproxy.addons import core, next_layer, proxyserver, tlsconfig
 from mitmproxy.master import Master
+from mitmproxy.net import tls
 
 from faultlab.cassette.tape import TapeWriter
 from faultlab.events import EventWriter
@@ -56,4 +58,9 @@ def cli() -> None:
                         help="the run numbers the connections: a WebSocket waits for its number")
     parser.add_argument("--protocol", choices=sorted(PROTOCOLS), default=DEFAULT.name,
                         help="the realtime API the client speaks (names its messages)")
-    asyncio.run(main(parser.parse_args()))
+    args = parser.parse_args()
+    # mitmproxy takes its key log from the environment when it is imported, and a proxy forked
+    # warm (faultlab.lab.zygote) was imported before its environment was set: take it now.
+    tls.log_master_secret = tls.make_master_secret_logger(
+        os.getenv("MITMPROXY_SSLKEYLOGFILE") or os.getenv("SSLKEYLOGFILE"))
+    asyncio.run(main(args))

@@ -231,7 +231,8 @@ class TcpRst(TcpFin):
 
 @dataclass(frozen=True)
 class ProcessStart(Record):
-    """A lab process (client, target, proxy, resolver, turn) started; `member`: where it runs."""
+    """A lab process (client, target, proxy, resolver, turn) started; `member`: where it runs
+    (a container's `container` and `image`; `forked`: forked warm by a job's zygote)."""
 
     NAME: ClassVar[str] = "process.start"
     SPREAD: ClassVar[frozenset[str]] = frozenset({"member"})

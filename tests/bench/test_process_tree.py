@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from .conftest import bench_module
@@ -77,3 +79,21 @@ def test_a_process_seen_only_as_a_zombie_is_other() -> None:
     assert tree.by_role() == pytest.approx({"faultlab": 5 * process_tree.TICK_S,
                                             "other": 2 * process_tree.TICK_S})
     assert tree.commands("other") == ["(seen only as a zombie)"]
+
+
+def test_a_process_forked_without_exec_is_attributed_by_the_run_s_record(tmp_path: Path) -> None:
+    """A warm job's emulator shows the job's command line in /proc; the run's `process.start`
+    names what it runs, and that decides its role."""
+    job = (PY, "-c", "from multiprocessing.forkserver import main; main(8, 10)")
+    events = tmp_path / "events.jsonl"
+    events.write_text(
+        '{"t": 0.1, "source": "faultlab", "event": "process.start", "role": "target", "pid": 11,'
+        f' "argv": ["{PY}", "-m", "faultlab", "emulator", "serve"], "forked": true}}\n'
+        '{"t": 0.2, "source": "faultlab", "event": "run.end"}\n{"t": 0.3, "sour')
+    assert process_tree.recorded_argv(events) == {11: (PY, "-m", "faultlab", "emulator", "serve")}
+    tree = process_tree.Tree(10)
+    tree.update({10: stat(10, 1, 5), 11: stat(11, 10, 2)}, lambda pid: job)
+    assert tree.by_role() == pytest.approx({"faultlab": 7 * process_tree.TICK_S})
+    tree.recorded.update(process_tree.recorded_argv(events))
+    assert tree.by_role() == pytest.approx({"faultlab": 5 * process_tree.TICK_S,
+                                            "emulator": 2 * process_tree.TICK_S})

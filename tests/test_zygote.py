@@ -1,0 +1,53 @@
+"""Which lab processes a warm job forks (faultlab.lab.zygote), and their exit codes as the
+interpreter would give them; the forking itself is tests/lab/test_zygote.py's."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from faultlab.lab.zygote import _exit_code, forked_module
+
+PY = sys.executable
+
+
+@pytest.mark.parametrize(("argv", "module"), [
+    ([PY, "-m", "faultlab", "emulator", "serve", "--host", "198.18.0.2"], "faultlab"),
+    ([PY, "-m", "faultlab.proxy", "--port", "8080"], "faultlab.proxy"),
+    ([PY, "-m", "faultlab.peers.ws_server"], "faultlab.peers.ws_server"),
+    ([PY, "-m", "faultlab.peers.ws_client", "--duration", "6s"], "faultlab.peers.ws_client"),
+    # faultlab's other commands, a reference client (the user's program's stand-in), another
+    # Python, a program.
+    ([PY, "-m", "faultlab", "emulator", "record"], None),
+    ([PY, "-m", "faultlab.clients.naive"], None),
+    (["/usr/bin/python3", "-m", "faultlab.proxy"], None),
+    ([PY, "client.py"], None),
+    (["node", "client.mjs"], None),
+    ([PY, "-m"], None),
+])
+def test_faultlab_s_own_lab_programs_are_forked(argv: list[str], module: str | None) -> None:
+    assert forked_module(argv, dict(os.environ)) == module
+
+
+def test_a_process_that_sets_what_a_library_reads_at_import_starts_cold(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """websockets reads its limits when imported: a peer whose environment sets one otherwise
+    than the job's would not see it if forked."""
+    monkeypatch.delenv("WEBSOCKETS_MAX_LINE_LENGTH", raising=False)
+    argv = [PY, "-m", "faultlab.peers.ws_client"]
+    assert forked_module(argv, {**os.environ, "WEBSOCKETS_MAX_LINE_LENGTH": "99999"}) is None
+    monkeypatch.setenv("WEBSOCKETS_MAX_LINE_LENGTH", "99999")
+    assert forked_module(argv, dict(os.environ)) == "faultlab.peers.ws_client"
+    assert forked_module(argv, {k: v for k, v in os.environ.items()
+                                if k != "WEBSOCKETS_MAX_LINE_LENGTH"}) is None
+
+
+@pytest.mark.parametrize(("code", "exit_code", "printed"), [
+    (None, 0, ""), (0, 0, ""), (3, 3, ""), (256 + 7, 7, ""), ("bad input", 1, "bad input\n")])
+def test_an_exit_is_the_code_the_interpreter_would_give(
+        code: int | str | None, exit_code: int, printed: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert _exit_code(SystemExit(code)) == exit_code
+    assert capsys.readouterr().err == printed
