@@ -144,7 +144,7 @@ def run(paths: tuple[str, ...], runs_dir: Path, quiet: bool, repeat: int,
     jobs = _jobs(jobs_text)
     # Before the runner's imports, so that a misspelt name is answered at once.
     files = _profile_files(paths)
-    from faultlab.jobs import RunOptions, parse_shard, plan, run_suite
+    from faultlab.jobs import RunOptions, parse_shard, plan, run_suite, runs_here
     from faultlab.jobs import shard as take_shard
     from faultlab.lab.privilege import reexec_in_user_namespace
     from faultlab.profile import load_profile, recording, unset_pass_env, with_client_image
@@ -187,6 +187,13 @@ def run(paths: tuple[str, ...], runs_dir: Path, quiet: bool, repeat: int,
         where = f"; report: {Path(record.run_dir) / 'summary.md'}" if record.run_dir else ""
         click.echo(f"== {record.profile}: {record.verdict} in {record.duration_s:.2f}s{where}")
 
+    if runs_here(runs, jobs):
+        # While this is one thread with no event loop, and with the runner's modules: the lab's
+        # own programs are forked from a copy of it (a warm job has forked its own already).
+        import faultlab.runner  # noqa: F401
+        from faultlab.lab.zygote import fork_zygote
+
+        fork_zygote()
     code = 0
     try:
         asyncio.run(interrupt.cancel_on_signal(run_suite(

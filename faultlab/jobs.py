@@ -158,6 +158,11 @@ class RunOptions:
                  *([] if self.timeline else ["--no-timeline"])])
 
 
+def runs_here(runs: Sequence[PlannedRun], jobs: int) -> bool:
+    """Whether `run_suite` runs `runs` in this process, one after another (not as jobs)."""
+    return jobs <= 1 or len(runs) <= 1
+
+
 async def run_suite(runs: Sequence[PlannedRun], runs_dir: Path, jobs: int, options: RunOptions,
                     records: dict[int, RunRecord], say: Callable[[str], None],
                     report: Callable[[RunRecord], None], quiet: bool,
@@ -167,7 +172,7 @@ async def run_suite(runs: Sequence[PlannedRun], runs_dir: Path, jobs: int, optio
     as it comes unless `quiet`. `report` is told of each run as it ends and `records` gets it under
     its planned index, also for a run a signal interrupted. A job's own run (`report_to`) first
     writes there where its record will be."""
-    if jobs > 1 and len(runs) > 1:
+    if not runs_here(runs, jobs):
         progress = Progress(len(runs), jobs, live=sys.stderr.isatty() and not quiet)
         await run_parallel(runs, runs_dir, jobs, options, report, progress, records)
         return

@@ -23,17 +23,17 @@ import sys
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
+from faultlab.lab.zygote import preloaded
+
 # What `faultlab run` imports before and during a run (found with `python -X importtime`); a
 # module missing here is imported by the job itself, as a cold run would.
 PRELOAD = [
     "faultlab.cli", "faultlab.jobs", "faultlab.runner", "faultlab.profile", "faultlab.expect",
     "faultlab.lab.netns", "faultlab.capture.live", "faultlab.report.page",
     "faultlab.report.png", "PIL.Image", "PIL.ImageDraw", "PIL.ImageFont",
-    # What the emulator, the peers and the proxy import, for the job's zygote to fork them warm
-    # (faultlab.lab.zygote): 0.27 s more of CPU once a suite, as much as one of them cold.
-    "faultlab.commands.emulator", "faultlab.emulator.run", "faultlab.emulator.personality",
-    "faultlab.scenarios.booking.pack", "faultlab.cassette.format", "faultlab.peers.ws_server",
-    "faultlab.peers.ws_client", "faultlab.proxy.warm",
+    # What the emulator, the peers and the proxy import, for each job's zygote to fork them
+    # warm: 0.27 s more of CPU once a suite, as much as one of them cold.
+    *preloaded(),
 ]
 _context: multiprocessing.context.ForkServerContext | None = None
 
@@ -62,11 +62,15 @@ def _job(args: list[str], output: str, env: dict[str, str]) -> None:
     sys.argv = ["faultlab", *args]
     # While this is one thread with no event loop: the run's emulator and proxy are forked
     # from a copy of it, with what the server imported.
-    from faultlab.lab.zygote import fork_zygote
+    from faultlab.lab.zygote import close_zygote, fork_zygote
 
     fork_zygote()
-    # As `python -m faultlab ARGS` runs it (whose command imports the jobs, and so this module).
-    runpy.run_module("faultlab", run_name="__main__", alter_sys=True)
+    try:
+        # As `python -m faultlab ARGS` runs it (whose command imports the jobs, and so this
+        # module).
+        runpy.run_module("faultlab", run_name="__main__", alter_sys=True)
+    finally:
+        close_zygote()  # a forked job ends by os._exit: its exit handlers do not run
 
 
 class WarmJob:

@@ -63,6 +63,17 @@ def user_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         yield path
 
 
+@pytest.fixture(scope="session", autouse=True)
+def lab_zygote(user_cache: Path) -> None:
+    """The lab's own programs (emulator, proxy, peers) of the runs made in this process are
+    forked from a zygote, as those of `faultlab run` and of a suite's jobs are; a spawned one,
+    as a pytest-xdist worker is no process to fork (it has an I/O thread)."""
+    if os.geteuid() == 0:
+        from faultlab.lab.zygote import spawn_zygote
+
+        spawn_zygote()
+
+
 @pytest.fixture
 def runs_dir(tmp_path: Path) -> Iterator[Path]:
     path = tmp_path / "runs"

@@ -1,18 +1,24 @@
-"""Warm lab processes: a warm job's emulator and proxy forked from a copy of the job taken
-before its run began, instead of a new Python that imports them again.
+"""Warm lab processes: faultlab's own lab programs (the emulator, the proxy, the peers) forked
+from a copy of the process that runs the lab, taken before its run began, instead of a new
+Python that imports them again.
 
 A cold emulator spends ~0.45 s of CPU to listen and a cold proxy ~0.4 s, nearly all of it
-imports (the emulator's models, numpy, TLS; mitmproxy), for a run that mostly waits. A suite's
-warm server (`faultlab.warm`) has imported them once; each job forks its zygote at its start,
-while it is one thread with no event loop, and the run asks it for its emulator and its proxy.
-The zygote forks one, which enters its place as `enter.py` does (dies with the zygote, which
-dies with the job; the namespace; the lab's /etc files) and runs its module as `python -m`
-would. Other lab processes (the client, the user's programs) are started cold as before: only
-modules known to read nothing of the job's state at import are forked.
+imports (the emulator's models, numpy, TLS; mitmproxy), much of it what faultlab's own process
+has imported already. The process that runs a lab (`faultlab run`, a suite's warm job) forks its
+zygote at its start, while it is one thread with no event loop. The zygote imports what a
+program needs when it is first asked for it (a suite's warm server, `faultlab.warm`, has
+imported them all once for its jobs) and forks it; the forked process enters its place as
+`enter.py` does (it dies with the zygote, which dies with its parent; the namespace; the lab's
+/etc files) and runs its module as `python -m` would. The client that is the user's program,
+and every other lab process, starts cold as before.
 
-The job and its zygote talk over a socket pair: a request is one datagram carrying the process's
-place, argv and environment, with its log and a status socket; on the status socket the zygote
-writes the process's pid, then its exit code once it has reaped it.
+What a library reads from the environment when imported is the parent's, not the process's:
+mitmproxy's key log is set again at the proxy's start, and a process whose environment sets
+websockets' limits otherwise than the parent's starts cold.
+
+The parent and its zygote talk over a socket pair: a request is one datagram carrying the
+process's place, argv, environment and imports, with its log and a status socket; on the status
+socket the zygote writes the process's pid, then its exit code once it has reaped it.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import asyncio
 import atexit
 import contextlib
 import gc
+import importlib
 import json
 import os
 import runpy
@@ -28,6 +35,7 @@ import select
 import signal
 import socket
 import sys
+import time
 import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -36,25 +44,35 @@ from typing import Any, NoReturn
 from faultlab.lab.enter import die_with, enter
 from faultlab.lab.process import Ending, terminate
 
-# `python -m MODULE ARGS...` forked warm, by the module and the start of its arguments:
-# faultlab's own programs (a client that is the user's program starts as the user's would).
-FORKED = (("faultlab", ("emulator", "serve")), ("faultlab.proxy", ()),
-          ("faultlab.peers.ws_server", ()), ("faultlab.peers.ws_client", ()))
+# `python -m MODULE ARGS...` forked warm, by the module and the start of its arguments, with
+# what the zygote imports before it forks one (found with `python -X importtime`; a suite's warm
+# server has imported them all): faultlab's own programs. A client that is the user's program
+# (or a reference client standing for one) starts as the user's would.
+FORKED: dict[tuple[str, tuple[str, ...]], tuple[str, ...]] = {
+    ("faultlab", ("emulator", "serve")): (
+        "faultlab.commands.emulator", "faultlab.emulator.run", "faultlab.emulator.personality",
+        "faultlab.scenarios.booking.pack", "faultlab.cassette.format"),
+    ("faultlab.proxy", ()): ("faultlab.proxy.warm",),
+    ("faultlab.peers.ws_server", ()): ("faultlab.peers.ws_server",),
+    ("faultlab.peers.ws_client", ()): ("faultlab.peers.ws_client",),
+}
 # Variables the forked modules' libraries read once, when imported (websockets' limits): a
-# process whose own environment sets one otherwise than the job's starts cold.
+# process whose own environment sets one otherwise than its parent's starts cold.
 READ_AT_IMPORT = ("WEBSOCKETS_",)
 _zygote: Zygote | None = None
 
 
 def fork_zygote() -> None:
-    """In a warm job, at its start (one thread, no event loop): fork the job's zygote."""
+    """Before this process runs labs (one thread, no event loop): fork its zygote, once."""
     global _zygote
-    job, zygote = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    if _zygote is not None:
+        return
+    parent, zygote = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
     if pid == 0:
-        job.close()
+        parent.close()
         code = 1
         try:
             code = _serve(zygote, os.getppid())
@@ -63,39 +81,101 @@ def fork_zygote() -> None:
         finally:
             os._exit(code)
     zygote.close()
-    _zygote = Zygote(job, pid)
+    _zygote = Zygote(parent, pid)
+    atexit.register(close_zygote)
+
+
+def spawn_zygote() -> None:
+    """Where forking this process is unsafe (a pytest-xdist worker has an I/O thread): start a
+    zygote in a new Python, which imports what its processes need when first asked, once.
+    From a thread that lives as long as this process (the zygote dies with it)."""
+    global _zygote
+    if _zygote is not None:
+        return
+    parent, zygote = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    with zygote:
+        os.set_inheritable(zygote.fileno(), True)
+        pid = os.posix_spawn(sys.executable, [
+            sys.executable, "-c", f"from faultlab.lab.zygote import serve; serve({zygote.fileno()})"],
+            os.environ, file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0)])
+    _zygote = Zygote(parent, pid)
+    atexit.register(close_zygote)
+
+
+def serve(control_fd: int) -> None:
+    """A spawned zygote's life (`spawn_zygote`)."""
+    os.set_inheritable(control_fd, False)
+    code = 1
+    try:
+        code = _serve(socket.socket(fileno=control_fd), os.getppid())
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        os._exit(code)
+
+
+def close_zygote() -> None:
+    """This process's zygote ended and reaped (at this process's exit): nothing outlives it."""
+    global _zygote
+    if _zygote is not None:
+        _zygote.close()
+        _zygote = None
 
 
 def forked_module(argv: Sequence[str], env: Mapping[str, str]) -> str | None:
     """The module of a `python -m` command line to fork warm with `env`, or None."""
+    return None if _imports(argv, env) is None else argv[2]
+
+
+def _imports(argv: Sequence[str], env: Mapping[str, str]) -> tuple[str, ...] | None:
+    """What to import before forking `argv` with `env` (None: start it cold)."""
     if len(argv) < 3 or argv[0] != sys.executable or argv[1] != "-m":
         return None
     if any(env.get(k) != os.environ.get(k) for k in {*env, *os.environ}
            if k.startswith(READ_AT_IMPORT)):
         return None
     module, args = argv[2], tuple(argv[3:])
-    return module if any(module == m and args[:len(a)] == a for m, a in FORKED) else None
+    return next((imports for (m, a), imports in FORKED.items()
+                 if module == m and args[:len(a)] == a), None)
+
+
+def preloaded() -> list[str]:
+    """Every module a forked process needs: a suite's warm server imports them once."""
+    return list(dict.fromkeys(name for imports in FORKED.values() for name in imports))
 
 
 def current() -> Zygote | None:
-    """This process's zygote, when it is a warm job."""
+    """This process's zygote, once forked."""
     return _zygote
 
 
 class Zygote:
-    """The job's side: asks for a lab process, gets a `ForkedProcess`."""
+    """The parent's side: asks for a lab process, gets a `ForkedProcess`."""
 
     def __init__(self, control: socket.socket, pid: int) -> None:
         self.control = control
         self.pid = pid
 
+    def close(self, grace_s: float = 2.0) -> None:
+        """Close its end, so that it exits, and reap it (killed if it has not gone in
+        `grace_s`: the processes it forked then die with it)."""
+        self.control.close()
+        deadline = time.monotonic() + grace_s
+        with contextlib.suppress(ChildProcessError):  # reaped already
+            while os.waitpid(self.pid, os.WNOHANG) == (0, 0):
+                if time.monotonic() > deadline:
+                    os.kill(self.pid, signal.SIGKILL)
+                    os.waitpid(self.pid, 0)
+                    return
+                time.sleep(0.005)
+
     async def start(self, netns: Path, etc: Path | None, argv: Sequence[str],
                     env: Mapping[str, str], log: Path) -> ForkedProcess:
-        module = forked_module(argv, env)
-        assert module is not None, argv
+        imports = _imports(argv, env)
+        assert imports is not None, argv
         ours, theirs = socket.socketpair()
-        request = {"netns": str(netns), "etc": str(etc or "-"), "module": module,
-                   "argv": [module, *argv[3:]], "env": dict(env)}
+        request = {"netns": str(netns), "etc": str(etc or "-"), "imports": imports,
+                   "module": argv[2], "argv": [argv[2], *argv[3:]], "env": dict(env)}
         try:
             with theirs, log.open("ab") as out:
                 socket.send_fds(self.control, [json.dumps(request).encode()],
@@ -107,7 +187,7 @@ class Zygote:
         line = await reader.readline()
         if not line:
             writer.close()
-            raise OSError(f"the zygote did not start {module}")
+            raise OSError(f"the zygote did not start {argv[2]}")
         return ForkedProcess(int(line), reader, writer)
 
 
@@ -150,13 +230,13 @@ class ForkedProcess:
         return await terminate(self, grace_s)
 
 
-def _serve(control: socket.socket, job: int) -> int:
+def _serve(control: socket.socket, parent: int) -> int:
     """The zygote: fork a lab process per request, and write each one's exit code once reaped,
-    until the job closes its end (it ended) or dies (SIGKILL, by the death signal)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the job's Ctrl-C is the job's to handle
-    die_with(job)
-    # What the job imported stays put: a forked process's collections then neither walk nor
-    # copy the job's objects.
+    until the parent closes its end (it ended) or dies (SIGKILL, by the death signal)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the parent's to handle
+    die_with(parent)
+    # What the parent imported stays put: a forked process's collections then neither walk
+    # nor copy its objects.
     gc.collect()
     gc.freeze()
     wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -174,11 +254,17 @@ def _serve(control: socket.socket, job: int) -> int:
             if not message:
                 return 0
             told, log = socket.socket(fileno=fds[0]), fds[1]
+            request = json.loads(message)
+            # Once for the zygote's life (a warm job's were imported by the suite's server).
+            for name in request["imports"]:
+                with contextlib.suppress(Exception):  # the process meets it, and logs why
+                    importlib.import_module(name)
+            gc.freeze()
             pid = os.fork()
             if pid == 0:
                 ours = [control.fileno(), wake_r, wake_w, told.fileno(),
                         *(s.fileno() for s in status.values())]
-                _become(json.loads(message), log, ours, os.getppid())
+                _become(request, log, ours, os.getppid())
             os.close(log)
             with contextlib.suppress(OSError):
                 told.sendall(f"{pid}\n".encode())
@@ -218,7 +304,7 @@ def _become(request: dict[str, Any], log: int, zygotes: Sequence[int], zygote: i
         os.dup2(log, 1)
         os.dup2(log, 2)
         os.close(log)
-        atexit._clear()  # the job's, not this process's
+        atexit._clear()  # the parent's, not this process's
         enter(zygote, request["netns"], request["etc"])
         os.environ.clear()
         os.environ.update(request["env"])

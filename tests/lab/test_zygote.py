@@ -5,6 +5,7 @@ die with the job however it ends."""
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import time
 from pathlib import Path
@@ -12,11 +13,12 @@ from pathlib import Path
 import pytest
 
 from faultlab.jobs import run_job
+from faultlab.lab.zygote import current
 from faultlab.profile import load_profile
 from faultlab.warm import WarmJob
 
 from ..conftest import PROFILES, faultlab, patience
-from .helpers import lab_traces, pid_alive, run_events, run_slot
+from .helpers import failed, lab_traces, peers, pid_alive, run_events, run_profile, run_slot
 
 pytestmark = pytest.mark.lab
 
@@ -42,6 +44,34 @@ def test_a_warm_job_forks_its_emulator_and_proxy_which_do_what_cold_ones_do(
     for role in ("target", "proxy"):
         assert ended[role]["code"] == 0 and ended[role]["stopped_by_run"] is True, ended[role]
     assert not [pid for e in started.values() if pid_alive(pid := int(str(e["pid"])))]
+
+
+def test_a_run_in_this_process_forks_its_peers_from_the_tests_zygote(runs_dir: Path) -> None:
+    """A run made in this pytest worker: its echo server and WebSocket client are forked by the
+    zygote the tests spawned (a child of this process), each in its place (they talk across the
+    lab); the client's exit code comes back through the zygote."""
+    result = run_profile("name: forked-peers\n" + peers("1s"), runs_dir)
+    assert result.verdict == "PASS", failed(result)
+    started = [e for e in result.events if e.name == "process.start"]
+    assert [(e.fields["role"], e.fields.get("forked")) for e in started] == [
+        ("target", True), ("client", True)]
+    zygote = current()
+    assert zygote is not None and _parent(zygote.pid) == os.getpid()
+    assert result.exit_codes["client"] == 0
+    assert [e for e in result.events if e.name == "tcp.connect"]
+
+
+def test_a_lone_run_forks_its_lab_programs_and_leaves_no_zygote(tmp_path: Path) -> None:
+    """`faultlab run` of field P1 in a process of its own: its emulator and proxy are forked by
+    the zygote it forked before its run, and its client is not (that nothing outlives such a
+    run, its zygote included, is tests/lab/test_signals.py's, whose runs leave no process)."""
+    done = faultlab("run", "-q", "--runs-dir", str(tmp_path), str(PROFILES / "field" / "P1.yaml"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    (run,) = [p.parent for p in tmp_path.glob("*/events.jsonl")]
+    events = run_events(run)
+    started = {str(e["role"]): e for e in events if e["event"] == "process.start"}
+    assert {role: e.get("forked", False) for role, e in started.items()} == {
+        "target": True, "proxy": True, "client": False}
 
 
 KILLED = """\
@@ -91,3 +121,4 @@ def test_a_warm_job_killed_takes_its_zygote_and_lab_processes_with_it(tmp_path: 
 def _parent(pid: int) -> int:
     """The parent of a running process."""
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
