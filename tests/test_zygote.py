@@ -1,14 +1,20 @@
-"""Which lab processes a warm job forks (faultlab.lab.zygote), and their exit codes as the
-interpreter would give them; the forking itself is tests/lab/test_zygote.py's."""
+"""Which lab processes a warm job forks (faultlab.lab.zygote), their exit codes as the
+interpreter would give them, and a start cancelled once asked for, against a zygote played by
+the test; the forking itself is tests/lab/test_zygote.py's."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
+import socket
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from faultlab.lab.zygote import _exit_code, forked_module
+from faultlab.lab.zygote import Zygote, _exit_code, forked_module
 
 PY = sys.executable
 
@@ -51,3 +57,35 @@ def test_an_exit_is_the_code_the_interpreter_would_give(
         capsys: pytest.CaptureFixture[str]) -> None:
     assert _exit_code(SystemExit(code)) == exit_code
     assert capsys.readouterr().err == printed
+
+
+def test_a_start_cancelled_once_asked_for_stops_what_was_forked(tmp_path: Path) -> None:
+    """A run cancelled (Ctrl-C) while its zygote forks the echo server: the process is forked
+    anyway, so the start waits for its pid, stops it, and only then is cancelled."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    zygote = Zygote(ours, pid=0)
+    argv = [sys.executable, "-m", "faultlab.peers.ws_server"]
+
+    async def go() -> int:
+        loop = asyncio.get_running_loop()
+        start = asyncio.create_task(zygote.start(tmp_path / "netns", None, argv,
+                                                 dict(os.environ), tmp_path / "server.log"))
+        request, fds, _, _ = await loop.run_in_executor(None, socket.recv_fds, theirs, 1 << 16, 2)
+        assert b"faultlab.peers.ws_server" in request
+        status = socket.socket(fileno=fds[0])
+        os.close(fds[1])
+        start.cancel()
+        await asyncio.sleep(0.05)
+        forked = subprocess.Popen(["sleep", "60"], start_new_session=True)
+        try:
+            status.sendall(f"{forked.pid}\n".encode())
+            code = await loop.run_in_executor(None, forked.wait, 10)
+            status.sendall(f"{code}\n".encode())
+            with pytest.raises(asyncio.CancelledError):
+                await start
+        finally:
+            forked.kill()  # left running only if the start did not stop it
+            forked.wait()
+        return code
+
+    assert asyncio.run(go()) == -signal.SIGTERM

@@ -41,6 +41,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from faultlab.interrupt import uncancelled
 from faultlab.lab.enter import die_with, enter
 from faultlab.lab.process import Ending, terminate
 
@@ -173,18 +174,34 @@ class Zygote:
                     env: Mapping[str, str], log: Path) -> ForkedProcess:
         imports = _imports(argv, env)
         assert imports is not None, argv
-        ours, theirs = socket.socketpair()
         request = {"netns": str(netns), "etc": str(etc or "-"), "imports": imports,
                    "module": argv[2], "argv": [argv[2], *argv[3:]], "env": dict(env)}
+        ours, theirs = socket.socketpair()
+        with theirs:
+            try:
+                reader, writer = await asyncio.open_unix_connection(sock=ours)
+            except BaseException:
+                ours.close()
+                raise
+            try:
+                with log.open("ab") as out:
+                    socket.send_fds(self.control, [json.dumps(request).encode()],
+                                    [theirs.fileno(), out.fileno()])
+            except OSError:
+                writer.close()
+                raise
+        # From here on the process is forked, whatever happens to this task.
+        told = asyncio.ensure_future(reader.readline())
         try:
-            with theirs, log.open("ab") as out:
-                socket.send_fds(self.control, [json.dumps(request).encode()],
-                                [theirs.fileno(), out.fileno()])
-            reader, writer = await asyncio.open_unix_connection(sock=ours)
-        except BaseException:
-            ours.close()
+            line = await asyncio.shield(told)
+        except asyncio.CancelledError:
+            # Stopped here rather than left running.
+            line = await uncancelled(told)
+            if line:
+                await uncancelled(ForkedProcess(int(line), reader, writer).terminate(0.0))
+            else:
+                writer.close()
             raise
-        line = await reader.readline()
         if not line:
             writer.close()
             raise OSError(f"the zygote did not start {argv[2]}")
@@ -197,15 +214,11 @@ class ForkedProcess:
 
     def __init__(self, pid: int, status: asyncio.StreamReader,
                  writer: asyncio.StreamWriter) -> None:
-        self._pid = pid
+        self.pid = pid
         self._status = status
         self._writer = writer
         self._code: int | None = None
         self._ended: asyncio.Task[int] | None = None
-
-    @property
-    def pid(self) -> int:
-        return self._pid
 
     @property
     def returncode(self) -> int | None:
