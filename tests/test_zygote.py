@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from faultlab.lab.zygote import Zygote, _exit_code, forked_module
+from faultlab.lab.zygote import Zygote, ZygoteGone, _exit_code, forked_module
 
 PY = sys.executable
 
@@ -34,20 +34,19 @@ PY = sys.executable
     ([PY, "-m"], None),
 ])
 def test_faultlab_s_own_lab_programs_are_forked(argv: list[str], module: str | None) -> None:
-    assert forked_module(argv, dict(os.environ)) == module
+    assert forked_module(argv, dict(os.environ), dict(os.environ)) == module
 
 
-def test_a_process_that_sets_what_a_library_reads_at_import_starts_cold(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_process_that_sets_what_a_library_reads_at_import_otherwise_starts_cold() -> None:
     """websockets reads its limits when imported: a peer whose environment sets one otherwise
-    than the job's would not see it if forked."""
-    monkeypatch.delenv("WEBSOCKETS_MAX_LINE_LENGTH", raising=False)
+    than the zygote's modules were imported with would not see it if forked; other variables
+    are read when used."""
     argv = [PY, "-m", "faultlab.peers.ws_client"]
-    assert forked_module(argv, {**os.environ, "WEBSOCKETS_MAX_LINE_LENGTH": "99999"}) is None
-    monkeypatch.setenv("WEBSOCKETS_MAX_LINE_LENGTH", "99999")
-    assert forked_module(argv, dict(os.environ)) == "faultlab.peers.ws_client"
-    assert forked_module(argv, {k: v for k, v in os.environ.items()
-                                if k != "WEBSOCKETS_MAX_LINE_LENGTH"}) is None
+    limit = {"WEBSOCKETS_MAX_LINE_LENGTH": "99999"}
+    assert forked_module(argv, {"PATH": "/bin"}, {"PATH": "/usr/bin"}) == argv[2]
+    assert forked_module(argv, limit, {}) is None
+    assert forked_module(argv, {}, limit) is None
+    assert forked_module(argv, limit, limit) == argv[2]
 
 
 @pytest.mark.parametrize(("code", "exit_code", "printed"), [
@@ -89,3 +88,28 @@ def test_a_start_cancelled_once_asked_for_stops_what_was_forked(tmp_path: Path) 
         return code
 
     assert asyncio.run(go()) == -signal.SIGTERM
+
+
+def test_a_request_the_zygote_fails_is_started_cold_and_a_dead_zygote_is_said_gone(
+        tmp_path: Path) -> None:
+    """The zygote closes a request's status socket without a pid (its fork failed): the start
+    gives None, the process to start cold; with the zygote's end closed, the start says it
+    is gone."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    zygote = Zygote(ours, pid=0)
+    argv = [sys.executable, "-m", "faultlab.peers.ws_server"]
+
+    async def go() -> None:
+        loop = asyncio.get_running_loop()
+        start = asyncio.create_task(zygote.start(tmp_path / "netns", None, argv,
+                                                 dict(os.environ), tmp_path / "server.log"))
+        _, fds, _, _ = await loop.run_in_executor(None, socket.recv_fds, theirs, 1 << 16, 2)
+        for fd in fds:
+            os.close(fd)
+        assert await start is None
+        theirs.close()
+        with pytest.raises(ZygoteGone):
+            await zygote.start(tmp_path / "netns", None, argv, dict(os.environ),
+                               tmp_path / "server.log")
+
+    asyncio.run(go())

@@ -144,9 +144,13 @@ class Lab(ABC):
         container of `image` on a lab that runs them."""
         if image is not None:
             raise LabError(f"the {self.backend} lab runs no containers")
-        if (warm := zygote.current()) is not None and zygote.forked_module(argv, env) is not None:
+        if (warm := zygote.current()) is not None and warm.forks(argv, env):
             try:
-                return await warm.start(self.place(role).path, etc, argv, env, log)
+                if (forked := await warm.start(self.place(role).path, etc, argv, env,
+                                               log)) is not None:
+                    return forked
+            except zygote.ZygoteGone:
+                zygote.close_zygote()  # this one and the next start cold
             except OSError as exc:
                 raise LabError(f"cannot start {argv[2]!r} in {role}: {exc}") from None
         with log.open("ab") as out:

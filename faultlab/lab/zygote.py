@@ -18,7 +18,9 @@ websockets' limits otherwise than the parent's starts cold.
 
 The parent and its zygote talk over a socket pair: a request is one datagram carrying the
 process's place, argv, environment and imports, with its log and a status socket; on the status
-socket the zygote writes the process's pid, then its exit code once it has reaped it.
+socket the zygote writes the process's pid once it leads a session of its own, then its exit code
+once it has reaped it. A request the zygote fails is started cold; a zygote that died is
+forgotten, and the next processes start cold.
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ FORKED: dict[tuple[str, tuple[str, ...]], tuple[str, ...]] = {
     ("faultlab.peers.ws_server", ()): ("faultlab.peers.ws_server",),
     ("faultlab.peers.ws_client", ()): ("faultlab.peers.ws_client",),
 }
+# Signals the zygote leaves to its parent (its forked processes get their defaults back).
+IGNORED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # Variables the forked modules' libraries read once, when imported (websockets' limits): a
 # process whose own environment sets one otherwise than its parent's starts cold.
 READ_AT_IMPORT = ("WEBSOCKETS_",)
@@ -71,12 +75,13 @@ def fork_zygote() -> None:
     parent, zygote = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     sys.stdout.flush()
     sys.stderr.flush()
+    here = os.getpid()
     pid = os.fork()
     if pid == 0:
         parent.close()
         code = 1
         try:
-            code = _serve(zygote, os.getppid())
+            code = _serve(zygote, here)
         except BaseException:
             traceback.print_exc()
         finally:
@@ -97,18 +102,19 @@ def spawn_zygote() -> None:
     with zygote:
         os.set_inheritable(zygote.fileno(), True)
         pid = os.posix_spawn(sys.executable, [
-            sys.executable, "-c", f"from faultlab.lab.zygote import serve; serve({zygote.fileno()})"],
+            sys.executable, "-c", "from faultlab.lab.zygote import serve; "
+            f"serve({zygote.fileno()}, {os.getpid()})"],
             os.environ, file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0)])
     _zygote = Zygote(parent, pid)
     atexit.register(close_zygote)
 
 
-def serve(control_fd: int) -> None:
+def serve(control_fd: int, parent: int) -> None:
     """A spawned zygote's life (`spawn_zygote`)."""
     os.set_inheritable(control_fd, False)
     code = 1
     try:
-        code = _serve(socket.socket(fileno=control_fd), os.getppid())
+        code = _serve(socket.socket(fileno=control_fd), parent)
     except BaseException:
         traceback.print_exc()
     finally:
@@ -123,16 +129,19 @@ def close_zygote() -> None:
         _zygote = None
 
 
-def forked_module(argv: Sequence[str], env: Mapping[str, str]) -> str | None:
-    """The module of a `python -m` command line to fork warm with `env`, or None."""
-    return None if _imports(argv, env) is None else argv[2]
+def forked_module(argv: Sequence[str], env: Mapping[str, str],
+                  imported_with: Mapping[str, str]) -> str | None:
+    """The module of a `python -m` command line to fork warm with `env` from a zygote whose
+    modules were imported with the environment `imported_with`, or None."""
+    return None if _imports(argv, env, imported_with) is None else argv[2]
 
 
-def _imports(argv: Sequence[str], env: Mapping[str, str]) -> tuple[str, ...] | None:
+def _imports(argv: Sequence[str], env: Mapping[str, str],
+             imported_with: Mapping[str, str]) -> tuple[str, ...] | None:
     """What to import before forking `argv` with `env` (None: start it cold)."""
     if len(argv) < 3 or argv[0] != sys.executable or argv[1] != "-m":
         return None
-    if any(env.get(k) != os.environ.get(k) for k in {*env, *os.environ}
+    if any(env.get(k) != imported_with.get(k) for k in {*env, *imported_with}
            if k.startswith(READ_AT_IMPORT)):
         return None
     module, args = argv[2], tuple(argv[3:])
@@ -150,12 +159,22 @@ def current() -> Zygote | None:
     return _zygote
 
 
+class ZygoteGone(OSError):
+    """The zygote is gone (it died, and what it forked with it): later processes start cold."""
+
+
 class Zygote:
-    """The parent's side: asks for a lab process, gets a `ForkedProcess`."""
+    """The parent's side: asks for a lab process, gets a `ForkedProcess`. `environ`: the
+    environment its modules were imported with (the parent's when it was made)."""
 
     def __init__(self, control: socket.socket, pid: int) -> None:
         self.control = control
         self.pid = pid
+        self.environ = dict(os.environ)
+
+    def forks(self, argv: Sequence[str], env: Mapping[str, str]) -> bool:
+        """Whether it forks `argv` with `env` (else it is started cold)."""
+        return forked_module(argv, env, self.environ) is not None
 
     def close(self, grace_s: float = 2.0) -> None:
         """Close its end, so that it exits, and reap it (killed if it has not gone in
@@ -171,8 +190,11 @@ class Zygote:
                 time.sleep(0.005)
 
     async def start(self, netns: Path, etc: Path | None, argv: Sequence[str],
-                    env: Mapping[str, str], log: Path) -> ForkedProcess:
-        imports = _imports(argv, env)
+                    env: Mapping[str, str], log: Path) -> ForkedProcess | None:
+        """The process forked in the namespace at `netns` (seeing the files of the folder `etc`
+        over /etc's), its output appended to `log`; None when this request failed in the
+        zygote (its output says why), to be started cold."""
+        imports = _imports(argv, env, self.environ)
         assert imports is not None, argv
         request = {"netns": str(netns), "etc": str(etc or "-"), "imports": imports,
                    "module": argv[2], "argv": [argv[2], *argv[3:]], "env": dict(env)}
@@ -185,8 +207,11 @@ class Zygote:
                 raise
             try:
                 with log.open("ab") as out:
-                    socket.send_fds(self.control, [json.dumps(request).encode()],
-                                    [theirs.fileno(), out.fileno()])
+                    try:
+                        socket.send_fds(self.control, [json.dumps(request).encode()],
+                                        [theirs.fileno(), out.fileno()])
+                    except OSError as exc:
+                        raise ZygoteGone(f"the zygote is gone: {exc.strerror}") from None
             except OSError:
                 writer.close()
                 raise
@@ -204,7 +229,7 @@ class Zygote:
             raise
         if not line:
             writer.close()
-            raise OSError(f"the zygote did not start {argv[2]}")
+            return None
         return ForkedProcess(int(line), reader, writer)
 
 
@@ -246,7 +271,10 @@ class ForkedProcess:
 def _serve(control: socket.socket, parent: int) -> int:
     """The zygote: fork a lab process per request, and write each one's exit code once reaped,
     until the parent closes its end (it ended) or dies (SIGKILL, by the death signal)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the parent's to handle
+    # A signal to the parent's process group is the parent's to handle (a Ctrl-C, a CI's
+    # SIGTERM): the zygote ending then would kill the programs its parent is tearing down.
+    for signum in IGNORED:
+        signal.signal(signum, signal.SIG_IGN)
     die_with(parent)
     # What the parent made stays put: a forked process's collections then neither walk nor
     # copy its objects (no collection first: it took 53 ms of a run's parent's heap).
@@ -265,22 +293,40 @@ def _serve(control: socket.socket, parent: int) -> int:
             message, fds, _, _ = socket.recv_fds(control, 1 << 20, 2)
             if not message:
                 return 0
-            told, log = socket.socket(fileno=fds[0]), fds[1]
-            request = json.loads(message)
-            # Once for the zygote's life (a warm job's were imported by the suite's server).
-            for name in request["imports"]:
-                with contextlib.suppress(Exception):  # the process meets it, and logs why
-                    importlib.import_module(name)
-            gc.freeze()
-            pid = os.fork()
-            if pid == 0:
-                ours = [control.fileno(), wake_r, wake_w, told.fileno(),
-                        *(s.fileno() for s in status.values())]
-                _become(request, log, ours, os.getppid())
-            os.close(log)
+            told = socket.socket(fileno=fds[0])
+            try:
+                pid = _fork(json.loads(message), fds[1], told,
+                            [control.fileno(), wake_r, wake_w, *(s.fileno() for s in status.values())])
+            except Exception:  # this request fails (its start is told so), not the zygote
+                traceback.print_exc()
+                told.close()
+                continue
+            finally:
+                os.close(fds[1])
             with contextlib.suppress(OSError):
                 told.sendall(f"{pid}\n".encode())
             status[pid] = told
+
+
+def _fork(request: dict[str, Any], log: int, told: socket.socket, ours: list[int]) -> int:
+    """Fork the requested process; its pid once it leads a session of its own (a group to
+    stop it by)."""
+    # Once for the zygote's life (a warm job's were imported by the suite's server).
+    for name in request["imports"]:
+        with contextlib.suppress(Exception):  # the process meets it, and logs why
+            importlib.import_module(name)
+    gc.freeze()
+    zygote = os.getpid()
+    led_r, led_w = os.pipe2(os.O_CLOEXEC)
+    pid = os.fork()
+    if pid == 0:
+        _become(request, log, [*ours, told.fileno(), led_r], led_w, zygote)
+    os.close(led_w)
+    try:
+        os.read(led_r, 1)  # end of file: it has called setsid, or it has died
+    finally:
+        os.close(led_r)
+    return pid
 
 
 def _reap(status: dict[int, socket.socket]) -> None:
@@ -298,14 +344,18 @@ def _reap(status: dict[int, socket.socket]) -> None:
             told.close()
 
 
-def _become(request: dict[str, Any], log: int, zygotes: Sequence[int], zygote: int) -> NoReturn:
-    """In the forked lab process: its own session, its place, its output to `log`, then its
-    module as `python -m` runs it. `zygotes`: the zygote's descriptors, closed here."""
+def _become(request: dict[str, Any], log: int, zygotes: Sequence[int], led: int,
+            zygote: int) -> NoReturn:
+    """In the forked lab process: its own session (told by closing `led`), its place, its
+    output to `log`, then its module as `python -m` runs it. `zygotes`: the zygote's
+    descriptors, closed here (those the parent had open stay, as its Python objects own them:
+    closed under them, a descriptor this process reuses could be closed by one of them)."""
     code = 1
     try:
         os.setsid()
+        os.close(led)
         signal.set_wakeup_fd(-1)
-        for signum in (signal.SIGCHLD, signal.SIGTERM):
+        for signum in (signal.SIGCHLD, *IGNORED):
             signal.signal(signum, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         for fd in zygotes:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from faultlab.jobs import run_job
-from faultlab.lab.zygote import current
+from faultlab.lab.zygote import close_zygote, current, spawn_zygote
 from faultlab.profile import load_profile
 from faultlab.warm import WarmJob
 
@@ -59,6 +59,24 @@ def test_a_run_in_this_process_forks_its_peers_from_the_tests_zygote(runs_dir: P
     assert zygote is not None and _parent(zygote.pid) == os.getpid()
     assert result.exit_codes["client"] == 0
     assert [e for e in result.events if e.name == "tcp.connect"]
+
+
+def test_a_run_whose_zygote_died_starts_its_programs_cold(runs_dir: Path) -> None:
+    """The tests' zygote killed: the next run in this process starts its echo server and its
+    client cold, as if there were none, and passes; a new zygote then serves later runs."""
+    zygote = current()
+    assert zygote is not None
+    os.kill(zygote.pid, signal.SIGKILL)
+    try:
+        result = run_profile("name: zygote-gone\n" + peers("1s"), runs_dir)
+        assert result.verdict == "PASS", failed(result)
+        started = [e for e in result.events if e.name == "process.start"]
+        assert [(e.fields["role"], e.fields.get("forked")) for e in started] == [
+            ("target", None), ("client", None)]
+        assert current() is None
+    finally:
+        close_zygote()
+        spawn_zygote()
 
 
 def test_a_lone_run_forks_its_lab_programs_and_leaves_no_zygote(tmp_path: Path) -> None:
