@@ -23,7 +23,7 @@ import sys
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
-from faultlab.lab.zygote import preloaded
+from faultlab.lab.zygote import close_zygote, fork_zygote, preloaded
 
 # What `faultlab run` imports before and during a run (found with `python -X importtime`); a
 # module missing here is imported by the job itself, as a cold run would.
@@ -60,10 +60,8 @@ def _job(args: list[str], output: str, env: dict[str, str]) -> None:
     os.dup2(sink, 2)
     os.close(sink)
     sys.argv = ["faultlab", *args]
-    # While this is one thread with no event loop: the run's emulator and proxy are forked
-    # from a copy of it, with what the server imported.
-    from faultlab.lab.zygote import close_zygote, fork_zygote
-
+    # While this is one thread with no event loop: the run's emulator, proxy and peers are
+    # forked from a copy of it, with what the server imported.
     fork_zygote()
     try:
         # As `python -m faultlab ARGS` runs it (whose command imports the jobs, and so this

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from faultlab.lab.zygote import Zygote, ZygoteGone, _exit_code, forked_module
+from faultlab.lab.zygote import ForkedProcess, Zygote, ZygoteGone, _exit_code, forked_module
 
 PY = sys.executable
 
@@ -58,18 +58,27 @@ def test_an_exit_is_the_code_the_interpreter_would_give(
     assert capsys.readouterr().err == printed
 
 
+ECHO = [sys.executable, "-m", "faultlab.peers.ws_server"]
+
+
+async def asked(zygote: Zygote, played: socket.socket, folder: Path
+                ) -> tuple[asyncio.Task[ForkedProcess | None], bytes, list[int]]:
+    """A start of the echo server under way, and the request the zygote played by `played`
+    received: its message and its descriptors (the status socket, the log)."""
+    start = asyncio.create_task(zygote.start(folder / "netns", None, ECHO, dict(os.environ),
+                                             folder / "server.log"))
+    message, fds, _, _ = await asyncio.get_running_loop().run_in_executor(
+        None, socket.recv_fds, played, 1 << 16, 2)
+    return start, message, fds
+
+
 def test_a_start_cancelled_once_asked_for_stops_what_was_forked(tmp_path: Path) -> None:
     """A run cancelled (Ctrl-C) while its zygote forks the echo server: the process is forked
     anyway, so the start waits for its pid, stops it, and only then is cancelled."""
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    zygote = Zygote(ours, pid=0)
-    argv = [sys.executable, "-m", "faultlab.peers.ws_server"]
+    ours, played = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
 
     async def go() -> int:
-        loop = asyncio.get_running_loop()
-        start = asyncio.create_task(zygote.start(tmp_path / "netns", None, argv,
-                                                 dict(os.environ), tmp_path / "server.log"))
-        request, fds, _, _ = await loop.run_in_executor(None, socket.recv_fds, theirs, 1 << 16, 2)
+        start, request, fds = await asked(Zygote(ours, pid=0), played, tmp_path)
         assert b"faultlab.peers.ws_server" in request
         status = socket.socket(fileno=fds[0])
         os.close(fds[1])
@@ -78,7 +87,7 @@ def test_a_start_cancelled_once_asked_for_stops_what_was_forked(tmp_path: Path) 
         forked = subprocess.Popen(["sleep", "60"], start_new_session=True)
         try:
             status.sendall(f"{forked.pid}\n".encode())
-            code = await loop.run_in_executor(None, forked.wait, 10)
+            code = await asyncio.get_running_loop().run_in_executor(None, forked.wait, 10)
             status.sendall(f"{code}\n".encode())
             with pytest.raises(asyncio.CancelledError):
                 await start
@@ -95,21 +104,17 @@ def test_a_request_the_zygote_fails_is_started_cold_and_a_dead_zygote_is_said_go
     """The zygote closes a request's status socket without a pid (its fork failed): the start
     gives None, the process to start cold; with the zygote's end closed, the start says it
     is gone."""
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    ours, played = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     zygote = Zygote(ours, pid=0)
-    argv = [sys.executable, "-m", "faultlab.peers.ws_server"]
 
     async def go() -> None:
-        loop = asyncio.get_running_loop()
-        start = asyncio.create_task(zygote.start(tmp_path / "netns", None, argv,
-                                                 dict(os.environ), tmp_path / "server.log"))
-        _, fds, _, _ = await loop.run_in_executor(None, socket.recv_fds, theirs, 1 << 16, 2)
+        start, _, fds = await asked(zygote, played, tmp_path)
         for fd in fds:
             os.close(fd)
         assert await start is None
-        theirs.close()
+        played.close()
         with pytest.raises(ZygoteGone):
-            await zygote.start(tmp_path / "netns", None, argv, dict(os.environ),
+            await zygote.start(tmp_path / "netns", None, ECHO, dict(os.environ),
                                tmp_path / "server.log")
 
     asyncio.run(go())

@@ -140,7 +140,7 @@ class Lab(ABC):
     async def start(self, role: Role, argv: Sequence[str], env: Mapping[str, str],
                     etc: Path | None, log: Path, image: Image | None = None) -> Member:
         """Start a lab member in `role`'s place, its output appended to `log`: a host process
-        (faultlab's own programs forked warm in a warm job: `faultlab.lab.zygote`), or a
+        (faultlab's own programs forked by this process's zygote: `faultlab.lab.zygote`), or a
         container of `image` on a lab that runs them."""
         if image is not None:
             raise LabError(f"the {self.backend} lab runs no containers")

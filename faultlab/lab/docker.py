@@ -315,6 +315,8 @@ class ContainerMember:
     """A running container, as the run watches a lab member: its output copied to the log, its
     exit code when it ends; stopped with SIGTERM through docker's init, then SIGKILL."""
 
+    began = None
+
     def __init__(self, container: Container, pid: int, log: Path,
                  loop: asyncio.AbstractEventLoop) -> None:
         self.container = container

@@ -84,6 +84,12 @@ class Member(Protocol):
     @property
     def returncode(self) -> int | None: ...
 
+    @property
+    def began(self) -> float | None:
+        """When it began (Unix time), where it may have run before it was handed over (a
+        forked process runs at once); None: handed over before it could do anything (a program
+        being exec'd still starts its interpreter), so `process.start` is stamped then."""
+
     def describe(self) -> dict[str, Any]:
         """What `process.start` tells of it beyond its role, pid and argv."""
 
@@ -95,6 +101,8 @@ class Member(Protocol):
 
 class HostProcess:
     """A process started in a lab namespace, in a session of its own (stopped by its group)."""
+
+    began = None
 
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self.proc = proc
@@ -264,9 +272,11 @@ class LabProcess:
 
     @classmethod
     def started(cls, role: str, member: Member, argv: Sequence[str], bus: EventBus) -> LabProcess:
-        """`member`, just started as `role` (client, target, proxy), watched from now on."""
-        event = bus.announce("faultlab", ProcessStart(role, member.pid, list(argv),
-                                                      member.describe()))
+        """`member`, just started as `role` (client, target, proxy), watched from now on; its
+        `process.start` precedes whatever it did (the client's windows open there)."""
+        start = ProcessStart(role, member.pid, list(argv), member.describe())
+        began = None if member.began is None else bus.clock.from_wall(member.began)
+        event = bus.record("faultlab", start.name, began, start.fields())
         return cls(role, member, bus, event.t)
 
     async def _watch_exit(self) -> None:

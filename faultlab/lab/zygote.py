@@ -14,7 +14,7 @@ and every other lab process, starts cold as before.
 
 What a library reads from the environment when imported is the parent's, not the process's:
 mitmproxy's key log is set again at the proxy's start, and a process whose environment sets
-websockets' limits otherwise than the parent's starts cold.
+websockets' limits otherwise than the zygote's modules were imported with starts cold.
 
 The parent and its zygote talk over a socket pair: a request is one datagram carrying the
 process's place, argv, environment and imports, with its log and a status socket; on the status
@@ -39,6 +39,7 @@ import socket
 import sys
 import time
 import traceback
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -207,6 +208,7 @@ class Zygote:
                 raise
             try:
                 with log.open("ab") as out:
+                    asked = time.time()
                     try:
                         socket.send_fds(self.control, [json.dumps(request).encode()],
                                         [theirs.fileno(), out.fileno()])
@@ -223,23 +225,25 @@ class Zygote:
             # Stopped here rather than left running.
             line = await uncancelled(told)
             if line:
-                await uncancelled(ForkedProcess(int(line), reader, writer).terminate(0.0))
+                await uncancelled(ForkedProcess(int(line), asked, reader, writer).terminate(0.0))
             else:
                 writer.close()
             raise
         if not line:
             writer.close()
             return None
-        return ForkedProcess(int(line), reader, writer)
+        return ForkedProcess(int(line), asked, reader, writer)
 
 
 class ForkedProcess:
     """A lab process forked by the zygote, in a session of its own (stopped by its group); its
-    exit code comes from the zygote, which reaped it."""
+    exit code comes from the zygote, which reaped it. It runs from its fork on, before the run
+    knows its pid: it `began` when it was asked for."""
 
-    def __init__(self, pid: int, status: asyncio.StreamReader,
+    def __init__(self, pid: int, began: float, status: asyncio.StreamReader,
                  writer: asyncio.StreamWriter) -> None:
         self.pid = pid
+        self.began = began
         self._status = status
         self._writer = writer
         self._code: int | None = None
@@ -371,6 +375,9 @@ def _become(request: dict[str, Any], log: int, zygotes: Sequence[int], led: int,
         os.environ.clear()
         os.environ.update(request["env"])
         sys.argv = list(request["argv"])
+        # The zygote imported the module on purpose: runpy's warning that it did is noise.
+        warnings.filterwarnings("ignore", r".*found in sys\.modules after import of package",
+                                RuntimeWarning)
         runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
         code = 0
     except SystemExit as exc:

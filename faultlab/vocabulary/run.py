@@ -232,7 +232,7 @@ class TcpRst(TcpFin):
 @dataclass(frozen=True)
 class ProcessStart(Record):
     """A lab process (client, target, proxy, resolver, turn) started; `member`: where it runs
-    (a container's `container` and `image`; `forked`: forked warm by a job's zygote)."""
+    (a container's `container` and `image`; `forked`: forked warm by the run's zygote)."""
 
     NAME: ClassVar[str] = "process.start"
     SPREAD: ClassVar[frozenset[str]] = frozenset({"member"})
