@@ -63,8 +63,9 @@ class Tree:
     root: int
     cpu_s: dict[Key, float] = field(default_factory=dict)
     argv: dict[Key, tuple[str, ...]] = field(default_factory=dict)
-    # The command lines the runs recorded (their `process.start`), by pid: a process forked
-    # without exec (a warm job's emulator and proxy) shows its parent's in /proc.
+    # The command lines the runs recorded (their `process.start`), by pid (not reused within
+    # one sample of a few runs): a process forked without exec (faultlab's emulator, proxy and
+    # peers, forked warm) shows its zygote's in /proc, which is the run's.
     recorded: dict[int, tuple[str, ...]] = field(default_factory=dict)
 
     def update(self, stats: Mapping[int, str], cmdline: Callable[[int], tuple[str, ...]]) -> None:

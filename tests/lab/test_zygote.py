@@ -1,6 +1,7 @@
-"""Warm lab processes (faultlab.lab.zygote): a warm job's emulator and proxy are forked from
-its zygote, do what cold ones do (their logs, the proxy's TLS key log, their exit codes), and
-die with the job however it ends."""
+"""Warm lab processes (faultlab.lab.zygote): the emulator, proxy and peers of a suite's job, of
+a lone `faultlab run` and of a run in this pytest worker are forked from a zygote, do what cold
+ones do (their logs, the proxy's TLS key log, their exit codes, a `process.start` before what
+they did), start cold once the zygote is gone, and die with their parent however it ends."""
 
 from __future__ import annotations
 
