@@ -70,7 +70,6 @@ _zygote: Zygote | None = None
 
 def fork_zygote() -> None:
     """Before this process runs labs (one thread, no event loop): fork its zygote, once."""
-    global _zygote
     if _zygote is not None:
         return
     parent, zygote = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -80,23 +79,15 @@ def fork_zygote() -> None:
     pid = os.fork()
     if pid == 0:
         parent.close()
-        code = 1
-        try:
-            code = _serve(zygote, here)
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            os._exit(code)
+        _live(zygote, here)
     zygote.close()
-    _zygote = Zygote(parent, pid)
-    atexit.register(close_zygote)
+    _adopt(parent, pid)
 
 
 def spawn_zygote() -> None:
     """Where forking this process is unsafe (a pytest-xdist worker has an I/O thread): start a
     zygote in a new Python, which imports what its processes need when first asked, once.
     From a thread that lives as long as this process (the zygote dies with it)."""
-    global _zygote
     if _zygote is not None:
         return
     parent, zygote = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -106,16 +97,28 @@ def spawn_zygote() -> None:
             sys.executable, "-c", "from faultlab.lab.zygote import serve; "
             f"serve({zygote.fileno()}, {os.getpid()})"],
             os.environ, file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0)])
-    _zygote = Zygote(parent, pid)
-    atexit.register(close_zygote)
+    _adopt(parent, pid)
 
 
 def serve(control_fd: int, parent: int) -> None:
     """A spawned zygote's life (`spawn_zygote`)."""
     os.set_inheritable(control_fd, False)
+    _live(socket.socket(fileno=control_fd), parent)
+
+
+def _adopt(control: socket.socket, pid: int) -> None:
+    """This process's zygote from now on, closed at this process's exit."""
+    global _zygote
+    _zygote = Zygote(control, pid)
+    atexit.unregister(close_zygote)  # once, however many zygotes it has had
+    atexit.register(close_zygote)
+
+
+def _live(control: socket.socket, parent: int) -> NoReturn:
+    """The zygote's life, to its exit."""
     code = 1
     try:
-        code = _serve(socket.socket(fileno=control_fd), parent)
+        code = _serve(control, parent)
     except BaseException:
         traceback.print_exc()
     finally:
